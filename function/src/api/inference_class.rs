@@ -1,0 +1,89 @@
+//! `InferenceClass`: a hardware recipe that node pools point at. Cluster-scoped.
+//!
+//! Devices are described the way a DRA driver publishes them in a ResourceSlice, so the scheduler can evaluate
+//! a ModelDeployment's CEL selectors against a class without a cluster to ask.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceClassSpec {
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub devices: Vec<Device>,
+    #[serde(default)]
+    pub provisioning: Provisioning,
+}
+
+/// How a device is claimed on a node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub enum Claim {
+    /// Through a DRA ResourceClaim against the driver's DeviceClass.
+    #[default]
+    #[serde(rename = "DRA")]
+    Dra,
+    /// Described for scheduling only; nothing claims it (for example host memory). Never matches alone.
+    Synthetic,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Device {
+    pub name: String,
+    #[serde(default)]
+    pub claim: Claim,
+    #[serde(default)]
+    pub driver: String,
+    #[serde(default)]
+    pub device_class_name: String,
+    /// Devices of this kind on each node.
+    pub count: u32,
+    #[serde(default)]
+    pub attributes: BTreeMap<String, Attribute>,
+    #[serde(default)]
+    pub capacity: BTreeMap<String, Capacity>,
+}
+
+/// A typed device attribute, as in DRA's `DeviceAttribute`: exactly one field is set.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Attribute {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub string: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bool: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub int: Option<i64>,
+}
+
+/// A device capacity, as in DRA's `DeviceCapacity`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Capacity {
+    /// A Kubernetes quantity such as `141Gi`.
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct Provisioning {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eks: Option<EksProvisioning>,
+}
+
+/// What an EKS managed node group needs to run this class.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EksProvisioning {
+    pub instance_type: String,
+    #[serde(default, rename = "diskSizeGiB", skip_serializing_if = "Option::is_none")]
+    pub disk_size_gib: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ami_type: Option<String>,
+    /// EFA network interfaces per node; 0 means no EFA.
+    #[serde(default)]
+    pub efa_interfaces: u32,
+}

@@ -1,0 +1,147 @@
+//! One pure composer per composite kind.
+//!
+//! A composer reads the request (the observed composite as a typed view, observed composed resources,
+//! required resources) and returns an [`Output`]: what it wants composed, the composite's status, and what it
+//! needs Crossplane to fetch. It does no I/O and reads no clock, so the server, `render` and the tests all get
+//! the same answer for the same request.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::{
+    api::TypeMeta,
+    proto::v1::{ResourceSelector, RunFunctionRequest, Status},
+    wire::{DecodeError, RawStruct},
+};
+
+pub mod inference_class;
+
+/// API group of every Modelplane composite.
+pub const API_GROUP: &str = "modelplane.ai";
+/// The one API version the composers read today.
+pub const API_VERSION: &str = "modelplane.ai/v1alpha1";
+
+/// A composer: the request and its observed composite in, what to compose out.
+pub type ComposeFn = fn(&RunFunctionRequest, &RawStruct) -> Result<Output, ComposeError>;
+
+/// The composite kinds this function serves, and the composer for each.
+pub const COMPOSERS: &[(&str, ComposeFn)] = &[("InferenceClass", inference_class::compose)];
+
+/// Finds the composer for an observed composite, or says why there is none.
+pub fn composer_for(type_meta: &TypeMeta) -> Result<ComposeFn, String> {
+    let served = || {
+        COMPOSERS
+            .iter()
+            .map(|(kind, _)| *kind)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (group, _) = type_meta
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", &type_meta.api_version));
+    let Some((_, compose)) = COMPOSERS.iter().find(|(kind, _)| *kind == type_meta.kind) else {
+        return Err(format!(
+            "composite kind {:?} (apiVersion {:?}) is not served by this function; it serves {API_GROUP} {}",
+            type_meta.kind,
+            type_meta.api_version,
+            served()
+        ));
+    };
+    if group != API_GROUP || type_meta.api_version != API_VERSION {
+        return Err(format!(
+            "composite {} has apiVersion {:?}; this function reads {API_VERSION}",
+            type_meta.kind, type_meta.api_version
+        ));
+    }
+    Ok(*compose)
+}
+
+/// Why a composite could not be composed: the field path at fault and what is wrong with it. Becomes a FATAL
+/// result, so the message has to be enough for a user to fix their manifest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct ComposeError {
+    pub path: String,
+    pub reason: String,
+}
+
+impl ComposeError {
+    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<DecodeError> for ComposeError {
+    fn from(e: DecodeError) -> Self {
+        Self {
+            path: e.path,
+            reason: e.message,
+        }
+    }
+}
+
+/// One desired composed resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Composed {
+    pub object: Map<String, Value>,
+    /// Only resources known to be ready are marked so; Crossplane counts anything else as not ready.
+    pub ready: bool,
+}
+
+/// A custom condition for the composite.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConditionOut {
+    pub type_: &'static str,
+    pub status: Status,
+    pub reason: String,
+    pub message: Option<String>,
+}
+
+/// Everything a composer decided for one request.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Output {
+    /// Fields for the composite's `status`.
+    pub status: Map<String, Value>,
+    /// Desired composed resources by composition resource name.
+    pub resources: BTreeMap<String, Composed>,
+    /// What Crossplane must fetch and send back under each requirement name. Must be the same on every call once
+    /// met, or Crossplane's requirements loop never settles.
+    pub requirements: BTreeMap<String, ResourceSelector>,
+    pub conditions: Vec<ConditionOut>,
+    /// Overrides Crossplane's readiness calculation for the composite when set.
+    pub ready: Option<bool>,
+    /// Warning results, to be raised as events.
+    pub warnings: Vec<String>,
+}
+
+impl Output {
+    pub fn compose(&mut self, key: impl Into<String>, object: Value, ready: bool) {
+        let object = match object {
+            Value::Object(map) => map,
+            // Composers build objects with json!({...}); anything else is a bug, kept visible rather than dropped.
+            other => Map::from_iter([("invalid".to_owned(), other)]),
+        };
+        self.resources.insert(key.into(), Composed { object, ready });
+    }
+
+    pub fn condition(
+        &mut self,
+        type_: &'static str,
+        status: Status,
+        reason: &str,
+        message: impl Into<String>,
+    ) {
+        let message = message.into();
+        self.conditions.push(ConditionOut {
+            type_,
+            status,
+            reason: reason.to_owned(),
+            message: (!message.is_empty()).then_some(message),
+        });
+    }
+}

@@ -1,0 +1,143 @@
+//! The RunFunction body: choose the composer for the observed composite, run it, and write its output into a
+//! response that starts from the request. Domain errors become FATAL results; the gRPC call itself succeeds.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use prost::Message;
+
+use crate::{
+    api::{ObjectMeta, TypeMeta},
+    compose::{self, Output},
+    proto::v1::{Ready, Requirements, RunFunctionRequest, RunFunctionResponse, Status},
+    sdk::{request, response},
+};
+
+/// Crossplane's gRPC client accepts responses up to 4 MiB (grpc-go's default receive limit).
+pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Runs one request through the composer for its composite kind. Never panics: a composer that panics fails
+/// this request with a FATAL result and leaves the process serving.
+pub fn run_function(req: RunFunctionRequest) -> RunFunctionResponse {
+    let outcome = compose_request(&req);
+    let mut rsp = response::to(req, response::DEFAULT_TTL);
+    match outcome.and_then(|out| apply(&mut rsp, out)) {
+        Ok(()) => limit_size(rsp),
+        Err(message) => {
+            tracing::warn!(%message, "composition failed");
+            response::fatal(&mut rsp, message);
+            rsp
+        }
+    }
+}
+
+fn compose_request(req: &RunFunctionRequest) -> Result<Output, String> {
+    let Some(xr) = request::observed_composite(req) else {
+        return Err("request has no observed composite resource (observed.composite.resource)".into());
+    };
+    let type_meta: TypeMeta = xr
+        .parse()
+        .map_err(|e| format!("cannot read the observed composite: {e}"))?;
+    let compose = compose::composer_for(&type_meta)?;
+    let meta: ObjectMeta = xr
+        .parse::<MetadataOnly>()
+        .map(|m| m.metadata)
+        .map_err(|e| format!("cannot read {} metadata: {e}", type_meta.kind))?;
+    let subject = format!("{} {}", type_meta.kind, qualified_name(&meta));
+    tracing::debug!(%subject, "composing");
+    match catch_unwind(AssertUnwindSafe(|| compose(req, xr))) {
+        Ok(Ok(out)) => Ok(out),
+        Ok(Err(e)) => Err(format!("{subject}: {e}")),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!(%subject, panic = %what, "composer panicked");
+            Err(format!(
+                "{subject}: internal error while composing (please report this bug): {what}"
+            ))
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct MetadataOnly {
+    #[serde(default)]
+    metadata: ObjectMeta,
+}
+
+fn qualified_name(meta: &ObjectMeta) -> String {
+    match &meta.namespace {
+        Some(ns) => format!("{ns}/{}", meta.name),
+        None => meta.name.clone(),
+    }
+}
+
+/// Writes a composer's output into the response.
+fn apply(rsp: &mut RunFunctionResponse, out: Output) -> Result<(), String> {
+    for (key, composed) in &out.resources {
+        let ready = if composed.ready {
+            Ready::True
+        } else {
+            Ready::Unspecified
+        };
+        response::set_desired_composed(rsp, key, &composed.object, ready);
+    }
+    let ready = match out.ready {
+        Some(true) => Ready::True,
+        Some(false) => Ready::False,
+        None => Ready::Unspecified,
+    };
+    if !out.status.is_empty() || ready != Ready::Unspecified {
+        response::set_desired_composite_status(rsp, out.status, ready)
+            .map_err(|e| format!("cannot read the desired composite from earlier steps: {e}"))?;
+    }
+    for condition in out.conditions {
+        response::set_condition(
+            rsp,
+            condition.type_,
+            condition.status,
+            &condition.reason,
+            condition.message,
+        );
+    }
+    for warning in out.warnings {
+        response::warning(rsp, warning);
+    }
+    if !out.requirements.is_empty() {
+        rsp.requirements = Some(Requirements {
+            resources: out.requirements,
+            ..Default::default()
+        });
+    }
+    Ok(())
+}
+
+/// Replaces a response Crossplane could not receive with a FATAL result that says why. Nothing is lost: on a
+/// FATAL result Crossplane applies nothing and keeps what already exists.
+fn limit_size(rsp: RunFunctionResponse) -> RunFunctionResponse {
+    let size = rsp.encoded_len();
+    if size <= MAX_RESPONSE_BYTES {
+        return rsp;
+    }
+    let mut small = RunFunctionResponse {
+        meta: rsp.meta,
+        ..Default::default()
+    };
+    response::fatal(
+        &mut small,
+        format!(
+            "the composed response is {size} bytes, over Crossplane's {MAX_RESPONSE_BYTES}-byte limit for a function \
+             response; split the composite (fewer replicas or clusters per ModelDeployment)"
+        ),
+    );
+    response::set_condition(
+        &mut small,
+        "ResponseTooLarge",
+        Status::ConditionTrue,
+        "ResponseTooLarge",
+        None,
+    );
+    small
+}

@@ -1,0 +1,23 @@
+//! Modelplane's Crossplane composition function.
+//!
+//! Desired state is a complete server-side-apply intent, not a patch: whatever a response leaves out of
+//! `desired` is deleted when the pipeline ends. So every response starts from the request's desired state
+//! ([`sdk::response::to`]), adds what this function owns, and passes everything else through untouched.
+//!
+//! Layout:
+//! - [`dispatch`]: the RunFunction body; reads the composite's kind and runs its composer.
+//! - [`compose`]: one pure composer per XR kind: typed input in, desired objects out. No I/O, no clock.
+//! - [`sdk`]: request readers and response writers named as in Crossplane's function SDKs.
+//! - [`wire`]: `google.protobuf.Struct` kept as bytes and decoded straight into typed views.
+//! - [`server`]: the tonic server Crossplane talks to; [`render`]: the same handler offline.
+
+pub mod api;
+pub mod compose;
+pub mod dispatch;
+pub mod proto;
+pub mod render;
+pub mod sdk;
+pub mod server;
+pub mod wire;
+
+pub use dispatch::run_function;

@@ -1,0 +1,201 @@
+//! `modelplane-function`: `serve` (the default, as Crossplane runs it) or `render` (offline, same handler).
+
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
+
+use clap::{Args, Parser, Subcommand};
+use modelplane_function::{
+    proto::v1::{RunFunctionRequest, RunFunctionResponse, Severity, function_runner_service_client},
+    render::{self, Format, Inputs, RenderError},
+    run_function,
+    server::{self, ServeOptions},
+};
+
+#[derive(Parser)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// With no subcommand the function serves, as Crossplane starts it.
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve RunFunction over gRPC (what Crossplane runs).
+    Serve(ServeArgs),
+    /// Run one composite through the function offline and print what it composes, like `crossplane render`.
+    Render(RenderArgs),
+}
+
+#[derive(Args, Clone)]
+struct ServeArgs {
+    /// Address to listen on; `:9443` means every interface.
+    #[arg(long, env = "ADDRESS", default_value = "0.0.0.0:9443")]
+    address: String,
+    /// Directory holding tls.crt, tls.key and ca.crt for mutual TLS.
+    #[arg(long, env = "TLS_SERVER_CERTS_DIR")]
+    tls_certs_dir: Option<PathBuf>,
+    /// Serve plaintext gRPC (for `crossplane render`'s Development runtime). Wins over --tls-certs-dir.
+    #[arg(long, env = "INSECURE")]
+    insecure: bool,
+    /// Log at debug level.
+    #[arg(long, short = 'd', env = "DEBUG")]
+    debug: bool,
+    /// Largest request accepted, in MiB. Fleet-sized observed states can pass Crossplane's 4 MiB default.
+    #[arg(long, env = "MAX_RECV_MESSAGE_SIZE", default_value_t = 16)]
+    max_recv_message_size: usize,
+}
+
+#[derive(Args)]
+struct RenderArgs {
+    /// The composite resource to render.
+    composite: PathBuf,
+    /// Files or directories with resources the function may require (InferenceClasses, InferenceClusters...).
+    #[arg(long = "required", short = 'e')]
+    required: Vec<PathBuf>,
+    /// Files or directories with the composed resources as they exist now.
+    #[arg(long = "observed", short = 'b')]
+    observed: Vec<PathBuf>,
+    /// A file with the pipeline context object to start from.
+    #[arg(long)]
+    context: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value = "yaml")]
+    output: Format,
+    /// Send the requests to a running server (plaintext) instead of running the handler in-process.
+    #[arg(long)]
+    function_address: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Some(Command::Render(args)) => {
+            init_logging(false, true);
+            runtime.block_on(render_command(args))
+        }
+        Some(Command::Serve(args)) => runtime.block_on(serve_command(args)),
+        None => runtime.block_on(serve_command(cli.serve)),
+    }
+}
+
+fn init_logging(debug: bool, to_stderr_plain: bool) {
+    let level = if debug { "debug" } else { "info" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(if to_stderr_plain { "error" } else { level })
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if to_stderr_plain {
+        builder.init()
+    } else {
+        builder.json().flatten_event(true).with_current_span(true).init()
+    }
+}
+
+async fn serve_command(args: ServeArgs) -> ExitCode {
+    init_logging(args.debug, false);
+    let address = match parse_address(&args.address) {
+        Ok(address) => address,
+        Err(e) => {
+            tracing::error!(error = %e, "invalid --address");
+            return ExitCode::FAILURE;
+        }
+    };
+    let tls_certs_dir = match (args.insecure, args.tls_certs_dir) {
+        (true, _) => None,
+        (false, Some(dir)) => Some(dir),
+        (false, None) => {
+            tracing::error!(
+                "no credentials were provided: supply --tls-certs-dir (or TLS_SERVER_CERTS_DIR) or use --insecure"
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let options = ServeOptions {
+        address,
+        tls_certs_dir,
+        max_recv_message_size: args.max_recv_message_size.saturating_mul(1024 * 1024),
+    };
+    match server::serve(options).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "server failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Accepts Go-style `:9443` as well as `host:port`.
+fn parse_address(address: &str) -> Result<SocketAddr, std::net::AddrParseError> {
+    match address.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}").parse(),
+        None => address.parse(),
+    }
+}
+
+async fn render_command(args: RenderArgs) -> ExitCode {
+    match render_to_stdout(args).await {
+        Ok(fatal) if fatal => ExitCode::from(3),
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("render: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Renders and prints; returns whether the function returned a FATAL result (exit code 3, as Crossplane's).
+async fn render_to_stdout(args: RenderArgs) -> Result<bool, RenderError> {
+    let inputs = Inputs::load(
+        &args.composite,
+        &args.required,
+        &args.observed,
+        args.context.as_deref(),
+    )?;
+    let rsp = match &args.function_address {
+        None => render::run(&inputs, |req| async move { Ok(run_function(req)) }).await?,
+        Some(address) => {
+            let endpoint = if address.contains("://") {
+                address.clone()
+            } else {
+                format!("http://{address}")
+            };
+            let remote = |reason: String| RenderError::Remote {
+                address: address.clone(),
+                reason,
+            };
+            let client = function_runner_service_client::FunctionRunnerServiceClient::connect(endpoint)
+                .await
+                .map_err(|e| remote(e.to_string()))?
+                .max_decoding_message_size(usize::MAX);
+            render::run(&inputs, |req: RunFunctionRequest| {
+                let mut client = client.clone();
+                async move {
+                    client
+                        .run_function(req)
+                        .await
+                        .map(|r| r.into_inner())
+                        .map_err(|s| remote(s.to_string()))
+                }
+            })
+            .await?
+        }
+    };
+    let documents = render::documents(&inputs, &rsp)?;
+    render::print(&documents, args.output, &mut std::io::stdout().lock())?;
+    Ok(is_fatal(&rsp))
+}
+
+fn is_fatal(rsp: &RunFunctionResponse) -> bool {
+    rsp.results.iter().any(|r| r.severity == Severity::Fatal as i32)
+}

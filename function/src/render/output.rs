@@ -1,0 +1,188 @@
+//! Turns the last response into the objects `crossplane render` prints: the composite with the status the
+//! function set and the conditions Crossplane would compute, each desired composed resource with the metadata
+//! Crossplane adds, then one `Result` object per result.
+
+use std::io::Write;
+
+use serde_json::{Map, Value, json};
+
+use super::{COMPOSITION_RESOURCE_NAME, Inputs, RenderError};
+use crate::proto::v1::{Ready, RunFunctionResponse, Severity, Status};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Yaml,
+    Json,
+}
+
+/// The printed objects, in `crossplane render`'s order.
+///
+/// After a FATAL result Crossplane applies nothing and leaves the composite alone, so only the results print.
+pub fn documents(inputs: &Inputs, rsp: &RunFunctionResponse) -> Result<Vec<Value>, RenderError> {
+    let results = rsp.results.iter().map(result_document);
+    if rsp.results.iter().any(|r| r.severity == Severity::Fatal as i32) {
+        return Ok(results.collect());
+    }
+    let xr = &inputs.composite;
+    let name = xr
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let namespace = xr.pointer("/metadata/namespace").and_then(Value::as_str);
+    let desired = rsp.desired.clone().unwrap_or_default();
+
+    let mut unready = Vec::new();
+    let mut composed = Vec::new();
+    for (key, resource) in &desired.resources {
+        if resource.ready != Ready::True as i32 {
+            unready.push(key.as_str());
+        }
+        let mut object = match resource.resource.as_ref().map(|raw| raw.to_json()) {
+            Some(Ok(Value::Object(map))) => map,
+            Some(Err(e)) => return Err(RenderError::Output(format!("desired resource {key}: {e}"))),
+            _ => Map::new(),
+        };
+        add_composed_metadata(&mut object, xr, key, name, namespace);
+        composed.push(Value::Object(object));
+    }
+
+    let composite_status = match desired.composite.as_ref().and_then(|c| c.resource.as_ref()) {
+        Some(raw) => raw
+            .to_json()
+            .map_err(|e| RenderError::Output(format!("desired composite: {e}")))?,
+        None => Value::Null,
+    };
+    let mut status = composite_status
+        .get("status")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let composite_ready = desired
+        .composite
+        .as_ref()
+        .map_or(Ready::Unspecified as i32, |c| c.ready);
+    let mut conditions = vec![ready_condition(composite_ready, &unready)];
+    conditions.extend(rsp.conditions.iter().map(|c| {
+        let mut condition = json!({"type": c.r#type, "status": status_word(c.status), "reason": c.reason});
+        if let Some(message) = &c.message {
+            condition["message"] = json!(message);
+        }
+        condition
+    }));
+    status["conditions"] = Value::Array(conditions);
+
+    let mut metadata = json!({"name": name});
+    if let Some(ns) = namespace {
+        metadata["namespace"] = json!(ns);
+    }
+    let mut out = vec![json!({
+        "apiVersion": xr.get("apiVersion"),
+        "kind": xr.get("kind"),
+        "metadata": metadata,
+        "status": status,
+    })];
+    out.extend(composed);
+    out.extend(results);
+    Ok(out)
+}
+
+fn result_document(result: &crate::proto::v1::Result) -> Value {
+    json!({
+        "apiVersion": "render.crossplane.io/v1beta1",
+        "kind": "Result",
+        "severity": Severity::try_from(result.severity).unwrap_or(Severity::Unspecified).as_str_name(),
+        "reason": result.reason.clone().unwrap_or_else(|| "ComposeResources".into()),
+        "message": result.message,
+    })
+}
+
+/// The labels, annotation, owner and name prefix Crossplane forces on every composed resource.
+fn add_composed_metadata(
+    object: &mut Map<String, Value>,
+    xr: &Value,
+    key: &str,
+    name: &str,
+    ns: Option<&str>,
+) {
+    let composite_label = xr
+        .pointer("/metadata/labels/crossplane.io~1composite")
+        .and_then(Value::as_str)
+        .unwrap_or(name)
+        .to_owned();
+    let metadata = object.entry("metadata").or_insert_with(|| json!({}));
+    let Some(metadata) = metadata.as_object_mut() else {
+        return;
+    };
+    if !metadata.contains_key("name") && !metadata.contains_key("generateName") {
+        metadata.insert("generateName".into(), json!(format!("{composite_label}-")));
+    }
+    if let (Some(ns), false) = (ns, metadata.contains_key("namespace")) {
+        metadata.insert("namespace".into(), json!(ns));
+    }
+    insert_into(metadata, "annotations", COMPOSITION_RESOURCE_NAME, json!(key));
+    insert_into(
+        metadata,
+        "labels",
+        "crossplane.io/composite",
+        json!(composite_label),
+    );
+    metadata.insert(
+        "ownerReferences".into(),
+        json!([{
+            "apiVersion": xr.get("apiVersion"), "kind": xr.get("kind"), "name": name,
+            "uid": xr.pointer("/metadata/uid").cloned().unwrap_or_else(|| json!("")),
+            "controller": true, "blockOwnerDeletion": true,
+        }]),
+    );
+}
+
+fn insert_into(metadata: &mut Map<String, Value>, field: &str, key: &str, value: Value) {
+    if let Some(map) = metadata.entry(field).or_insert_with(|| json!({})).as_object_mut() {
+        map.insert(key.into(), value);
+    }
+}
+
+/// Crossplane's Ready condition: the function's override if it set one, else Available only when every
+/// desired composed resource is marked ready.
+fn ready_condition(composite_ready: i32, unready: &[&str]) -> Value {
+    let available = if composite_ready == Ready::True as i32 {
+        true
+    } else if composite_ready == Ready::False as i32 {
+        false
+    } else {
+        unready.is_empty()
+    };
+    if available {
+        json!({"type": "Ready", "status": "True", "reason": "Available"})
+    } else if unready.is_empty() {
+        json!({"type": "Ready", "status": "False", "reason": "Creating"})
+    } else {
+        json!({"type": "Ready", "status": "False", "reason": "Creating",
+               "message": format!("Unready resources: {}", unready.join(", "))})
+    }
+}
+
+fn status_word(status: i32) -> &'static str {
+    match Status::try_from(status) {
+        Ok(Status::ConditionTrue) => "True",
+        Ok(Status::ConditionFalse) => "False",
+        _ => "Unknown",
+    }
+}
+
+/// Prints the documents as a YAML stream or a JSON array.
+pub fn print(documents: &[Value], format: Format, out: &mut impl Write) -> Result<(), RenderError> {
+    let fail = |e: &dyn std::fmt::Display| RenderError::Output(e.to_string());
+    match format {
+        Format::Yaml => {
+            for document in documents {
+                let text = serde_yaml::to_string(document).map_err(|e| fail(&e))?;
+                write!(out, "---\n{text}").map_err(|e| fail(&e))?;
+            }
+        }
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, documents).map_err(|e| fail(&e))?;
+            writeln!(out).map_err(|e| fail(&e))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,34 @@
+//! Readers for a `RunFunctionRequest`.
+
+use crate::{
+    proto::v1::{Capability, Resource, RunFunctionRequest},
+    wire::RawStruct,
+};
+
+/// The observed composite resource, if Crossplane sent one.
+pub fn observed_composite(req: &RunFunctionRequest) -> Option<&RawStruct> {
+    req.observed.as_ref()?.composite.as_ref()?.resource.as_ref()
+}
+
+/// The resources Crossplane found for requirement `name`.
+///
+/// `None` when Crossplane has not resolved the requirement yet; an empty slice when it looked and found nothing.
+pub fn required_resources<'a>(req: &'a RunFunctionRequest, name: &str) -> Option<&'a [Resource]> {
+    req.required_resources
+        .get(name)
+        .or_else(|| req.extra_resources.get(name))
+        .map(|found| found.items.as_slice())
+}
+
+/// The observed composed resource under composition resource name `key`.
+pub fn observed_composed<'a>(req: &'a RunFunctionRequest, key: &str) -> Option<&'a Resource> {
+    req.observed.as_ref()?.resources.get(key)
+}
+
+/// Whether the caller advertised `capability`. Callers older than Crossplane v2.2 advertise nothing, so a
+/// missing capability proves nothing unless `Capability::Capabilities` is present.
+pub fn has_capability(req: &RunFunctionRequest, capability: Capability) -> bool {
+    req.meta
+        .as_ref()
+        .is_some_and(|meta| meta.capabilities.contains(&(capability as i32)))
+}

@@ -1,0 +1,399 @@
+//! A serde `Deserializer` that reads `google.protobuf.Struct` / `Value` wire bytes directly.
+//!
+//! Nothing is copied into an intermediate tree: strings and keys are borrowed from the request buffer where the
+//! target type allows it, and a field the target type does not declare is skipped by its length prefix without
+//! looking inside. This is what lets the scheduler read a hundred clusters' status from a fleet request without
+//! paying for their specs.
+
+use prost::encoding::{WireType, decode_key, decode_varint};
+use serde::{
+    Deserialize,
+    de::{
+        self, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor,
+        value::BorrowedStrDeserializer,
+    },
+    forward_to_deserialize_any,
+};
+
+/// Why a `Struct` could not be read as the requested type, with the field path where it went wrong
+/// (for example `spec.nodePools[1].nodeCount: invalid type: string "two", expected u32`).
+#[derive(Debug, thiserror::Error)]
+#[error("{}{message}", path_prefix(path))]
+pub struct DecodeError {
+    pub path: String,
+    pub message: String,
+}
+
+fn path_prefix(path: &str) -> String {
+    if path.is_empty() || path == "." {
+        String::new()
+    } else {
+        format!("{path}: ")
+    }
+}
+
+/// Deserializes `T` from the encoded fields of a `Struct` message.
+pub fn from_struct_bytes<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, DecodeError> {
+    serde_path_to_error::deserialize(Node::Struct(bytes)).map_err(|e| DecodeError {
+        path: e.path().to_string(),
+        message: e.inner().0.clone(),
+    })
+}
+
+/// The error type inside the deserializer; `DecodeError` adds the path on the way out.
+#[derive(Debug)]
+pub struct Error(String);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl de::Error for Error {
+    fn custom<T: std::fmt::Display>(msg: T) -> Self {
+        Error(msg.to_string())
+    }
+}
+
+fn malformed(what: &str) -> Error {
+    Error(format!("malformed protobuf: {what}"))
+}
+
+/// One field read off the wire: its number and, for length-delimited fields, the payload.
+enum Field<'de> {
+    Bytes(u32, &'de [u8]),
+    Varint(u32, u64),
+    Fixed64(u32, [u8; 8]),
+    Other,
+}
+
+/// Iterates the fields of one encoded message.
+struct Fields<'de> {
+    rest: &'de [u8],
+}
+
+impl<'de> Iterator for Fields<'de> {
+    type Item = Result<Field<'de>, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        Some(self.read_field())
+    }
+}
+
+impl<'de> Fields<'de> {
+    fn read_field(&mut self) -> Result<Field<'de>, Error> {
+        let (tag, wire_type) = decode_key(&mut self.rest).map_err(|_| malformed("field key"))?;
+        match wire_type {
+            WireType::LengthDelimited => {
+                let len = decode_varint(&mut self.rest).map_err(|_| malformed("length"))?;
+                let len = usize::try_from(len).map_err(|_| malformed("length"))?;
+                if len > self.rest.len() {
+                    return Err(malformed("length past end of message"));
+                }
+                let (payload, rest) = self.rest.split_at(len);
+                self.rest = rest;
+                Ok(Field::Bytes(tag, payload))
+            }
+            WireType::Varint => Ok(Field::Varint(
+                tag,
+                decode_varint(&mut self.rest).map_err(|_| malformed("varint"))?,
+            )),
+            WireType::SixtyFourBit => {
+                let (word, rest) = self
+                    .rest
+                    .split_first_chunk::<8>()
+                    .ok_or_else(|| malformed("fixed64"))?;
+                self.rest = rest;
+                Ok(Field::Fixed64(tag, *word))
+            }
+            WireType::ThirtyTwoBit => {
+                let (_, rest) = self
+                    .rest
+                    .split_first_chunk::<4>()
+                    .ok_or_else(|| malformed("fixed32"))?;
+                self.rest = rest;
+                Ok(Field::Other)
+            }
+            WireType::StartGroup | WireType::EndGroup => Err(malformed("group")),
+        }
+    }
+}
+
+fn fields(bytes: &[u8]) -> Fields<'_> {
+    Fields { rest: bytes }
+}
+
+fn utf8(bytes: &[u8]) -> Result<&str, Error> {
+    std::str::from_utf8(bytes).map_err(|_| malformed("string is not UTF-8"))
+}
+
+/// A decoded `google.protobuf.Value`: scalars are read, containers stay encoded until visited.
+enum Kind<'de> {
+    Null,
+    Number(f64),
+    String(&'de str),
+    Bool(bool),
+    Struct(&'de [u8]),
+    List(&'de [u8]),
+}
+
+fn read_value(bytes: &[u8]) -> Result<Kind<'_>, Error> {
+    // A Value with no kind set has no JSON form; read it as null rather than failing the whole object.
+    let mut kind = Kind::Null;
+    for field in fields(bytes) {
+        kind = match field? {
+            Field::Varint(1, _) => Kind::Null,
+            Field::Fixed64(2, word) => Kind::Number(f64::from_le_bytes(word)),
+            Field::Bytes(3, s) => Kind::String(utf8(s)?),
+            Field::Varint(4, b) => Kind::Bool(b != 0),
+            Field::Bytes(5, s) => Kind::Struct(s),
+            Field::Bytes(6, l) => Kind::List(l),
+            _ => continue,
+        };
+    }
+    Ok(kind)
+}
+
+/// What the deserializer stands on: a `Struct` (the top level of every object) or a `Value`.
+#[derive(Clone, Copy)]
+enum Node<'de> {
+    Struct(&'de [u8]),
+    Value(&'de [u8]),
+}
+
+impl<'de> Node<'de> {
+    fn kind(self) -> Result<Kind<'de>, Error> {
+        match self {
+            Node::Struct(bytes) => Ok(Kind::Struct(bytes)),
+            Node::Value(bytes) => read_value(bytes),
+        }
+    }
+}
+
+/// Integral doubles become integers so that `replicas: 2` reads as an integer field and prints as `2`.
+const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0; // 2^53
+
+impl<'de> de::Deserializer<'de> for Node<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.kind()? {
+            Kind::Null => visitor.visit_unit(),
+            Kind::Number(n) if n.fract() == 0.0 && n.abs() <= MAX_EXACT_INTEGER => {
+                visitor.visit_i64(n as i64)
+            }
+            Kind::Number(n) => visitor.visit_f64(n),
+            Kind::String(s) => visitor.visit_borrowed_str(s),
+            Kind::Bool(b) => visitor.visit_bool(b),
+            Kind::Struct(bytes) => visitor.visit_map(Entries {
+                fields: fields(bytes),
+                value: None,
+            }),
+            Kind::List(bytes) => visitor.visit_seq(Items {
+                fields: fields(bytes),
+            }),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.kind()? {
+            Kind::Null => visitor.visit_none(),
+            _ => visitor.visit_some(self),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _name: &str, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        match self.kind()? {
+            Kind::String(s) => visitor.visit_enum(BorrowedStrDeserializer::new(s)),
+            Kind::Struct(bytes) => visitor.visit_enum(de::value::MapAccessDeserializer::new(Entries {
+                fields: fields(bytes),
+                value: None,
+            })),
+            _ => Err(de::Error::custom(
+                "expected a string naming one of the allowed values",
+            )),
+        }
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        // The field is already delimited; not looking inside is the point.
+        visitor.visit_unit()
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit unit_struct
+        seq tuple tuple_struct map struct identifier
+    }
+}
+
+/// The entries of a `Struct`: `map<string, Value>`, each entry a message `{1: key, 2: value}`.
+struct Entries<'de> {
+    fields: Fields<'de>,
+    value: Option<&'de [u8]>,
+}
+
+impl<'de> MapAccess<'de> for Entries<'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+        for field in self.fields.by_ref() {
+            let Field::Bytes(1, entry) = field? else { continue };
+            let (mut key, mut value) = ("", &[][..]);
+            for part in fields(entry) {
+                match part? {
+                    Field::Bytes(1, k) => key = utf8(k)?,
+                    Field::Bytes(2, v) => value = v,
+                    _ => {}
+                }
+            }
+            self.value = Some(value);
+            return seed.deserialize(BorrowedStrDeserializer::new(key)).map(Some);
+        }
+        Ok(None)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
+        let value = self
+            .value
+            .take()
+            .ok_or_else(|| Error("value requested before key".into()))?;
+        seed.deserialize(Node::Value(value))
+    }
+}
+
+/// The items of a `ListValue`: `repeated Value values = 1`.
+struct Items<'de> {
+    fields: Fields<'de>,
+}
+
+impl<'de> SeqAccess<'de> for Items<'de> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
+        for field in self.fields.by_ref() {
+            if let Field::Bytes(1, item) = field? {
+                return seed.deserialize(Node::Value(item)).map(Some);
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl<'de> IntoDeserializer<'de, Error> for Node<'de> {
+    type Deserializer = Self;
+
+    fn into_deserializer(self) -> Self {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::RawStruct;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    #[derive(Deserialize, Debug, PartialEq)]
+    #[serde(rename_all = "camelCase")]
+    struct Pool<'a> {
+        name: &'a str,
+        node_count: u32,
+        #[serde(default)]
+        zones: Vec<String>,
+        mode: Option<Mode>,
+    }
+
+    #[derive(Deserialize, Debug, PartialEq)]
+    enum Mode {
+        Fast,
+        Slow,
+    }
+
+    #[derive(Deserialize, Debug)]
+    #[serde(rename_all = "camelCase")]
+    struct Spec<'a> {
+        #[serde(borrow)]
+        node_pools: Vec<Pool<'a>>,
+        labels: BTreeMap<String, String>,
+    }
+
+    #[derive(Deserialize, Debug)]
+    struct Object<'a> {
+        #[serde(borrow)]
+        spec: Spec<'a>,
+    }
+
+    #[test]
+    fn typed_view_reads_declared_fields_and_skips_the_rest() {
+        let raw = RawStruct::from_value(&json!({
+            "kind": "X", "status": {"huge": [1, 2, 3]},
+            "spec": {"labels": {"a": "b"}, "nodePools": [{"name": "gpu", "nodeCount": 2, "mode": "Fast", "x": {}}]}
+        }))
+        .unwrap();
+        let object: Object = raw.parse().unwrap();
+        assert_eq!(
+            object.spec.node_pools,
+            vec![Pool {
+                name: "gpu",
+                node_count: 2,
+                zones: vec![],
+                mode: Some(Mode::Fast)
+            }]
+        );
+        assert_eq!(object.spec.labels["a"], "b");
+    }
+
+    #[test]
+    fn errors_name_the_field_path() {
+        let raw = RawStruct::from_value(&json!({
+            "spec": {"labels": {}, "nodePools": [{"name": "a", "nodeCount": 1}, {"name": "b", "nodeCount": "two"}]}
+        }))
+        .unwrap();
+        let err = raw.parse::<Object>().unwrap_err();
+        assert_eq!(err.path, "spec.nodePools[1].nodeCount");
+        assert!(
+            err.to_string()
+                .starts_with("spec.nodePools[1].nodeCount: invalid type: string \"two\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unknown_enum_values_name_the_field_and_the_allowed_values() {
+        let raw = RawStruct::from_value(&json!({
+            "spec": {"labels": {}, "nodePools": [{"name": "a", "nodeCount": 1, "mode": "Medium"}]}
+        }))
+        .unwrap();
+        let err = raw.parse::<Object>().unwrap_err();
+        assert_eq!(err.path, "spec.nodePools[0].mode");
+        assert!(
+            err.message.contains("Fast") && err.message.contains("Slow"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn numbers_keep_integer_and_fraction_forms() {
+        let raw = RawStruct::from_value(&json!({"a": 3, "b": 0.25, "c": -7, "d": 1e300})).unwrap();
+        assert_eq!(
+            raw.to_json().unwrap(),
+            json!({"a": 3, "b": 0.25, "c": -7, "d": 1e300})
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! Workspace-level tests and benchmarks live in this crate.
