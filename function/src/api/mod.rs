@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 pub mod inference_class;
+pub mod inference_cluster;
 
 /// `apiVersion` and `kind`: enough to choose a composer.
 #[derive(Debug, Deserialize)]
