@@ -235,15 +235,10 @@ def test_an_inference_cluster_settles_its_requirements_with_its_class(v1):
     assert step.response.desired.resources, "an InferenceCluster composes its cluster and node pools"
 
 
-def render(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(conftest.function_binary()), "render", *args], capture_output=True, text=True,
-                          timeout=60, cwd=conftest.REPO_ROOT)
-
-
 @pytest.mark.parametrize("output", ["yaml", "json"])
 def test_render_in_process_and_against_the_server_print_the_same(plaintext_server, output):
-    local = render(str(EXAMPLE_CLASS_FILE), "-o", output)
-    remote = render(str(EXAMPLE_CLASS_FILE), "-o", output, "--function-address", plaintext_server.address)
+    local = conftest.render(str(EXAMPLE_CLASS_FILE), "-o", output)
+    remote = conftest.render(str(EXAMPLE_CLASS_FILE), "-o", output, "--function-address", plaintext_server.address)
     assert (local.returncode, remote.returncode) == (0, 0), local.stderr + remote.stderr
     assert local.stdout and remote.stdout == local.stdout
     documents = json.loads(local.stdout) if output == "json" else list(yaml.safe_load_all(local.stdout))
@@ -254,8 +249,8 @@ def test_render_in_process_and_against_the_server_print_the_same(plaintext_serve
 def test_render_exits_3_on_a_fatal_result(tmp_path, plaintext_server):
     widget = tmp_path / "widget.yaml"
     widget.write_text("apiVersion: modelplane.ai/v1alpha1\nkind: InferenceWidget\nmetadata: {name: w}\n")
-    local = render(str(widget))
-    remote = render(str(widget), "--function-address", plaintext_server.address)
+    local = conftest.render(str(widget))
+    remote = conftest.render(str(widget), "--function-address", plaintext_server.address)
     assert (local.returncode, remote.returncode) == (3, 3)
     assert "InferenceWidget" in local.stdout + local.stderr
     assert remote.stdout == local.stdout
