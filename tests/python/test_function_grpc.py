@@ -186,6 +186,24 @@ def test_the_server_keeps_serving_after_fatal_results(v1):
     assert fatal_messages(v1.RunFunction(pipeline.request(EXAMPLE_CLASS), timeout=30)) == []
 
 
+def test_a_deeply_nested_object_is_a_fatal_result_not_a_crash(channel, v1):
+    # A few KB of nesting once overflowed the decoder's stack and aborted the server.
+    nested = wire.value_bytes("leaf")
+    for _ in range(2000):
+        nested = wire.field(5, wire.LEN, wire.field(1, wire.LEN, wire.field(1, wire.LEN, b"a")
+                                                    + wire.field(2, wire.LEN, nested)))
+    status = wire.field(1, wire.LEN, wire.field(1, wire.LEN, b"status") + wire.field(2, wire.LEN, nested))
+    base = pipeline.request(EXAMPLE_CLASS, tag="deep")
+    base.ClearField("desired")
+    desired = wire.field(1, wire.LEN, wire.field(1, wire.LEN, status))  # State.composite.resource
+    received = raw_call(channel, V1_PATH, base.SerializeToString() + wire.field(3, wire.LEN, desired))
+    # The response carries the nesting back, deeper than the Python runtime parses: read it field by field.
+    results = [dict((n, v) for n, _, v in wire.fields(r)) for n, _, r in wire.fields(received) if n == 3]
+    assert [r[1] for r in results] == [fnv1.SEVERITY_FATAL]
+    assert b"deeper than 100 levels" in results[0][2]
+    assert fatal_messages(v1.RunFunction(pipeline.request(EXAMPLE_CLASS), timeout=30)) == []
+
+
 def test_the_health_service_reports_both_function_services_serving(channel):
     for service in ("", "apiextensions.fn.proto.v1.FunctionRunnerService",
                     "apiextensions.fn.proto.v1beta1.FunctionRunnerService"):
