@@ -28,7 +28,8 @@ pub fn run_with(composers: &[(&str, ComposeFn)], req: RunFunctionRequest) -> Run
     match outcome.and_then(|out| apply(&mut rsp, out)) {
         Ok(()) => limit_size(rsp),
         Err(message) => {
-            tracing::warn!(%message, "composition failed");
+            // Not `message`: that is the event's own key in JSON logs, and a second one would shadow it.
+            tracing::warn!(reason = %message, "composition failed");
             response::fatal(&mut rsp, message);
             rsp
         }
