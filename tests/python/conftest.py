@@ -18,6 +18,7 @@ from typing import Iterator
 
 import grpc
 import pytest
+import yaml
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 
@@ -25,6 +26,8 @@ import certs
 import wire
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_CLASS_FILE = REPO_ROOT / "examples" / "classes" / "eks-h200-8x.yaml"
+EXAMPLE_CLASS = yaml.safe_load(EXAMPLE_CLASS_FILE.read_text())
 # How long a freshly started server may take to answer its first health check before the test gives up.
 STARTUP_DEADLINE_SECONDS = 20
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"

@@ -16,9 +16,8 @@ from crossplane.function.proto.v1beta1 import run_function_pb2 as fnv1beta1
 import conftest
 import pipeline
 import wire
+from conftest import EXAMPLE_CLASS, EXAMPLE_CLASS_FILE
 
-EXAMPLE_CLASS_FILE = conftest.REPO_ROOT / "examples" / "classes" / "eks-h200-8x.yaml"
-EXAMPLE_CLASS = yaml.safe_load(EXAMPLE_CLASS_FILE.read_text())
 V1_PATH = "/apiextensions.fn.proto.v1.FunctionRunnerService/RunFunction"
 V1BETA1_PATH = "/apiextensions.fn.proto.v1beta1.FunctionRunnerService/RunFunction"
 

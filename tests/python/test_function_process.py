@@ -9,14 +9,7 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 import conftest
 import pipeline
 
-CLASS = {
-    "apiVersion": "modelplane.ai/v1alpha1",
-    "kind": "InferenceClass",
-    "metadata": {"name": "small"},
-    "spec": {"devices": [{"name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com",
-                          "count": 1}]},
-}
-
+CLASS = conftest.EXAMPLE_CLASS
 
 def no_duplicate_keys(pairs):
     keys = [k for k, _ in pairs]
