@@ -38,8 +38,13 @@ pub const COMPOSERS: &[(&str, ComposeFn)] = &[
 
 /// Finds the composer for an observed composite, or says why there is none.
 pub fn composer_for(type_meta: &TypeMeta) -> Result<ComposeFn, String> {
+    composer_in(COMPOSERS, type_meta)
+}
+
+/// Finds the composer for an observed composite in `composers` (tests inject their own table).
+pub fn composer_in(composers: &[(&str, ComposeFn)], type_meta: &TypeMeta) -> Result<ComposeFn, String> {
     let served = || {
-        COMPOSERS
+        composers
             .iter()
             .map(|(kind, _)| *kind)
             .collect::<Vec<_>>()
@@ -49,7 +54,7 @@ pub fn composer_for(type_meta: &TypeMeta) -> Result<ComposeFn, String> {
         .api_version
         .split_once('/')
         .unwrap_or(("", &type_meta.api_version));
-    let Some((_, compose)) = COMPOSERS.iter().find(|(kind, _)| *kind == type_meta.kind) else {
+    let Some((_, compose)) = composers.iter().find(|(kind, _)| *kind == type_meta.kind) else {
         return Err(format!(
             "composite kind {:?} (apiVersion {:?}) is not served by this function; it serves {API_GROUP} {}",
             type_meta.kind,
