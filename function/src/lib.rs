@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod proto;
 pub mod render;
 pub mod schedule;
+pub mod stack;
 pub mod sdk;
 pub mod server;
 pub mod wire;
