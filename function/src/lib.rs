@@ -17,9 +17,9 @@ pub mod dispatch;
 pub mod proto;
 pub mod render;
 pub mod schedule;
-pub mod stack;
 pub mod sdk;
 pub mod server;
+pub mod stack;
 pub mod wire;
 
 pub use dispatch::run_function;

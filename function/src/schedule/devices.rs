@@ -138,7 +138,10 @@ impl<'a> Matcher<'a> {
         let (devices, values) = &self.sets[set];
         let mut members = Vec::with_capacity(spec.members.len());
         for (m, requests) in self.compiled.engines[engine].iter().enumerate() {
-            let role = spec.members.get(m).map_or("member", |member| member.role.as_str());
+            let role = spec
+                .members
+                .get(m)
+                .map_or("member", |member| member.role.as_str());
             let mut bound = Vec::with_capacity(requests.len());
             for request in requests {
                 let mut synthetic = None;
@@ -168,7 +171,9 @@ impl<'a> Matcher<'a> {
                 }
             }
             if !bound.is_empty() && bound.iter().all(Option::is_none) {
-                return Err(format!("{role} requests match only synthetic devices, which nothing can claim").into());
+                return Err(
+                    format!("{role} requests match only synthetic devices, which nothing can claim").into(),
+                );
             }
             members.push(bound);
         }
@@ -183,7 +188,10 @@ fn matches(
     value: &Result<Value, String>,
 ) -> Result<(), String> {
     if device.count < request.count {
-        return Err(format!("has {} per node, {} requested", device.count, request.count));
+        return Err(format!(
+            "has {} per node, {} requested",
+            device.count, request.count
+        ));
     }
     let value = value.as_ref().map_err(Clone::clone)?;
     context.add_variable_from_value("device", value.clone());
@@ -218,7 +226,10 @@ fn device_value(
         capacity.insert(name.clone(), value);
     }
     let domain = |values: HashMap<String, Value>| {
-        Value::Map(CelMap::from(HashMap::from([(device.driver.clone(), Value::from(values))])))
+        Value::Map(CelMap::from(HashMap::from([(
+            device.driver.clone(),
+            Value::from(values),
+        )])))
     };
     Ok(Value::from(HashMap::from([
         ("driver".to_owned(), Value::from(device.driver.clone())),

@@ -71,5 +71,4 @@ pub fn serving_stack(stack: Stack) -> &'static dyn ServingStack {
 }
 
 /// A Deployment or LeaderWorkerSet is ready when its `Available` condition is True.
-pub const AVAILABLE_QUERY: &str =
-    "has(object.status.conditions) && object.status.conditions.exists(c, c.type == 'Available' && c.status == 'True')";
+pub const AVAILABLE_QUERY: &str = "has(object.status.conditions) && object.status.conditions.exists(c, c.type == 'Available' && c.status == 'True')";

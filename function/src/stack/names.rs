@@ -30,7 +30,10 @@ mod tests {
 
     #[test]
     fn short_names_are_joined_unchanged() {
-        assert_eq!(child_name(&["qwen3-coder", "0", "engine"], 35), "qwen3-coder-0-engine");
+        assert_eq!(
+            child_name(&["qwen3-coder", "0", "engine"], 35),
+            "qwen3-coder-0-engine"
+        );
     }
 
     #[test]
@@ -39,6 +42,9 @@ mod tests {
         let b = child_name(&["a-very-long-model-deployment-name", "13", "engine"], 24);
         assert_eq!(a.len(), 24);
         assert_ne!(a, b);
-        assert_eq!(a, child_name(&["a-very-long-model-deployment-name", "12", "engine"], 24));
+        assert_eq!(
+            a,
+            child_name(&["a-very-long-model-deployment-name", "12", "engine"], 24)
+        );
     }
 }

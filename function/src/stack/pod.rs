@@ -38,7 +38,10 @@ pub fn pod_labels(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
     if matches!(member.role, Role::Standalone | Role::Leader) {
         labels.insert(SERVING_LABEL, &w.name);
     }
-    labels.into_iter().map(|(k, v)| (k.to_owned(), json!(v))).collect()
+    labels
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), json!(v)))
+        .collect()
 }
 
 pub fn pod_annotations(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
@@ -84,7 +87,12 @@ pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
     spec
 }
 
-fn engine_container(user: &Map<String, Value>, env: &[Value], mounts: &[Value], claims: bool) -> Map<String, Value> {
+fn engine_container(
+    user: &Map<String, Value>,
+    env: &[Value],
+    mounts: &[Value],
+    claims: bool,
+) -> Map<String, Value> {
     let mut container = user.clone();
     let mut all_env = env.to_vec();
     if let Some(Value::Array(theirs)) = user.get("env") {

@@ -53,8 +53,16 @@ fn worker_nodes(engine: &Engine) -> u32 {
 pub fn pod_clique_set(w: &EngineWorkload) -> Value {
     let engine = w.engine;
     let queue = w.cluster.status.kai_queue.as_deref().unwrap_or(DEFAULT_KAI_QUEUE);
-    let leader = engine.members.iter().position(|m| m.role == Role::Leader).unwrap_or(0);
-    let worker = engine.members.iter().position(|m| m.role == Role::Worker).unwrap_or(0);
+    let leader = engine
+        .members
+        .iter()
+        .position(|m| m.role == Role::Leader)
+        .unwrap_or(0);
+    let worker = engine
+        .members
+        .iter()
+        .position(|m| m.role == Role::Worker)
+        .unwrap_or(0);
     let names = clique_names(engine);
     let cliques: Vec<Value> = names
         .iter()
@@ -104,7 +112,11 @@ fn clique(w: &EngineWorkload, m: usize, name: &str, rank: usize, queue: &str) ->
     pod_spec["schedulerName"] = json!(KAI_SCHEDULER);
     pod_spec["restartPolicy"] = json!("Always");
     pod_spec["terminationGracePeriodSeconds"] = json!(30);
-    let replicas = if rank == 0 || worker_nodes(w.engine) > 1 { 1 } else { member.pods() };
+    let replicas = if rank == 0 || worker_nodes(w.engine) > 1 {
+        1
+    } else {
+        member.pods()
+    };
     json!({
         "name": name,
         "labels": labels,
