@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub use super::model_cache::LabelSelector;
+
 /// Label and annotation prefix Modelplane owns; the XRD rejects it in user metadata.
 pub const RESERVED_PREFIX: &str = "modelplane.ai/";
 /// The one container name a member's template may use.
@@ -58,32 +60,6 @@ pub struct ReplicaSpec {
 #[derive(Debug, Clone, Deserialize)]
 pub struct LocalRef {
     pub name: String,
-}
-
-/// A Kubernetes label selector, as in `metav1.LabelSelector`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LabelSelector {
-    #[serde(default)]
-    pub match_labels: BTreeMap<String, String>,
-    #[serde(default)]
-    pub match_expressions: Vec<LabelSelectorRequirement>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct LabelSelectorRequirement {
-    pub key: String,
-    pub operator: SelectorOperator,
-    #[serde(default)]
-    pub values: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum SelectorOperator {
-    In,
-    NotIn,
-    Exists,
-    DoesNotExist,
 }
 
 /// A toleration of a cluster taint, with Kubernetes' semantics: an empty key with `Exists` tolerates

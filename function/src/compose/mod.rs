@@ -16,7 +16,12 @@ use crate::{
 };
 
 pub mod inference_class;
+pub mod model_cache;
 pub mod model_deployment;
+pub mod remote;
+
+#[cfg(test)]
+pub mod fixtures;
 
 /// API group of every Modelplane composite.
 pub const API_GROUP: &str = "modelplane.ai";
@@ -29,6 +34,7 @@ pub type ComposeFn = fn(&RunFunctionRequest, &RawStruct) -> Result<Output, Compo
 /// The composite kinds this function serves, and the composer for each.
 pub const COMPOSERS: &[(&str, ComposeFn)] = &[
     ("InferenceClass", inference_class::compose),
+    ("ModelCache", model_cache::compose),
     ("ModelDeployment", model_deployment::compose),
 ];
 

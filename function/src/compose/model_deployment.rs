@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, de::IgnoredAny};
 use serde_json::{Map, Value, json};
 
-use super::{API_VERSION, ComposeError, Output};
+use super::{API_VERSION, ComposeError, Output, remote};
 use crate::{
     api::{Composite, model_deployment::ModelDeploymentSpec},
     proto::v1::{
@@ -85,14 +85,14 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             }
         }
     }
-    out.status.insert("replicas".into(), json!(placed));
+    out.status.insert("placedReplicas".into(), json!(placed));
     out.status.insert("readyReplicas".into(), json!(ready_replicas));
-    out.status.insert("placements".into(), Value::Array(placements));
+    out.status.insert("replicas".into(), Value::Array(placements));
     match unplaced_reason {
         None => out.condition("Scheduled", Status::ConditionTrue, "AllReplicasPlaced", ""),
         Some(reason) => {
             let message = format!(
-                "{} of {} replicas placed; see status.placements",
+                "{} of {} replicas placed; see status.replicas",
                 placed, md.spec.replicas
             );
             out.condition("Scheduled", Status::ConditionFalse, reason, message);
@@ -152,7 +152,7 @@ struct DeploymentUsage {
 #[derive(Default, Deserialize)]
 struct UsageStatus {
     #[serde(default)]
-    placements: Vec<PlacementUsage>,
+    replicas: Vec<PlacementUsage>,
 }
 
 #[derive(Deserialize)]
@@ -179,7 +179,7 @@ fn used_by_others(items: &[Resource], name: &str, namespace: &str) -> BTreeMap<(
         if other.metadata.name == name && other.metadata.namespace.as_deref() == Some(namespace) {
             continue;
         }
-        for placement in other.status.placements {
+        for placement in other.status.replicas {
             let Some(cluster) = placement.cluster else {
                 continue;
             };
@@ -237,29 +237,9 @@ fn pins(req: &RunFunctionRequest) -> BTreeMap<u32, Pin> {
     pins
 }
 
-#[derive(Deserialize)]
-struct ObservedConditions {
-    #[serde(default)]
-    status: ConditionsOnly,
-}
-
-#[derive(Default, Deserialize)]
-struct ConditionsOnly {
-    #[serde(default)]
-    conditions: Vec<schedule::cluster::Condition>,
-}
-
 /// An Object is ready when provider-kubernetes says so; its readiness policy decides what that means.
 fn object_ready(observed: Option<&Resource>) -> bool {
-    observed
-        .and_then(|r| r.resource.as_ref())
-        .and_then(|raw| raw.parse::<ObservedConditions>().ok())
-        .is_some_and(|o| {
-            o.status
-                .conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
+    remote::observed::<IgnoredAny>(observed).is_some_and(|o| o.is_ready())
 }
 
 fn placed_status(index: u32, placement: &Placement, spec: &ModelDeploymentSpec, ready: bool) -> Value {

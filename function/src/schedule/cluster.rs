@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use crate::api::{
     inference_cluster::{PoolStatus, Stack, Taint, TaintEffect},
-    model_deployment::{LabelSelector, SelectorOperator, Toleration, TolerationOperator},
+    model_deployment::{Toleration, TolerationOperator},
 };
 
 /// An `InferenceCluster` as the scheduler and the workload composer see it: name, labels, taints and the
@@ -101,22 +101,4 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
         TolerationOperator::Exists => toleration.key.is_empty() || toleration.key == taint.key,
         TolerationOperator::Equal => toleration.key == taint.key && toleration.value == taint.value,
     }
-}
-
-/// Kubernetes' label selector semantics; an empty selector selects everything.
-pub fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    let labels_match = selector
-        .match_labels
-        .iter()
-        .all(|(key, value)| labels.get(key) == Some(value));
-    labels_match
-        && selector.match_expressions.iter().all(|expr| {
-            let value = labels.get(&expr.key);
-            match expr.operator {
-                SelectorOperator::In => value.is_some_and(|v| expr.values.contains(v)),
-                SelectorOperator::NotIn => value.is_none_or(|v| !expr.values.contains(v)),
-                SelectorOperator::Exists => value.is_some(),
-                SelectorOperator::DoesNotExist => value.is_none(),
-            }
-        })
 }

@@ -332,7 +332,7 @@ fn ineligible(spec: &ReplicaSpec, cluster: &ClusterView) -> Option<String> {
         return Some(why.to_owned());
     }
     if let Some(selector) = &spec.cluster_selector
-        && !cluster::selects(selector, &cluster.metadata.labels)
+        && !selector.matches(&cluster.metadata.labels)
     {
         return Some("cluster labels do not match clusterSelector".into());
     }

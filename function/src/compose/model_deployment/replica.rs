@@ -7,6 +7,7 @@ use crate::{
         model_cache,
         model_deployment::{Engine, ModelDeploymentSpec, Role},
     },
+    compose::remote,
     schedule::{EnginePlacement, Placement},
     stack::{EngineWorkload, ServingStack, names::child_name, pod, serving_stack},
 };
@@ -17,8 +18,6 @@ pub const CLUSTER_ANNOTATION: &str = "modelplane.ai/cluster";
 pub const ENGINE_ANNOTATION: &str = "modelplane.ai/engine";
 pub const POOL_ANNOTATION: &str = "modelplane.ai/pool";
 
-/// provider-kubernetes' namespaced Object.
-const OBJECT_API_VERSION: &str = "kubernetes.m.crossplane.io/v1alpha1";
 /// Kubernetes' limit for most object names (DNS subdomain).
 const NAME_LIMIT: usize = 253;
 
@@ -137,47 +136,34 @@ fn wrap(
         Some(query) => json!({"policy": "DeriveFromCelQuery", "celQuery": query}),
         None => json!({"policy": "SuccessfulCreate"}),
     };
-    json!({
-        "apiVersion": OBJECT_API_VERSION,
-        "kind": "Object",
-        "metadata": {
-            "namespace": ctx.xr_namespace,
-            "annotations": {
-                REPLICA_ANNOTATION: ctx.replica.to_string(),
-                CLUSTER_ANNOTATION: placement.cluster.metadata.name,
-                ENGINE_ANNOTATION: engine.name,
-                POOL_ANNOTATION: at.pool.name,
-            },
+    let mut object = remote::object(manifest, &placement.cluster.status.provider_config_name);
+    object["metadata"] = json!({
+        "namespace": ctx.xr_namespace,
+        "annotations": {
+            REPLICA_ANNOTATION: ctx.replica.to_string(),
+            CLUSTER_ANNOTATION: placement.cluster.metadata.name,
+            ENGINE_ANNOTATION: engine.name,
+            POOL_ANNOTATION: at.pool.name,
         },
-        "spec": {
-            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": placement.cluster.status.provider_config_name},
-            "readiness": readiness,
-            "forProvider": {"manifest": manifest},
-        },
-    })
+    });
+    object["spec"]["readiness"] = readiness;
+    object
 }
 
 /// The workload namespace on the cluster, named like the deployment's own so that tenancy carries over and a
 /// ModelCache's claim is found by name. It is never deleted: other deployments and caches share it.
 fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
     let manifest = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.xr_namespace}});
-    let object = json!({
-        "apiVersion": OBJECT_API_VERSION,
-        "kind": "Object",
-        "metadata": {
-            "namespace": ctx.xr_namespace,
-            "annotations": {
-                REPLICA_ANNOTATION: ctx.replica.to_string(),
-                CLUSTER_ANNOTATION: placement.cluster.metadata.name,
-            },
-        },
-        "spec": {
-            "managementPolicies": ["Observe", "Create", "Update", "LateInitialize"],
-            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": placement.cluster.status.provider_config_name},
-            "readiness": {"policy": "SuccessfulCreate"},
-            "forProvider": {"manifest": manifest},
+    let mut object = remote::object(manifest, &placement.cluster.status.provider_config_name);
+    object["metadata"] = json!({
+        "namespace": ctx.xr_namespace,
+        "annotations": {
+            REPLICA_ANNOTATION: ctx.replica.to_string(),
+            CLUSTER_ANNOTATION: placement.cluster.metadata.name,
         },
     });
+    object["spec"]["managementPolicies"] = json!(["Observe", "Create", "Update", "LateInitialize"]);
+    object["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"});
     Desired {
         key: format!("replica-{}-namespace", ctx.replica),
         object,

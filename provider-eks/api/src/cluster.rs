@@ -1,0 +1,111 @@
+//! `Cluster`: an EKS control plane.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{
+    Condition, ManagementPolicy, ProviderConfigReference, SecretReference, default_management_policies,
+};
+
+#[derive(CustomResource, Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "eks.m.modelplane.ai",
+    version = "v1alpha1",
+    kind = "Cluster",
+    namespaced,
+    status = "ClusterStatus",
+    category = "crossplane",
+    category = "managed",
+    category = "eks",
+    printcolumn = r#"{"name":"READY","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
+    printcolumn = r#"{"name":"SYNCED","type":"string","jsonPath":".status.conditions[?(@.type=='Synced')].status"}"#,
+    printcolumn = r#"{"name":"EXTERNAL-NAME","type":"string","jsonPath":".metadata.annotations.crossplane\\.io/external-name"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSpec {
+    pub for_provider: ClusterParameters,
+    #[serde(default)]
+    pub provider_config_ref: ProviderConfigReference,
+    #[serde(default = "default_management_policies")]
+    pub management_policies: Vec<ManagementPolicy>,
+    /// Where to write the kubeconfig (endpoint, CA and a short-lived EKS token) for this cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_connection_secret_to_ref: Option<SecretReference>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterParameters {
+    pub region: String,
+    /// Kubernetes minor version, e.g. `1.34`. Filled by the composition from the release's component table.
+    pub version: String,
+    /// IAM role the EKS control plane assumes.
+    pub role_arn: String,
+    pub networking: Networking,
+    #[serde(default = "default_true")]
+    pub endpoint_public_access: bool,
+    #[serde(default)]
+    pub endpoint_private_access: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Where the cluster's network comes from: subnets that already exist, or a VPC the provider creates.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Networking {
+    /// Existing subnets (at least two zones). Takes precedence over `vpc`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subnet_ids: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vpc: Option<VpcNetwork>,
+}
+
+/// A VPC with one subnet per zone, created through EC2.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VpcNetwork {
+    pub cidr_block: String,
+    pub zones: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    #[serde(default)]
+    pub at_provider: ClusterObservation,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// The EKS cluster as AWS reports it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterObservation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arn: Option<String>,
+    /// CREATING, ACTIVE, UPDATING, DELETING, FAILED or PENDING.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc_issuer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vpc_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subnet_ids: Vec<String>,
+}
