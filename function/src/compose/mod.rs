@@ -17,6 +17,7 @@ use crate::{
 
 pub mod inference_class;
 pub mod model_cache;
+pub mod model_deployment;
 pub mod remote;
 
 #[cfg(test)]
@@ -34,6 +35,7 @@ pub type ComposeFn = fn(&RunFunctionRequest, &RawStruct) -> Result<Output, Compo
 pub const COMPOSERS: &[(&str, ComposeFn)] = &[
     ("InferenceClass", inference_class::compose),
     ("ModelCache", model_cache::compose),
+    ("ModelDeployment", model_deployment::compose),
 ];
 
 /// Finds the composer for an observed composite, or says why there is none.
