@@ -18,6 +18,7 @@ pub mod proto;
 pub mod render;
 pub mod sdk;
 pub mod server;
+pub mod stack;
 pub mod wire;
 
 pub use dispatch::run_function;

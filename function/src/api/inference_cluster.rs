@@ -206,4 +206,7 @@ pub struct PoolStatus {
 pub struct ComponentStatus {
     pub name: String,
     pub version: String,
+    /// Whether everything that installs it is observed ready.
+    #[serde(default)]
+    pub ready: bool,
 }

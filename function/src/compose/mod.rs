@@ -16,6 +16,7 @@ use crate::{
 };
 
 pub mod inference_class;
+pub mod inference_cluster;
 
 /// API group of every Modelplane composite.
 pub const API_GROUP: &str = "modelplane.ai";
@@ -26,7 +27,10 @@ pub const API_VERSION: &str = "modelplane.ai/v1alpha1";
 pub type ComposeFn = fn(&RunFunctionRequest, &RawStruct) -> Result<Output, ComposeError>;
 
 /// The composite kinds this function serves, and the composer for each.
-pub const COMPOSERS: &[(&str, ComposeFn)] = &[("InferenceClass", inference_class::compose)];
+pub const COMPOSERS: &[(&str, ComposeFn)] = &[
+    ("InferenceClass", inference_class::compose),
+    ("InferenceCluster", inference_cluster::compose),
+];
 
 /// Finds the composer for an observed composite, or says why there is none.
 pub fn composer_for(type_meta: &TypeMeta) -> Result<ComposeFn, String> {
