@@ -68,7 +68,7 @@ struct MetadataOnly {
 }
 
 fn qualified_name(meta: &ObjectMeta) -> String {
-    match &meta.namespace {
+    match meta.effective_namespace() {
         Some(ns) => format!("{ns}/{}", meta.name),
         None => meta.name.clone(),
     }

@@ -31,6 +31,21 @@ pub struct ObjectMeta {
     pub labels: BTreeMap<String, String>,
 }
 
+/// Label Crossplane puts on a legacy (claim-backed) composite: the namespace of the claim it serves.
+pub const CLAIM_NAMESPACE_LABEL: &str = "crossplane.io/claim-namespace";
+
+impl ObjectMeta {
+    /// Where this composite's namespaced resources belong: its own namespace (a Crossplane v2 namespaced XR), or,
+    /// for a cluster-scoped legacy composite created for a claim, the claim's namespace. None for a cluster
+    /// composite nobody claimed.
+    pub fn effective_namespace(&self) -> Option<&str> {
+        self.namespace
+            .as_deref()
+            .or_else(|| self.labels.get(CLAIM_NAMESPACE_LABEL).map(String::as_str))
+            .filter(|ns| !ns.is_empty())
+    }
+}
+
 /// A composite resource with spec type `S`.
 #[derive(Debug, Deserialize)]
 pub struct Composite<S> {
