@@ -16,6 +16,11 @@ use crate::{
 };
 
 pub mod inference_class;
+pub mod model_cache;
+pub mod remote;
+
+#[cfg(test)]
+pub mod fixtures;
 
 /// API group of every Modelplane composite.
 pub const API_GROUP: &str = "modelplane.ai";
@@ -26,7 +31,10 @@ pub const API_VERSION: &str = "modelplane.ai/v1alpha1";
 pub type ComposeFn = fn(&RunFunctionRequest, &RawStruct) -> Result<Output, ComposeError>;
 
 /// The composite kinds this function serves, and the composer for each.
-pub const COMPOSERS: &[(&str, ComposeFn)] = &[("InferenceClass", inference_class::compose)];
+pub const COMPOSERS: &[(&str, ComposeFn)] = &[
+    ("InferenceClass", inference_class::compose),
+    ("ModelCache", model_cache::compose),
+];
 
 /// Finds the composer for an observed composite, or says why there is none.
 pub fn composer_for(type_meta: &TypeMeta) -> Result<ComposeFn, String> {
