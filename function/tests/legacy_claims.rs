@@ -101,3 +101,40 @@ fn the_effective_namespace_is_the_claims_for_a_legacy_composite() {
     let cluster: ObjectMeta = serde_json::from_value(json!({"name": "c"})).unwrap();
     assert_eq!(cluster.effective_namespace(), None);
 }
+
+#[test]
+fn the_effective_name_is_the_claims_for_a_legacy_composite() {
+    let legacy: ObjectMeta = serde_json::from_value(legacy_class("XModelCache")["metadata"].clone()).unwrap();
+    assert_eq!(legacy.effective_name(), "eks-l4-1x");
+    // A namespaced (v2) composite is never claim-backed, whatever its labels say.
+    let modern: ObjectMeta = serde_json::from_value(
+        json!({"name": "m", "namespace": "ml-team", "labels": {"crossplane.io/claim-name": "other"}}),
+    )
+    .unwrap();
+    assert_eq!(modern.effective_name(), "m");
+}
+
+#[test]
+fn a_claim_backed_model_cache_looks_for_deployments_in_the_claims_namespace() {
+    let composite = json!({
+        "apiVersion": "modelplane.ai/v1alpha1", "kind": "XModelCache",
+        "metadata": {"name": "qwen3-coder-x8f2k",
+                     "labels": {"crossplane.io/claim-name": "qwen3-coder", "crossplane.io/claim-namespace": "ml-team"}},
+        "spec": {"claimRef": {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelCache",
+                              "name": "qwen3-coder", "namespace": "ml-team"},
+                 "compositionRef": {"name": "modelcaches.modelplane.ai"},
+                 "huggingFace": {"repo": "Qwen/Qwen3-Coder-480B-A35B-Instruct"}, "size": "1Ti"}
+    });
+    let rsp = run_function(request(composite));
+    assert!(
+        rsp.results.iter().all(|r| r.severity != Severity::Fatal as i32),
+        "{:?}",
+        rsp.results
+    );
+    let requirements = rsp.requirements.unwrap().resources;
+    let deployments = requirements
+        .values()
+        .find(|s| s.kind == "ModelDeployment")
+        .unwrap();
+    assert_eq!(deployments.namespace.as_deref(), Some("ml-team"));
+}
