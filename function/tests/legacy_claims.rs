@@ -7,7 +7,7 @@
 use modelplane_function::{
     api::ObjectMeta,
     compose::served_kind,
-    proto::v1::{Resource, RunFunctionRequest, Severity, State},
+    proto::v1::{Resource, Resources, RunFunctionRequest, Severity, State},
     run_function,
     wire::RawStruct,
 };
@@ -114,18 +114,22 @@ fn the_effective_name_is_the_claims_for_a_legacy_composite() {
     assert_eq!(modern.effective_name(), "m");
 }
 
-#[test]
-fn a_claim_backed_model_cache_looks_for_deployments_in_the_claims_namespace() {
-    let composite = json!({
+fn legacy_cache() -> Value {
+    json!({
         "apiVersion": "modelplane.ai/v1alpha1", "kind": "XModelCache",
         "metadata": {"name": "qwen3-coder-x8f2k",
                      "labels": {"crossplane.io/claim-name": "qwen3-coder", "crossplane.io/claim-namespace": "ml-team"}},
         "spec": {"claimRef": {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelCache",
                               "name": "qwen3-coder", "namespace": "ml-team"},
                  "compositionRef": {"name": "modelcaches.modelplane.ai"},
-                 "huggingFace": {"repo": "Qwen/Qwen3-Coder-480B-A35B-Instruct"}, "size": "1Ti"}
-    });
-    let rsp = run_function(request(composite));
+                 "huggingFace": {"repo": "Qwen/Qwen3-Coder-480B-A35B-Instruct"}, "size": "1Ti",
+                 "clusterSelector": {"matchLabels": {"region": "us-east"}}}
+    })
+}
+
+#[test]
+fn a_claim_backed_model_cache_looks_for_deployments_in_the_claims_namespace() {
+    let rsp = run_function(request(legacy_cache()));
     assert!(
         rsp.results.iter().all(|r| r.severity != Severity::Fatal as i32),
         "{:?}",
@@ -137,4 +141,48 @@ fn a_claim_backed_model_cache_looks_for_deployments_in_the_claims_namespace() {
         .find(|s| s.kind == "ModelDeployment")
         .unwrap();
     assert_eq!(deployments.namespace.as_deref(), Some("ml-team"));
+}
+
+#[test]
+fn a_claim_backed_model_cache_composes_into_the_claims_namespace_under_the_claims_name() {
+    let mut req = request(legacy_cache());
+    let cluster = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
+                         "metadata": {"name": "eks-a", "labels": {"region": "us-east"}},
+                         "status": {"providerConfigName": "eks-a", "cacheStorageClass": "efs"}});
+    for (name, objects) in [("clusters", vec![cluster]), ("deployments", vec![])] {
+        let items = objects
+            .iter()
+            .map(|o| Resource {
+                resource: RawStruct::from_value(o),
+                ..Default::default()
+            })
+            .collect();
+        req.required_resources
+            .insert(name.to_owned(), Resources { items });
+    }
+    let rsp = run_function(req);
+    assert!(
+        rsp.results.iter().all(|r| r.severity != Severity::Fatal as i32),
+        "{:?}",
+        rsp.results
+    );
+    let composed: Vec<Value> = rsp
+        .desired
+        .unwrap()
+        .resources
+        .into_values()
+        .map(|r| r.resource.unwrap().to_json().unwrap())
+        .collect();
+    assert!(!composed.is_empty());
+    for object in &composed {
+        // The provider-kubernetes Object lives on the control plane next to the claim.
+        assert_eq!(object["metadata"]["namespace"], "ml-team", "{object}");
+    }
+    let volume = composed
+        .iter()
+        .map(|o| &o["spec"]["forProvider"]["manifest"])
+        .find(|m| m["kind"] == "PersistentVolumeClaim")
+        .unwrap();
+    assert_eq!(volume["metadata"]["name"], "modelcache-qwen3-coder");
+    assert_eq!(volume["metadata"]["namespace"], "ml-team");
 }

@@ -358,3 +358,7 @@ fn activation_policy(m: &Manifest) -> Vec<Problem> {
     }
     problems
 }
+
+#[cfg(test)]
+#[path = "package_tests.rs"]
+mod tests;
