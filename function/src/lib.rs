@@ -16,8 +16,10 @@ pub mod compose;
 pub mod dispatch;
 pub mod proto;
 pub mod render;
+pub mod schedule;
 pub mod sdk;
 pub mod server;
+pub mod stack;
 pub mod wire;
 
 pub use dispatch::run_function;

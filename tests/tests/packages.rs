@@ -8,7 +8,7 @@ use modelplane_tests::{
 };
 
 fn repo_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
 #[test]

@@ -10,6 +10,7 @@ use serde::Deserialize;
 pub mod inference_class;
 pub mod inference_cluster;
 pub mod model_cache;
+pub mod model_deployment;
 
 /// `apiVersion` and `kind`: enough to choose a composer.
 #[derive(Debug, Deserialize)]

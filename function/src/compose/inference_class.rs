@@ -125,7 +125,7 @@ fn validate_attribute(path: &str, name: &str, attribute: &Attribute) -> Result<(
     Ok(())
 }
 
-fn is_dns_label(s: &str) -> bool {
+pub(crate) fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes()

@@ -17,6 +17,7 @@ use crate::{
 
 pub mod inference_class;
 pub mod model_cache;
+pub mod model_deployment;
 pub mod remote;
 
 #[cfg(test)]
@@ -34,12 +35,18 @@ pub type ComposeFn = fn(&RunFunctionRequest, &RawStruct) -> Result<Output, Compo
 pub const COMPOSERS: &[(&str, ComposeFn)] = &[
     ("InferenceClass", inference_class::compose),
     ("ModelCache", model_cache::compose),
+    ("ModelDeployment", model_deployment::compose),
 ];
 
 /// Finds the composer for an observed composite, or says why there is none.
 pub fn composer_for(type_meta: &TypeMeta) -> Result<ComposeFn, String> {
+    composer_in(COMPOSERS, type_meta)
+}
+
+/// Finds the composer for an observed composite in `composers` (tests inject their own table).
+pub fn composer_in(composers: &[(&str, ComposeFn)], type_meta: &TypeMeta) -> Result<ComposeFn, String> {
     let served = || {
-        COMPOSERS
+        composers
             .iter()
             .map(|(kind, _)| *kind)
             .collect::<Vec<_>>()
@@ -49,8 +56,8 @@ pub fn composer_for(type_meta: &TypeMeta) -> Result<ComposeFn, String> {
         .api_version
         .split_once('/')
         .unwrap_or(("", &type_meta.api_version));
-    let kind = served_kind(&type_meta.kind);
-    let Some((_, compose)) = COMPOSERS.iter().find(|(served, _)| *served == kind) else {
+    let kind = served_kind_in(composers, &type_meta.kind);
+    let Some((_, compose)) = composers.iter().find(|(served, _)| *served == kind) else {
         return Err(format!(
             "composite kind {:?} (apiVersion {:?}) is not served by this function; it serves {API_GROUP} {}",
             type_meta.kind,
@@ -72,8 +79,12 @@ pub fn composer_for(type_meta: &TypeMeta) -> Result<ComposeFn, String> {
 /// `X<Kind>`; that composite carries the same spec and is composed by the same composer. Cluster-scoped kinds keep
 /// their names in both variants.
 pub fn served_kind(kind: &str) -> &str {
+    served_kind_in(COMPOSERS, kind)
+}
+
+fn served_kind_in<'k>(composers: &[(&str, ComposeFn)], kind: &'k str) -> &'k str {
     match kind.strip_prefix('X') {
-        Some(claim_kind) if COMPOSERS.iter().any(|(served, _)| *served == claim_kind) => claim_kind,
+        Some(claim_kind) if composers.iter().any(|(served, _)| *served == claim_kind) => claim_kind,
         _ => kind,
     }
 }
