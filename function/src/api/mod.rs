@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 pub mod inference_class;
 pub mod inference_cluster;
+pub mod model_cache;
 
 /// `apiVersion` and `kind`: enough to choose a composer.
 #[derive(Debug, Deserialize)]

@@ -17,6 +17,11 @@ use crate::{
 
 pub mod inference_class;
 pub mod inference_cluster;
+pub mod model_cache;
+pub mod remote;
+
+#[cfg(test)]
+pub mod fixtures;
 
 /// API group of every Modelplane composite.
 pub const API_GROUP: &str = "modelplane.ai";
@@ -30,6 +35,7 @@ pub type ComposeFn = fn(&RunFunctionRequest, &RawStruct) -> Result<Output, Compo
 pub const COMPOSERS: &[(&str, ComposeFn)] = &[
     ("InferenceClass", inference_class::compose),
     ("InferenceCluster", inference_cluster::compose),
+    ("ModelCache", model_cache::compose),
 ];
 
 /// Finds the composer for an observed composite, or says why there is none.

@@ -1,0 +1,57 @@
+//! Request builders for composer tests.
+
+use serde_json::Value;
+
+use crate::{
+    proto::v1::{Resource, Resources, RunFunctionRequest, State},
+    wire::RawStruct,
+};
+
+/// A request observing `xr`, as Crossplane sends it on the first call of a step.
+pub fn request(xr: Value) -> RunFunctionRequest {
+    RunFunctionRequest {
+        observed: Some(State {
+            composite: Some(resource(&xr)),
+            ..Default::default()
+        }),
+        desired: Some(State::default()),
+        ..Default::default()
+    }
+}
+
+pub fn resource(object: &Value) -> Resource {
+    Resource {
+        resource: RawStruct::from_value(object),
+        ..Default::default()
+    }
+}
+
+/// Answers requirement `name` with `objects`, as Crossplane does on the next call.
+pub fn with_required(mut req: RunFunctionRequest, name: &str, objects: &[Value]) -> RunFunctionRequest {
+    req.required_resources.insert(
+        name.to_owned(),
+        Resources {
+            items: objects.iter().map(resource).collect(),
+        },
+    );
+    req
+}
+
+/// Adds an observed composed resource under `key`.
+pub fn with_observed(mut req: RunFunctionRequest, key: &str, object: &Value) -> RunFunctionRequest {
+    if let Some(observed) = req.observed.as_mut() {
+        observed.resources.insert(key.to_owned(), resource(object));
+    }
+    req
+}
+
+/// Runs a composer on a request.
+pub fn run(
+    compose: super::ComposeFn,
+    req: &RunFunctionRequest,
+) -> Result<super::Output, super::ComposeError> {
+    let xr = crate::sdk::request::observed_composite(req)
+        .cloned()
+        .unwrap_or_default();
+    compose(req, &xr)
+}

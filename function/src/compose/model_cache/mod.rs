@@ -1,0 +1,425 @@
+//! Stages a `ModelCache` on every cluster that needs it: a ReadWriteMany volume on the cluster's cache storage
+//! class, the Hub token (when the repo needs one), and a download Job that is dropped once the snapshot is
+//! complete.
+//!
+//! Which clusters: those matching `spec.clusterSelector` (staging ahead of demand) plus every cluster where a
+//! ModelDeployment in the same namespace that references this cache has a replica placed. With neither, the
+//! cache stages nowhere: a 480B model is a terabyte per cluster, so nothing is staged speculatively.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ComposeError, Output, remote};
+use crate::{
+    api::{
+        ObjectMeta,
+        model_cache::{ClusterCache, ModelCacheSpec, ModelCacheStatus, Phase},
+    },
+    proto::v1::{ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
+    sdk::request,
+    wire::RawStruct,
+};
+
+mod hydrate;
+
+const CLUSTERS: &str = "clusters";
+const DEPLOYMENTS: &str = "deployments";
+const AUTH_SECRET: &str = "auth-secret";
+
+#[derive(Deserialize)]
+struct ModelCache {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    spec: ModelCacheSpec,
+    #[serde(default)]
+    status: ModelCacheStatus,
+}
+
+#[derive(Deserialize)]
+struct ClusterView {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    status: ClusterStatusView,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterStatusView {
+    #[serde(default)]
+    provider_config_name: String,
+    #[serde(default)]
+    cache_storage_class: String,
+}
+
+/// Where a ModelDeployment's replicas are and which cache it uses; nothing else of it is read.
+#[derive(Deserialize)]
+struct DeploymentView {
+    #[serde(default)]
+    spec: DeploymentSpecView,
+    #[serde(default)]
+    status: DeploymentStatusView,
+}
+
+#[derive(Default, Deserialize)]
+struct DeploymentSpecView {
+    #[serde(default)]
+    template: TemplateView,
+}
+
+#[derive(Default, Deserialize)]
+struct TemplateView {
+    #[serde(default)]
+    spec: TemplateSpecView,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TemplateSpecView {
+    model_cache_ref: Option<NameRef>,
+}
+
+#[derive(Default, Deserialize)]
+struct NameRef {
+    name: String,
+}
+
+#[derive(Default, Deserialize)]
+struct DeploymentStatusView {
+    #[serde(default)]
+    placements: Vec<PlacementView>,
+}
+
+#[derive(Default, Deserialize)]
+struct PlacementView {
+    #[serde(default)]
+    cluster: Option<String>,
+}
+
+/// Job status fields that tell completion from failure.
+#[derive(Default, Deserialize)]
+struct JobView {
+    #[serde(default)]
+    status: JobStatusView,
+}
+
+#[derive(Default, Deserialize)]
+struct JobStatusView {
+    #[serde(default)]
+    conditions: Vec<remote::ConditionView>,
+}
+
+pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
+    let cache: ModelCache = xr.parse()?;
+    let namespace = cache.metadata.namespace.clone().unwrap_or_default();
+    let mut out = Output {
+        requirements: requirements(&cache, &namespace),
+        ..Default::default()
+    };
+    let (Some(clusters), Some(deployments)) = (
+        request::required_resources(req, CLUSTERS),
+        request::required_resources(req, DEPLOYMENTS),
+    ) else {
+        return Ok(out);
+    };
+    let auth = match &cache.spec.hugging_face.auth_secret {
+        None => Auth::NotNeeded,
+        Some(secret) => match request::required_resources(req, AUTH_SECRET) {
+            None => return Ok(out),
+            Some(found) => check_secret(found, &namespace, &secret.name, &secret.key),
+        },
+    };
+
+    let clusters = clusters
+        .iter()
+        .filter_map(|c| c.resource.as_ref()?.parse::<ClusterView>().ok())
+        .map(|c| (c.metadata.name.clone(), c))
+        .collect::<BTreeMap<_, _>>();
+    let targets = target_clusters(&cache, &clusters, deployments);
+    let previously_ready: BTreeSet<&str> = cache
+        .status
+        .clusters
+        .iter()
+        .filter(|c| c.phase == Phase::Ready)
+        .map(|c| c.cluster.as_str())
+        .collect();
+
+    let mut states = Vec::new();
+    for name in &targets {
+        let state = match clusters.get(name) {
+            None => pending(name, "the InferenceCluster no longer exists"),
+            Some(cluster) => stage(
+                req,
+                &cache,
+                &namespace,
+                cluster,
+                &auth,
+                previously_ready.contains(name.as_str()),
+                &mut out,
+            ),
+        };
+        states.push(state);
+    }
+    report(&mut out, &cache, &auth, states)?;
+    Ok(out)
+}
+
+fn requirements(cache: &ModelCache, namespace: &str) -> BTreeMap<String, ResourceSelector> {
+    let select =
+        |api_version: &str, kind: &str, name: Option<&str>, namespace: Option<&str>| ResourceSelector {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            r#match: name.map(|n| Match::MatchName(n.into())),
+            namespace: namespace.map(str::to_owned),
+        };
+    let mut wanted = BTreeMap::from([
+        (
+            CLUSTERS.to_owned(),
+            select("modelplane.ai/v1alpha1", "InferenceCluster", None, None),
+        ),
+        (
+            DEPLOYMENTS.to_owned(),
+            select("modelplane.ai/v1alpha1", "ModelDeployment", None, Some(namespace)),
+        ),
+    ]);
+    if let Some(secret) = &cache.spec.hugging_face.auth_secret {
+        wanted.insert(
+            AUTH_SECRET.to_owned(),
+            select("v1", "Secret", Some(&secret.name), Some(namespace)),
+        );
+    }
+    wanted
+}
+
+/// Whether the Hub token can be propagated; when not, what is missing.
+enum Auth {
+    NotNeeded,
+    Available { secret: String, key: String },
+    Missing(String),
+}
+
+#[derive(Deserialize)]
+struct SecretView {
+    #[serde(default)]
+    data: BTreeMap<String, Value>,
+}
+
+fn check_secret(found: &[crate::proto::v1::Resource], namespace: &str, name: &str, key: &str) -> Auth {
+    let Some(secret) = found
+        .first()
+        .and_then(|s| s.resource.as_ref()?.parse::<SecretView>().ok())
+    else {
+        return Auth::Missing(format!(
+            "Secret {namespace}/{name} (spec.huggingFace.authSecret) not found"
+        ));
+    };
+    if !secret.data.contains_key(key) {
+        return Auth::Missing(format!(
+            "Secret {namespace}/{name} has no key {key:?} (spec.huggingFace.authSecret.key)"
+        ));
+    }
+    Auth::Available {
+        secret: name.to_owned(),
+        key: key.to_owned(),
+    }
+}
+
+fn target_clusters(
+    cache: &ModelCache,
+    clusters: &BTreeMap<String, ClusterView>,
+    deployments: &[crate::proto::v1::Resource],
+) -> BTreeSet<String> {
+    let mut targets: BTreeSet<String> = match &cache.spec.cluster_selector {
+        Some(selector) => clusters
+            .values()
+            .filter(|c| selector.matches(&c.metadata.labels))
+            .map(|c| c.metadata.name.clone())
+            .collect(),
+        None => BTreeSet::new(),
+    };
+    for deployment in deployments
+        .iter()
+        .filter_map(|d| d.resource.as_ref()?.parse::<DeploymentView>().ok())
+    {
+        let uses_cache = deployment
+            .spec
+            .template
+            .spec
+            .model_cache_ref
+            .is_some_and(|r| r.name == cache.metadata.name);
+        if uses_cache {
+            targets.extend(deployment.status.placements.into_iter().filter_map(|r| r.cluster));
+        }
+    }
+    targets
+}
+
+fn pending(cluster: &str, reason: impl Into<String>) -> ClusterCache {
+    ClusterCache {
+        cluster: cluster.to_owned(),
+        phase: Phase::Pending,
+        reason: reason.into(),
+    }
+}
+
+/// Composes what one cluster needs and says how far it is.
+fn stage(
+    req: &RunFunctionRequest,
+    cache: &ModelCache,
+    namespace: &str,
+    cluster: &ClusterView,
+    auth: &Auth,
+    already_ready: bool,
+    out: &mut Output,
+) -> ClusterCache {
+    let name = cluster.metadata.name.as_str();
+    let status = &cluster.status;
+    if status.provider_config_name.is_empty() {
+        return pending(
+            name,
+            "the cluster is not reachable yet (no status.providerConfigName)",
+        );
+    }
+    if status.cache_storage_class.is_empty() {
+        return pending(
+            name,
+            "the cluster has no cache storage class (status.cacheStorageClass)",
+        );
+    }
+    let cache_name = cache.metadata.name.as_str();
+    let pc = status.provider_config_name.as_str();
+    let key = |what: &str| format!("{what}-{name}");
+
+    let volume = hydrate::volume_claim(
+        cache_name,
+        namespace,
+        &cache.spec.size,
+        &status.cache_storage_class,
+    );
+    let volume_ready = observed_ready(req, &key("volume"));
+    out.compose(key("volume"), remote::object(volume, pc), volume_ready);
+    if already_ready {
+        return ClusterCache {
+            cluster: name.to_owned(),
+            phase: Phase::Ready,
+            reason: String::new(),
+        };
+    }
+
+    match auth {
+        Auth::NotNeeded => {}
+        Auth::Missing(what) => return pending(name, what.clone()),
+        Auth::Available {
+            secret,
+            key: secret_key,
+        } => {
+            let mut token = remote::object(hydrate::token_secret(cache_name, namespace), pc);
+            token["spec"]["references"] = json!([hydrate::token_reference(namespace, secret, secret_key)]);
+            out.compose(key("token"), token, observed_ready(req, &key("token")));
+        }
+    }
+
+    let job = remote::observed::<JobView>(request::observed_composed(req, &key("hydrate")));
+    let condition = |type_: &str| {
+        job.as_ref()?
+            .manifest()?
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == "True")
+    };
+    if condition("Complete").is_some() {
+        // The snapshot is whole; leaving the Job out of the desired state deletes it.
+        return ClusterCache {
+            cluster: name.to_owned(),
+            phase: Phase::Ready,
+            reason: String::new(),
+        };
+    }
+    out.compose(
+        key("hydrate"),
+        remote::object(hydrate::job(cache_name, namespace, &cache.spec.hugging_face), pc),
+        false,
+    );
+    if let Some(failed) = condition("Failed") {
+        return ClusterCache {
+            cluster: name.to_owned(),
+            phase: Phase::Failed,
+            reason: format!("hydration Job failed: {} {}", failed.reason, failed.message)
+                .trim_end()
+                .to_owned(),
+        };
+    }
+    match job {
+        Some(_) if volume_ready => ClusterCache {
+            cluster: name.to_owned(),
+            phase: Phase::Hydrating,
+            reason: String::new(),
+        },
+        _ => pending(name, "waiting for the volume and the hydration Job"),
+    }
+}
+
+fn observed_ready(req: &RunFunctionRequest, key: &str) -> bool {
+    remote::observed::<Value>(request::observed_composed(req, key)).is_some_and(|o| o.is_ready())
+}
+
+fn report(
+    out: &mut Output,
+    cache: &ModelCache,
+    auth: &Auth,
+    states: Vec<ClusterCache>,
+) -> Result<(), ComposeError> {
+    let all_ready = states.iter().all(|s| s.phase == Phase::Ready);
+    let (status, reason, message) = if let Auth::Missing(what) = auth {
+        (Status::ConditionFalse, "AuthSecretMissing", what.clone())
+    } else if states.is_empty() {
+        (
+            Status::ConditionTrue,
+            "NoClusters",
+            "no cluster matches spec.clusterSelector and no deployment using this cache is placed".to_owned(),
+        )
+    } else if all_ready {
+        (
+            Status::ConditionTrue,
+            "Staged",
+            format!("{} is staged on every cluster", cache.spec.hugging_face.repo),
+        )
+    } else if let Some(failed) = states.iter().find(|s| s.phase == Phase::Failed) {
+        (
+            Status::ConditionFalse,
+            "HydrationFailed",
+            format!("{}: {}", failed.cluster, failed.reason),
+        )
+    } else {
+        let waiting: Vec<String> = states
+            .iter()
+            .filter(|s| s.phase != Phase::Ready)
+            .map(|s| {
+                if s.reason.is_empty() {
+                    s.cluster.clone()
+                } else {
+                    format!("{} ({})", s.cluster, s.reason)
+                }
+            })
+            .collect();
+        (
+            Status::ConditionFalse,
+            "Staging",
+            format!("not yet staged on {}", waiting.join("; ")),
+        )
+    };
+    out.condition("Staged", status, reason, message);
+    out.ready = Some(all_ready && !matches!(auth, Auth::Missing(_)));
+    let status = serde_json::to_value(ModelCacheStatus { clusters: states })
+        .map_err(|e| ComposeError::new("status", e.to_string()))?;
+    if let Value::Object(map) = status {
+        out.status.extend(map);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,238 @@
+use serde_json::{Value, json};
+
+use super::compose;
+use crate::compose::{
+    Output,
+    fixtures::{request, run, with_observed, with_required},
+};
+use crate::proto::v1::{RunFunctionRequest, Status};
+
+fn cache(extra_spec: Value) -> Value {
+    let mut spec = json!({
+        "huggingFace": {"repo": "Qwen/Qwen3-Coder-480B-A35B-Instruct", "revision": "main"},
+        "size": "1Ti",
+        "clusterSelector": {"matchLabels": {"region": "us-east"}},
+    });
+    if let (Some(spec), Value::Object(extra)) = (spec.as_object_mut(), extra_spec) {
+        spec.extend(extra);
+    }
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelCache",
+           "metadata": {"name": "qwen3-coder", "namespace": "ml-team"}, "spec": spec})
+}
+
+fn cluster(name: &str, storage_class: &str) -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
+           "metadata": {"name": name, "labels": {"region": "us-east"}},
+           "status": {"providerConfigName": format!("{name}-pc"), "cacheStorageClass": storage_class, "stack": "Dynamo"}})
+}
+
+fn resolved(xr: Value, clusters: &[Value]) -> RunFunctionRequest {
+    with_required(
+        with_required(request(xr), "clusters", clusters),
+        "deployments",
+        &[],
+    )
+}
+
+fn manifest<'a>(out: &'a Output, key: &str) -> &'a Value {
+    &out.resources[key].object["spec"]["forProvider"]["manifest"]
+}
+
+fn condition(out: &Output) -> (Status, &str, &str) {
+    let c = out
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Staged")
+        .expect("a Staged condition");
+    (
+        c.status,
+        c.reason.as_str(),
+        c.message.as_deref().unwrap_or_default(),
+    )
+}
+
+#[test]
+fn first_call_only_asks_for_clusters_deployments_and_the_auth_secret() {
+    let xr = cache(json!({"huggingFace": {"repo": "org/m", "authSecret": {"name": "hf", "key": "token"}}}));
+    let out = run(compose, &request(xr)).unwrap();
+    assert!(out.resources.is_empty());
+    assert_eq!(
+        out.requirements.keys().collect::<Vec<_>>(),
+        ["auth-secret", "clusters", "deployments"]
+    );
+    assert_eq!(
+        out.requirements["deployments"].namespace.as_deref(),
+        Some("ml-team")
+    );
+}
+
+#[test]
+fn selected_cluster_gets_a_shared_volume_and_a_hydration_job() {
+    let out = run(compose, &resolved(cache(json!({})), &[cluster("eks-a", "efs")])).unwrap();
+    let pvc = manifest(&out, "volume-eks-a");
+    assert_eq!(pvc["metadata"]["name"], "modelcache-qwen3-coder");
+    assert_eq!(pvc["spec"]["accessModes"], json!(["ReadWriteMany"]));
+    assert_eq!(pvc["spec"]["storageClassName"], "efs");
+    assert_eq!(pvc["spec"]["resources"]["requests"]["storage"], "1Ti");
+    assert_eq!(
+        out.resources["volume-eks-a"].object["spec"]["providerConfigRef"]["name"],
+        "eks-a-pc"
+    );
+
+    let job = manifest(&out, "hydrate-eks-a");
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    let env = |name: &str| {
+        container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .cloned()
+    };
+    assert_eq!(env("HF_HUB_CACHE").unwrap()["value"], "/mnt/models");
+    assert_eq!(
+        env("REPO").unwrap()["value"],
+        "Qwen/Qwen3-Coder-480B-A35B-Instruct"
+    );
+    assert_eq!(env("REVISION").unwrap()["value"], "main");
+    assert!(env("HF_TOKEN").is_none(), "no token without an auth secret");
+    assert_eq!(container["volumeMounts"][0]["mountPath"], "/mnt/models");
+    assert_eq!(
+        job["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        pvc["metadata"]["name"]
+    );
+    assert_eq!(out.status["clusters"][0]["phase"], "Pending");
+    assert_eq!(out.ready, Some(false));
+}
+
+#[test]
+fn cluster_without_a_cache_storage_class_is_named_in_the_condition() {
+    let out = run(compose, &resolved(cache(json!({})), &[cluster("eks-a", "")])).unwrap();
+    assert!(out.resources.is_empty());
+    let (status, reason, message) = condition(&out);
+    assert_eq!((status, reason), (Status::ConditionFalse, "Staging"));
+    assert!(
+        message.contains("eks-a") && message.contains("status.cacheStorageClass"),
+        "{message}"
+    );
+}
+
+#[test]
+fn missing_auth_secret_blocks_hydration_and_names_the_secret() {
+    let xr = cache(json!({"huggingFace": {"repo": "org/m", "authSecret": {"name": "hf", "key": "token"}}}));
+    let req = with_required(resolved(xr, &[cluster("eks-a", "efs")]), "auth-secret", &[]);
+    let out = run(compose, &req).unwrap();
+    assert!(out.resources.contains_key("volume-eks-a"));
+    assert!(
+        !out.resources.contains_key("hydrate-eks-a"),
+        "no Job without the token"
+    );
+    let (status, reason, message) = condition(&out);
+    assert_eq!((status, reason), (Status::ConditionFalse, "AuthSecretMissing"));
+    assert!(message.contains("ml-team/hf"), "{message}");
+}
+
+#[test]
+fn auth_secret_is_propagated_by_reference_not_copied() {
+    let xr =
+        cache(json!({"huggingFace": {"repo": "org/m", "authSecret": {"name": "hf", "key": "hf-token"}}}));
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf", "namespace": "ml-team"},
+                        "data": {"hf-token": "c2VjcmV0"}});
+    let req = with_required(resolved(xr, &[cluster("eks-a", "efs")]), "auth-secret", &[secret]);
+    let out = run(compose, &req).unwrap();
+    let token = &out.resources["token-eks-a"].object;
+    assert!(
+        !Value::Object(token.clone()).to_string().contains("c2VjcmV0"),
+        "the token value never passes through the function"
+    );
+    assert_eq!(
+        token["spec"]["references"][0]["patchesFrom"]["fieldPath"],
+        "data.hf-token"
+    );
+    let job = manifest(&out, "hydrate-eks-a").to_string();
+    assert!(job.contains("HF_TOKEN"));
+}
+
+#[test]
+fn completed_job_marks_the_cluster_ready_and_is_dropped() {
+    let job_done = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}],
+        "atProvider": {"manifest": {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}}}});
+    let volume_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    let req = resolved(cache(json!({})), &[cluster("eks-a", "efs")]);
+    let req = with_observed(
+        with_observed(req, "hydrate-eks-a", &job_done),
+        "volume-eks-a",
+        &volume_ready,
+    );
+    let out = run(compose, &req).unwrap();
+    assert!(!out.resources.contains_key("hydrate-eks-a"));
+    assert!(out.resources["volume-eks-a"].ready);
+    assert_eq!(
+        out.status["clusters"],
+        json!([{"cluster": "eks-a", "phase": "Ready"}])
+    );
+    assert_eq!(out.ready, Some(true));
+}
+
+#[test]
+fn ready_cluster_stays_ready_without_its_job() {
+    let mut xr = cache(json!({}));
+    xr["status"] = json!({"clusters": [{"cluster": "eks-a", "phase": "Ready"}]});
+    let out = run(compose, &resolved(xr, &[cluster("eks-a", "efs")])).unwrap();
+    assert_eq!(out.resources.keys().collect::<Vec<_>>(), ["volume-eks-a"]);
+    assert_eq!(out.status["clusters"][0]["phase"], "Ready");
+}
+
+#[test]
+fn failed_job_is_reported_with_its_reason() {
+    let failed = json!({"status": {"atProvider": {"manifest": {"status": {"conditions": [
+        {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}}}}});
+    let req = with_observed(
+        resolved(cache(json!({})), &[cluster("eks-a", "efs")]),
+        "hydrate-eks-a",
+        &failed,
+    );
+    let out = run(compose, &req).unwrap();
+    assert_eq!(out.status["clusters"][0]["phase"], "Failed");
+    let (_, reason, message) = condition(&out);
+    assert_eq!(reason, "HydrationFailed");
+    assert!(message.contains("BackoffLimitExceeded"), "{message}");
+}
+
+#[test]
+fn clusters_where_a_deployment_using_the_cache_runs_get_it_too() {
+    let mut xr = cache(json!({}));
+    xr["spec"].as_object_mut().unwrap().remove("clusterSelector");
+    let deployment = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
+        "metadata": {"name": "qwen3-coder", "namespace": "ml-team"},
+        "spec": {"template": {"spec": {"modelCacheRef": {"name": "qwen3-coder"}}}},
+        "status": {"placements": [{"cluster": "eks-b"}]}});
+    let other = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
+        "metadata": {"name": "other", "namespace": "ml-team"},
+        "spec": {"template": {"spec": {"modelCacheRef": {"name": "another-cache"}}}},
+        "status": {"placements": [{"cluster": "eks-a"}]}});
+    let req = with_required(
+        with_required(
+            request(xr),
+            "clusters",
+            &[cluster("eks-a", "efs"), cluster("eks-b", "efs")],
+        ),
+        "deployments",
+        &[deployment, other],
+    );
+    let out = run(compose, &req).unwrap();
+    assert!(out.resources.contains_key("volume-eks-b"));
+    assert!(
+        !out.resources.contains_key("volume-eks-a"),
+        "eks-a runs only a deployment of another cache"
+    );
+}
+
+#[test]
+fn no_selector_and_no_deployments_stages_nothing() {
+    let mut xr = cache(json!({}));
+    xr["spec"].as_object_mut().unwrap().remove("clusterSelector");
+    let out = run(compose, &resolved(xr, &[cluster("eks-a", "efs")])).unwrap();
+    assert!(out.resources.is_empty());
+    assert_eq!(condition(&out).1, "NoClusters");
+}

@@ -1,0 +1,88 @@
+//! Objects on a workload cluster, reached through provider-kubernetes.
+//!
+//! Everything Modelplane runs inside a fleet cluster is wrapped in a provider-kubernetes `Object`, which applies
+//! the manifest through the cluster's provider config and reports the remote object's state back under
+//! `status.atProvider.manifest`. That is how Crossplane users already reach remote clusters; there is no
+//! transport of our own.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::proto::v1::Resource;
+
+pub const OBJECT_API_VERSION: &str = "kubernetes.m.crossplane.io/v1alpha1";
+
+/// Wraps `manifest` in an `Object` applied through the cluster-scoped provider config `provider_config`.
+pub fn object(manifest: Value, provider_config: &str) -> Value {
+    json!({
+        "apiVersion": OBJECT_API_VERSION,
+        "kind": "Object",
+        "spec": {
+            "forProvider": {"manifest": manifest},
+            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
+        },
+    })
+}
+
+/// The parts of an observed composed resource readiness is judged on.
+#[derive(Debug, Deserialize)]
+pub struct Observed<M> {
+    #[serde(default = "ObservedStatus::empty")]
+    pub status: ObservedStatus<M>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedStatus<M> {
+    #[serde(default)]
+    pub conditions: Vec<ConditionView>,
+    /// For an `Object`: the remote object as last observed.
+    pub at_provider: Option<AtProvider<M>>,
+}
+
+impl<M> ObservedStatus<M> {
+    fn empty() -> Self {
+        Self {
+            conditions: Vec::new(),
+            at_provider: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AtProvider<M> {
+    pub manifest: Option<M>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ConditionView {
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+}
+
+impl<M> Observed<M> {
+    /// Crossplane's own `Ready` condition on the composed resource.
+    pub fn is_ready(&self) -> bool {
+        self.condition("Ready").is_some_and(|c| c.status == "True")
+    }
+
+    pub fn condition(&self, type_: &str) -> Option<&ConditionView> {
+        self.status.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// The remote object inside an observed `Object`.
+    pub fn manifest(&self) -> Option<&M> {
+        self.status.at_provider.as_ref()?.manifest.as_ref()
+    }
+}
+
+/// Reads an observed composed resource as `Observed<M>`; an unreadable one counts as not observed.
+pub fn observed<'a, M: Deserialize<'a>>(resource: Option<&'a Resource>) -> Option<Observed<M>> {
+    resource?.resource.as_ref()?.parse().ok()
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Every test of the project, as CI runs it: bash tests/run.sh [extra pytest arguments]
+#
+# Builds (or reuses) the Python venv at .venv from tests/requirements.txt, then runs rustfmt, clippy, the Rust
+# tests, builds the binaries, and runs the Python black-box tests against the real modelplane-function binary.
+# Stops at the first failing step and says which one.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+venv="$repo/.venv"
+requirements="tests/requirements.txt"
+# The venv is rebuilt only when the requirements change; the stamp records which file it was built from.
+stamp="$venv/.requirements.sha256"
+
+step() { printf '\n==> %s\n' "$*"; }
+fail() {
+    printf '\nFAILED: %s\n' "$*" >&2
+    exit 1
+}
+
+command -v cargo >/dev/null || fail "cargo is not on PATH (install Rust from rustup.rs)"
+command -v python3 >/dev/null || fail "python3 is not on PATH (Python 3.11 or later is needed)"
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
+    fail "Python 3.11 or later is needed (crossplane-function-sdk-python requires it); found $(python3 -V 2>&1)"
+
+wanted="$(sha256sum "$requirements" | cut -d' ' -f1)"
+if [[ ! -x "$venv/bin/python" || "$(cat "$stamp" 2>/dev/null || true)" != "$wanted" ]]; then
+    step "Python venv $venv from $requirements"
+    # Start from scratch so packages dropped from the pins do not linger.
+    rm -rf "$venv"
+    python3 -m venv "$venv" || fail "python3 -m venv could not create $venv (Debian: apt-get install python3-venv)"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$requirements" ||
+        fail "pip could not install $requirements"
+    echo "$wanted" >"$stamp"
+else
+    step "Python venv $venv is up to date with $requirements"
+fi
+
+step "cargo fmt --all --check"
+cargo fmt --all --check || fail "code is not formatted: run cargo fmt --all"
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings || fail "clippy found problems"
+
+step "cargo test --workspace"
+cargo test --workspace || fail "Rust tests failed"
+
+step "cargo build --workspace --bins"
+cargo build --workspace --bins || fail "the binaries do not build"
+
+# Ask cargo where it put them: CARGO_TARGET_DIR or build.target-dir may move the target directory.
+target_dir="$(cargo metadata --format-version 1 --no-deps |
+    "$venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+export MODELPLANE_FUNCTION_BIN="$target_dir/debug/modelplane-function"
+[[ -x "$MODELPLANE_FUNCTION_BIN" ]] || fail "no binary at $MODELPLANE_FUNCTION_BIN after cargo build"
+
+step "pytest tests/python (MODELPLANE_FUNCTION_BIN=$MODELPLANE_FUNCTION_BIN)"
+status=0
+"$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider "$@" || status=$?
+case "$status" in
+0) ;;
+5) fail "pytest collected no tests" ;;
+*) fail "Python tests failed (pytest exit $status)" ;;
+esac
+
+step "all tests passed"
