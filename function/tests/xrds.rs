@@ -2,6 +2,9 @@
 //! (kube-cel), accept the examples and reject what the API forbids, and the serde types the composers read
 //! produce only fields the XRDs declare.
 
+// Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod schema;
 
 use modelplane_function::api::{
@@ -299,5 +302,66 @@ fn serde_types_round_trip_the_examples_through_the_xrd_schemas() {
                 file.display()
             );
         }
+    }
+}
+
+/// The status the composer writes is one the XRD declares: Crossplane applies it to the status subresource,
+/// where undeclared fields would be pruned and the ModelDeployment composer would never see them.
+#[test]
+fn the_status_the_composer_writes_is_declared_by_the_xrd() {
+    use modelplane_function::{
+        compose::inference_cluster::class_requirement,
+        proto::v1::{Resource, Resources, RunFunctionRequest, State},
+        run_function,
+        wire::RawStruct,
+    };
+    let resource = |v: &Value| Resource {
+        resource: RawStruct::from_value(v),
+        ..Default::default()
+    };
+    let class = read_documents(&repo_root().join("examples/classes/eks-h200-8x.yaml")).remove(0);
+    for file in yaml_files(&repo_root().join("examples/clusters")) {
+        let xr = read_documents(&file).remove(0);
+        let mut req = RunFunctionRequest {
+            observed: Some(State {
+                composite: Some(resource(&xr)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        req.required_resources.insert(
+            class_requirement("eks-h200-8x"),
+            Resources {
+                items: vec![resource(&class)],
+            },
+        );
+        // Observe everything the first call composed as ready, so the status lists pools and their devices.
+        let first = run_function(req.clone());
+        let composed = first.desired.unwrap().resources;
+        let observed = &mut req.observed.as_mut().unwrap().resources;
+        for (key, r) in composed {
+            let mut object = r.resource.unwrap().to_json().unwrap();
+            object["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+            observed.insert(key, resource(&object));
+        }
+        let rsp = run_function(req);
+        let desired = rsp
+            .desired
+            .unwrap()
+            .composite
+            .unwrap()
+            .resource
+            .unwrap()
+            .to_json()
+            .unwrap();
+        let status = &desired["status"];
+        assert_eq!(
+            status["pools"][0]["devices"][0]["name"],
+            "gpu",
+            "{}",
+            file.display()
+        );
+        let found = problems(&cluster_schema(), &json!({"status": status}), None);
+        assert_eq!(found, Vec::<String>::new(), "{}", file.display());
     }
 }

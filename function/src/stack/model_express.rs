@@ -33,11 +33,23 @@ pub fn objects() -> Vec<StackObject> {
         ),
         StackObject::created(
             "crd-modelmetadatas",
-            crd("ModelMetadata", "modelmetadatas", &["mxmeta"]),
+            crd(
+                "ModelMetadata",
+                "modelmetadatas",
+                &["mxmeta"],
+                &["modelName", "sourceType"],
+                1,
+            ),
         ),
         StackObject::created(
             "crd-modelcacheentries",
-            crd("ModelCacheEntry", "modelcacheentries", &["mxcache"]),
+            crd(
+                "ModelCacheEntry",
+                "modelcacheentries",
+                &["mxcache"],
+                &["modelName", "provider"],
+                2,
+            ),
         ),
         StackObject::created(
             "serviceaccount",
@@ -122,10 +134,15 @@ fn deployment(labels: &Value) -> Value {
     })
 }
 
-/// A CRD for the server's Kubernetes metadata backend. Written here, not vendored: the schema keeps `spec`'s
-/// one required field typed and leaves the server's own status free-form, so a newer server's extra fields are
-/// kept rather than pruned.
-fn crd(kind: &str, plural: &str, short_names: &[&str]) -> Value {
+/// A CRD for the server's Kubernetes metadata backend. Written here, not vendored: `spec` declares the server's
+/// string fields (the first `required` of them required, as the server always sets them) and leaves the server's
+/// own status free-form, so a newer server's extra fields are kept rather than pruned.
+fn crd(kind: &str, plural: &str, short_names: &[&str], fields: &[&str], required: usize) -> Value {
+    let properties: serde_json::Map<String, Value> = fields
+        .iter()
+        .map(|f| ((*f).to_owned(), json!({"type": "string"})))
+        .collect();
+    let required = &fields[..required.min(fields.len())];
     json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("{plural}.{GROUP}"),
@@ -146,8 +163,8 @@ fn crd(kind: &str, plural: &str, short_names: &[&str]) -> Value {
                     "properties": {
                         "spec": {
                             "type": "object",
-                            "required": ["modelName"],
-                            "properties": {"modelName": {"type": "string"}, "sourceType": {"type": "string"}},
+                            "required": required,
+                            "properties": properties,
                             "x-kubernetes-preserve-unknown-fields": true,
                         },
                         "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},

@@ -7,11 +7,10 @@ use serde_json::{Value, json};
 use super::{CONTROL_NAMESPACE, eks};
 use crate::{
     api::inference_cluster::{FabricType, InferenceClusterSpec, SecretKeyRef, Source},
-    compose::Output,
+    compose::{Output, remote},
     stack::{Cloud, ClusterFacts, Component, Install, Needs, Readiness, ServingStack, components},
 };
 
-const KUBERNETES_API_VERSION: &str = "kubernetes.m.crossplane.io/v1alpha1";
 const HELM_API_VERSION: &str = "helm.m.crossplane.io/v1beta1";
 pub const KEY_KUBERNETES_PROVIDER_CONFIG: &str = "providerconfig-kubernetes";
 pub const KEY_HELM_PROVIDER_CONFIG: &str = "providerconfig-helm";
@@ -60,7 +59,7 @@ pub fn compose_provider_configs(out: &mut Output, name: &str, spec: &InferenceCl
     let credentials = json!({"source": "Secret",
                              "secretRef": {"name": secret.name, "namespace": secret.namespace, "key": secret.key}});
     for (key, api_version) in [
-        (KEY_KUBERNETES_PROVIDER_CONFIG, KUBERNETES_API_VERSION),
+        (KEY_KUBERNETES_PROVIDER_CONFIG, remote::OBJECT_API_VERSION),
         (KEY_HELM_PROVIDER_CONFIG, HELM_API_VERSION),
     ] {
         let config = json!({
@@ -135,13 +134,8 @@ fn wrap(cluster: &str, part: &str, object: &crate::stack::StackObject) -> Value 
         Readiness::Created => json!({"policy": "SuccessfulCreate"}),
         Readiness::Available => json!({"policy": "DeriveFromCelQuery", "celQuery": DEPLOYMENT_AVAILABLE}),
     };
-    json!({
-        "apiVersion": KUBERNETES_API_VERSION, "kind": "Object",
-        "metadata": {"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE},
-        "spec": {
-            "forProvider": {"manifest": object.manifest},
-            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config_name(cluster)},
-            "readiness": readiness,
-        },
-    })
+    let mut wrapped = remote::object(object.manifest.clone(), &provider_config_name(cluster));
+    wrapped["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});
+    wrapped["spec"]["readiness"] = readiness;
+    wrapped
 }
