@@ -1,0 +1,122 @@
+//! Benchmarks (not tests) for ModelDeployment scheduling: `cargo bench -p modelplane-function --bench
+//! model_deployment`. Prints p50/p90 per scenario.
+//!
+//! 1. The scheduler alone on 1000 clusters × 8 pools × 8 engines.
+//! 2. A whole RunFunction, wire bytes in and out, of a 10-replica two-node-gang deployment over 100 clusters ×
+//!    8 pools (the request Modelplane's Python function takes ~4.5 s on).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
+
+use modelplane_function::{
+    api::model_deployment::ReplicaSpec,
+    compose::model_deployment::{CLUSTERS, DEPLOYMENTS},
+    proto::v1::{Resource, Resources, RunFunctionRequest, State},
+    run_function,
+    schedule::{ClusterView, Input, schedule},
+    wire::RawStruct,
+};
+use prost::Message;
+use serde_json::{Value, json};
+
+const CLASSES: [(&str, &str, &str); 4] = [
+    ("h200", "141Gi", "9.0.0"),
+    ("h100", "80Gi", "9.0.0"),
+    ("a100", "80Gi", "8.0.0"),
+    ("l40s", "48Gi", "8.9.0"),
+];
+
+fn cluster(i: usize, stack: &str) -> Value {
+    let pools: Vec<Value> = (0..8)
+        .map(|p| {
+            let (class, memory, cc) = CLASSES[(i + p) % CLASSES.len()];
+            json!({"name": format!("pool-{p}"), "className": class, "nodeCount": 4, "devices": [
+                {"name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com", "count": 8,
+                 "attributes": {"productName": {"string": class}, "cudaComputeCapability": {"version": cc}},
+                 "capacity": {"memory": {"value": memory}}},
+                {"name": "memory", "claim": "Synthetic", "count": 1, "capacity": {"memory": {"value": "2Ti"}}}]})
+        })
+        .collect();
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
+        "metadata": {"name": format!("cluster-{i:04}"), "labels": {"region": if i % 2 == 0 { "us-east-1" } else { "us-west-2" }}},
+        "spec": {"stack": stack, "cluster": {"source": "EKS", "eks": {"region": "us-east-1"}},
+                 "nodePools": (0..8).map(|p| json!({"name": format!("pool-{p}"), "className": "h200", "nodeCount": 4})).collect::<Vec<_>>()},
+        "status": {"stack": stack, "providerConfigName": format!("cluster-{i:04}"), "cacheStorageClass": "efs",
+                   "modelExpressAddress": "modelexpress-server:8001", "pools": pools,
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "Available"}]}})
+}
+
+fn gang_engine(name: &str) -> Value {
+    let devices = json!({"devices": [{"name": "gpu", "count": 8, "selectors": [
+        {"cel": r#"device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("120Gi")) >= 0"#},
+        {"cel": r#"device.attributes["gpu.nvidia.com"].cudaComputeCapability.isGreaterThan(semver("8.0.0"))"#}]}]});
+    let container = json!({"spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.23.0",
+        "command": ["/bin/sh", "-c", "exec vllm serve Qwen/Qwen3 --master-addr=$(MODELPLANE_LEADER_ADDRESS)"]}]}});
+    json!({"name": name, "members": [
+        {"role": "Leader", "nodeSelector": devices, "template": container},
+        {"role": "Worker", "worker": {"nodes": 1}, "nodeSelector": devices, "template": container}]})
+}
+
+fn report(what: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
+    println!("{what}: p50 {:?}  p90 {:?}  ({} runs)", at(0.5), at(0.9), samples.len());
+}
+
+fn scheduler_on_a_thousand_clusters() {
+    let clusters: Vec<ClusterView> = (0..1000)
+        .map(|i| serde_json::from_value(cluster(i, "Standard")).unwrap())
+        .collect();
+    let engines: Vec<Value> = (0..8).map(|e| gang_engine(&format!("engine-{e}"))).collect();
+    let spec: ReplicaSpec = serde_json::from_value(json!({"engines": engines})).unwrap();
+    let (pins, used) = (BTreeMap::new(), BTreeMap::new());
+    let input = Input { spec: &spec, replicas: 10, clusters: &clusters, pins: &pins, used_elsewhere: &used };
+    let samples = (0..50)
+        .map(|_| {
+            let start = Instant::now();
+            let outcomes = schedule(&input).unwrap();
+            let elapsed = start.elapsed();
+            assert_eq!(outcomes.len(), 10);
+            elapsed
+        })
+        .collect();
+    report("scheduler, 1000 clusters x 8 pools x 8 gang engines, 10 replicas", samples);
+}
+
+fn run_function_on_a_hundred_clusters() {
+    let xr = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
+        "metadata": {"name": "qwen3-coder", "namespace": "ml-team", "uid": "0"},
+        "spec": {"replicas": 10, "template": {"spec": {"engines": [gang_engine("qwen3-coder")]}}}});
+    let resource = |v: &Value| Resource { resource: RawStruct::from_value(v), ..Default::default() };
+    let mut req = RunFunctionRequest {
+        observed: Some(State { composite: Some(resource(&xr)), ..Default::default() }),
+        desired: Some(State::default()),
+        ..Default::default()
+    };
+    let clusters = (0..100).map(|i| resource(&cluster(i, if i % 2 == 0 { "Standard" } else { "Dynamo" }))).collect();
+    req.required_resources.insert(CLUSTERS.into(), Resources { items: clusters });
+    req.required_resources.insert(DEPLOYMENTS.into(), Resources::default());
+    let bytes = req.encode_to_vec();
+    let samples = (0..50)
+        .map(|_| {
+            let start = Instant::now();
+            let req = RunFunctionRequest::decode(bytes.as_slice()).unwrap();
+            let rsp = run_function(req);
+            let out = rsp.encode_to_vec();
+            let elapsed = start.elapsed();
+            assert!(rsp.results.is_empty(), "{:?}", rsp.results);
+            assert!(out.len() > 1000);
+            elapsed
+        })
+        .collect();
+    report(&format!("RunFunction, 10-replica gang over 100 clusters x 8 pools, {} KB request", bytes.len() / 1024), samples);
+}
+
+fn main() {
+    scheduler_on_a_thousand_clusters();
+    run_function_on_a_hundred_clusters();
+}
