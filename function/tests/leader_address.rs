@@ -7,6 +7,9 @@
 //! prepends, Grove up to v0.1.0-alpha.12-rc1 (the alpha.6 we pin included) appends, and Grove after #753
 //! prepends. Pod names come from each controller's naming rules, independently of our env.
 
+// A test that cannot read its own fixtures should stop right there.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::BTreeMap;
 
 use modelplane_function::{

@@ -231,13 +231,16 @@ CLUSTER = {
                  "labels": {"crossplane.io/composite": "use1-h200"}},
     "spec": {
         "stack": "Standard",
-        "cluster": {"source": "EKS", "eks": {"region": "us-east-1"}},
+        "cluster": {"source": "EKS", "eks": {
+            "region": "us-east-1",
+            "clusterRoleArn": "arn:aws:iam::123456789012:role/modelplane-eks-cluster",
+            "nodeRoleArn": "arn:aws:iam::123456789012:role/modelplane-eks-node",
+        }},
         "nodePools": [{"name": "h200", "className": "eks-h200-8x", "nodeCount": 2}],
     },
 }
 
 
-@pytest.mark.xfail(strict=True, reason="InferenceCluster composer not merged yet")
 def test_an_inference_cluster_settles_its_requirements_with_its_class(v1):
     other_class = dict(EXAMPLE_CLASS, metadata={"name": "eks-b200-8x"})
     step = pipeline.run_step(v1, pipeline.request(CLUSTER), objects=[other_class, EXAMPLE_CLASS])

@@ -16,6 +16,7 @@ use crate::{
 };
 
 pub mod inference_class;
+pub mod inference_cluster;
 pub mod model_cache;
 pub mod model_deployment;
 pub mod remote;
@@ -34,6 +35,7 @@ pub type ComposeFn = fn(&RunFunctionRequest, &RawStruct) -> Result<Output, Compo
 /// The composite kinds this function serves, and the composer for each.
 pub const COMPOSERS: &[(&str, ComposeFn)] = &[
     ("InferenceClass", inference_class::compose),
+    ("InferenceCluster", inference_cluster::compose),
     ("ModelCache", model_cache::compose),
     ("ModelDeployment", model_deployment::compose),
 ];

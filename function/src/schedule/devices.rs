@@ -79,14 +79,17 @@ pub struct Binding {
 
 pub type Fit = Result<Rc<Binding>, Rc<str>>;
 
+/// One distinct device list, with each device's CEL `device` value built once (or why it cannot be).
+type DeviceSet<'a> = (&'a [Device], Vec<Result<Value, String>>);
+
 /// Memoized fits of engines to pools, keyed by distinct device list.
 pub struct Matcher<'a> {
     compiled: CompiledEngines,
     context: Context<'static>,
     quantity: Option<Program>,
     semver: Option<Program>,
-    /// Distinct device lists seen so far, with `device` values built once per device.
-    sets: Vec<(&'a [Device], Vec<Result<Value, String>>)>,
+    /// Distinct device lists seen so far.
+    sets: Vec<DeviceSet<'a>>,
     sets_by_class: HashMap<&'a str, Vec<usize>>,
     fits: HashMap<(usize, usize), Fit>,
 }

@@ -118,6 +118,9 @@ pub fn schedule<'a>(input: &Input<'a>) -> Result<Vec<Outcome<'a>>, ComposeError>
     Ok(outcomes.into_iter().flatten().collect())
 }
 
+/// Pool index and device binding per engine, in spec order.
+type EnginePools = Vec<(usize, Rc<Binding>)>;
+
 struct State<'i, 'a> {
     input: &'i Input<'a>,
     matcher: devices::Matcher<'a>,
@@ -207,7 +210,8 @@ impl<'i, 'a> State<'i, 'a> {
 
     /// Places one new replica, or returns None when nothing fits.
     fn place(&mut self) -> Option<Placement<'a>> {
-        let mut best: Option<(u32, usize, Vec<(usize, Rc<Binding>)>)> = None;
+        // (this deployment's replicas there, cluster index, pool and binding per engine)
+        let mut best: Option<(u32, usize, EnginePools)> = None;
         for i in 0..self.order.len() {
             let c = self.order[i];
             if self.ineligible[c].is_some() || best.as_ref().is_some_and(|b| b.0 <= self.replicas_on[c]) {
@@ -236,7 +240,7 @@ impl<'i, 'a> State<'i, 'a> {
     }
 
     /// A pool per engine in cluster `c`, best fit first, or None.
-    fn fit_cluster(&mut self, c: usize) -> Option<Vec<(usize, Rc<Binding>)>> {
+    fn fit_cluster(&mut self, c: usize) -> Option<EnginePools> {
         let cluster = &self.input.clusters[c];
         let mut free = self.free[c].clone();
         let mut chosen = Vec::with_capacity(self.input.spec.engines.len());
