@@ -89,7 +89,7 @@ struct NameRef {
 #[derive(Default, Deserialize)]
 struct DeploymentStatusView {
     #[serde(default)]
-    placements: Vec<PlacementView>,
+    replicas: Vec<PlacementView>,
 }
 
 #[derive(Default, Deserialize)]
@@ -254,7 +254,7 @@ fn target_clusters(
             .model_cache_ref
             .is_some_and(|r| r.name == cache.metadata.effective_name());
         if uses_cache {
-            targets.extend(deployment.status.placements.into_iter().filter_map(|r| r.cluster));
+            targets.extend(deployment.status.replicas.into_iter().filter_map(|r| r.cluster));
         }
     }
     targets
