@@ -186,3 +186,24 @@ fn a_claim_backed_model_cache_composes_into_the_claims_namespace_under_the_claim
     assert_eq!(volume["metadata"]["name"], "modelcache-qwen3-coder");
     assert_eq!(volume["metadata"]["namespace"], "ml-team");
 }
+
+#[test]
+fn a_claim_backed_model_deployment_reads_its_cache_from_the_claims_namespace() {
+    let seed: Value =
+        serde_yaml::from_str(include_str!("../../examples/deployments/qwen3-coder.yaml")).unwrap();
+    let mut composite = seed.clone();
+    composite["kind"] = json!("XModelDeployment");
+    composite["metadata"] = json!({"name": "qwen3-coder-p4v9z",
+        "labels": {"crossplane.io/claim-name": "qwen3-coder", "crossplane.io/claim-namespace": "ml-team"}});
+    composite["spec"]["claimRef"] = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
+                                           "name": "qwen3-coder", "namespace": "ml-team"});
+    let rsp = run_function(request(composite));
+    assert!(
+        rsp.results.iter().all(|r| r.severity != Severity::Fatal as i32),
+        "{:?}",
+        rsp.results
+    );
+    let requirements = rsp.requirements.unwrap().resources;
+    let cache = requirements.values().find(|s| s.kind == "ModelCache").unwrap();
+    assert_eq!(cache.namespace.as_deref(), Some("ml-team"));
+}

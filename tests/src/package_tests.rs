@@ -369,3 +369,22 @@ fn build_writes_each_stream_meta_first_and_derives_the_legacy_claims() {
         ["Provider", "CustomResourceDefinition"]
     );
 }
+
+#[test]
+fn an_xrd_declaring_a_field_crossplane_owns_fails_in_the_variant_that_owns_it() {
+    let repo = good_repo();
+    edit(
+        repo.path(),
+        "package/configuration/xrds/widget.yaml",
+        "max: {type: integer}",
+        "max: {type: integer}\n              claimRef: {type: string}",
+    );
+    let found = errors(repo.path());
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].contains("(generated legacy variant)"), "{}", found[0]);
+    assert!(
+        found[0].contains("spec.properties.claimRef: Crossplane owns this field"),
+        "{}",
+        found[0]
+    );
+}

@@ -21,7 +21,7 @@ pub enum Layout {
 
 /// Fields Crossplane adds to a legacy composite's or claim's `spec` (crossplane-runtime's unstructured
 /// composite and claim accessors).
-const LEGACY_SPEC_FIELDS: &[&str] = &[
+pub const LEGACY_SPEC_FIELDS: &[&str] = &[
     "claimRef",
     "compositeDeletePolicy",
     "compositionRef",
@@ -88,6 +88,16 @@ impl ObjectSchema {
     }
 }
 
+impl Layout {
+    /// The `spec` fields Crossplane owns in composites (and claims) of this layout.
+    pub fn reserved_spec_fields(self) -> &'static [&'static str] {
+        match self {
+            Layout::Modern => &["crossplane"],
+            Layout::Legacy => LEGACY_SPEC_FIELDS,
+        }
+    }
+}
+
 fn with_crossplane_fields(open_api: &Value, layout: Layout) -> Value {
     let mut full = open_api.clone();
     let Some(props) = full
@@ -112,11 +122,7 @@ fn with_crossplane_fields(open_api: &Value, layout: Layout) -> Value {
         .map(|spec| spec.entry("properties").or_insert_with(|| json!({})))
         .and_then(Value::as_object_mut);
     if let Some(spec_props) = spec_props {
-        let owned: &[&str] = match layout {
-            Layout::Modern => &["crossplane"],
-            Layout::Legacy => LEGACY_SPEC_FIELDS,
-        };
-        for field in owned {
+        for field in layout.reserved_spec_fields() {
             spec_props
                 .entry(*field)
                 .or_insert_with(|| json!({"x-kubernetes-preserve-unknown-fields": true}));

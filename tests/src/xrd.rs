@@ -156,7 +156,10 @@ fn versions(
             continue;
         };
         let schema_path = format!("{at}.schema.openAPIV3Schema");
-        let findings = structural::check(schema, &schema_path);
+        let mut findings = structural::check(schema, &schema_path);
+        if is_xrd {
+            findings.extend(reserved_fields(schema, layout, &schema_path));
+        }
         let broken = !findings.is_empty();
         problems.extend(
             findings
@@ -176,6 +179,27 @@ fn versions(
         served.push((name.to_owned(), compiled));
     }
     served
+}
+
+/// An XRD may not declare a `spec` field Crossplane owns: Crossplane's value would overwrite the user's.
+fn reserved_fields(schema: &Value, layout: Layout, path: &str) -> Vec<structural::Finding> {
+    let Some(spec) = schema
+        .pointer("/properties/spec/properties")
+        .and_then(Value::as_object)
+    else {
+        return Vec::new();
+    };
+    layout
+        .reserved_spec_fields()
+        .iter()
+        .filter(|field| spec.contains_key(**field))
+        .map(|field| {
+            (
+                format!("{path}.properties.spec.properties.{field}"),
+                "Crossplane owns this field of a composite's spec".to_owned(),
+            )
+        })
+        .collect()
 }
 
 /// Checks a Composition against the definitions it may target. `function` is the function every step must

@@ -33,7 +33,7 @@ const MAX_REJECTIONS_SHOWN: usize = 10;
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let md: Composite<ModelDeploymentSpec> = xr.parse()?;
     validate::validate(&md.spec)?;
-    let namespace = md.metadata.namespace.clone().unwrap_or_default();
+    let namespace = md.metadata.effective_namespace().unwrap_or_default().to_owned();
     let mut out = Output {
         requirements: requirements(&md.spec, &namespace),
         ..Output::default()
@@ -47,7 +47,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         return Ok(out);
     };
     let clusters = read_clusters(cluster_items, &mut out.warnings);
-    let used_elsewhere = used_by_others(deployment_items, &md.metadata.name, &namespace);
+    let used_elsewhere = used_by_others(deployment_items, md.metadata.effective_name(), &namespace);
     let pins = pins(req);
     let outcomes = schedule::schedule(&Input {
         spec: &md.spec.template.spec,
@@ -64,7 +64,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         match outcome {
             Outcome::Placed(placement) => {
                 let ctx = replica::ReplicaContext {
-                    xr_name: &md.metadata.name,
+                    xr_name: md.metadata.effective_name(),
                     xr_namespace: &namespace,
                     replica: index,
                     spec: &md.spec,
