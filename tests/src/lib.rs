@@ -1,1 +1,3 @@
 //! Workspace-level tests and benchmarks live in this crate.
+
+pub mod fleet;
