@@ -1,6 +1,7 @@
-//! Workspace-level tests and the package checker (`modelplane-package`).
+//! Workspace-level tests, the package checker (`modelplane-package`) and the RunFunction benchmark.
 
 pub mod examples;
+pub mod fleet;
 pub mod legacy;
 pub mod manifest;
 pub mod meta;
