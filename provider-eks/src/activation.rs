@@ -40,8 +40,15 @@ impl ManagedKind {
 
 /// The kind `mrd` activates, if it is one of ours, Active, and not started yet.
 pub fn newly_active(mrd: &DynamicObject, started: &BTreeSet<ManagedKind>) -> Option<ManagedKind> {
-    let kind = ManagedKind::ALL.into_iter().find(|k| k.mrd_name() == mrd.name_any())?;
-    let active = mrd.data.get("spec").and_then(|s| s.get("state")).and_then(|s| s.as_str()) == Some("Active");
+    let kind = ManagedKind::ALL
+        .into_iter()
+        .find(|k| k.mrd_name() == mrd.name_any())?;
+    let active = mrd
+        .data
+        .get("spec")
+        .and_then(|s| s.get("state"))
+        .and_then(|s| s.as_str())
+        == Some("Active");
     (active && !started.contains(&kind)).then_some(kind)
 }
 
@@ -56,12 +63,18 @@ fn mrd_resource() -> ApiResource {
 pub async fn run(kube: kube::Client, mut start: impl FnMut(ManagedKind)) {
     let api: Api<DynamicObject> = Api::all_with(kube, &mrd_resource());
     let mut started = BTreeSet::new();
-    let mut events = watcher(api, watcher::Config::default()).default_backoff().applied_objects().boxed();
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
     while let Some(event) = events.next().await {
         match event {
             Ok(mrd) => {
                 if let Some(kind) = newly_active(&mrd, &started) {
-                    tracing::info!(kind = kind.label(), "ManagedResourceDefinition is Active: starting controller");
+                    tracing::info!(
+                        kind = kind.label(),
+                        "ManagedResourceDefinition is Active: starting controller"
+                    );
                     started.insert(kind);
                     start(kind);
                     if started.len() == ManagedKind::ALL.len() {
@@ -88,18 +101,27 @@ mod tests {
 
     #[test]
     fn an_inactive_definition_starts_nothing() {
-        assert_eq!(newly_active(&mrd("clusters.eks.m.modelplane.ai", "Inactive"), &BTreeSet::new()), None);
+        assert_eq!(
+            newly_active(&mrd("clusters.eks.m.modelplane.ai", "Inactive"), &BTreeSet::new()),
+            None
+        );
     }
 
     #[test]
     fn an_active_definition_starts_its_kind_once() {
         let active = mrd("nodepools.eks.m.modelplane.ai", "Active");
-        assert_eq!(newly_active(&active, &BTreeSet::new()), Some(ManagedKind::NodePool));
+        assert_eq!(
+            newly_active(&active, &BTreeSet::new()),
+            Some(ManagedKind::NodePool)
+        );
         assert_eq!(newly_active(&active, &[ManagedKind::NodePool].into()), None);
     }
 
     #[test]
     fn definitions_of_other_providers_are_ignored() {
-        assert_eq!(newly_active(&mrd("buckets.s3.aws.m.upbound.io", "Active"), &BTreeSet::new()), None);
+        assert_eq!(
+            newly_active(&mrd("buckets.s3.aws.m.upbound.io", "Active"), &BTreeSet::new()),
+            None
+        );
     }
 }

@@ -30,8 +30,13 @@ where
     C: Connector<M>,
 {
     let api = Api::<M>::all(shared.kube.clone());
-    let reconciler =
-        Arc::new(Reconciler::new(shared.kube.clone(), connector, shared.timing, shared.metrics.clone(), kind));
+    let reconciler = Arc::new(Reconciler::new(
+        shared.kube.clone(),
+        connector,
+        shared.timing,
+        shared.metrics.clone(),
+        kind,
+    ));
     shared.metrics.controller_started();
     Controller::new(api, watcher::Config::default())
         .run(reconcile::<M, C>, error_policy::<M, C>, reconciler)
@@ -44,11 +49,15 @@ pub fn spawn(shared: &Shared, kind: ManagedKind) -> tokio::task::JoinHandle<()> 
     let shared = shared.clone();
     match kind {
         ManagedKind::Cluster => {
-            let connector = ClusterConnector { cache: shared.aws.clone() };
+            let connector = ClusterConnector {
+                cache: shared.aws.clone(),
+            };
             tokio::spawn(run::<Cluster, _>(shared, connector, kind.label()))
         }
         ManagedKind::NodePool => {
-            let connector = NodePoolConnector { cache: shared.aws.clone() };
+            let connector = NodePoolConnector {
+                cache: shared.aws.clone(),
+            };
             tokio::spawn(run::<NodePool, _>(shared, connector, kind.label()))
         }
     }

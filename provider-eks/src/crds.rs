@@ -6,7 +6,12 @@ use kube::CustomResourceExt;
 use modelplane_eks_api::{Cluster, ClusterProviderConfig, NodePool, ProviderConfig};
 
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![Cluster::crd(), NodePool::crd(), ProviderConfig::crd(), ClusterProviderConfig::crd()]
+    vec![
+        Cluster::crd(),
+        NodePool::crd(),
+        ProviderConfig::crd(),
+        ClusterProviderConfig::crd(),
+    ]
 }
 
 /// The file name Crossplane tooling uses for a CRD.

@@ -10,5 +10,6 @@ pub mod activation;
 pub mod controllers;
 pub mod crds;
 pub mod eks;
+pub mod leader;
 pub mod managed;
 pub mod metrics;

@@ -11,6 +11,7 @@ use modelplane_provider_eks::activation::{self, ManagedKind};
 use modelplane_provider_eks::controllers::{self, Shared};
 use modelplane_provider_eks::crds;
 use modelplane_provider_eks::eks::clients::ClientCache;
+use modelplane_provider_eks::leader::Elector;
 use modelplane_provider_eks::managed::reconciler::Timing;
 use modelplane_provider_eks::metrics::{self, Metrics};
 
@@ -48,6 +49,15 @@ struct RunArgs {
     /// Start every controller at once instead of waiting for ManagedResourceDefinitions (Crossplane < v2).
     #[arg(long, env = "ACTIVATE_ALL")]
     activate_all: bool,
+    /// Act only while holding the Lease `modelplane-provider-eks` (run more than one replica safely).
+    #[arg(long, env = "LEADER_ELECTION")]
+    leader_election: bool,
+    /// Namespace of the leader Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "crossplane-system")]
+    namespace: String,
+    /// This replica's name in the Lease.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
     #[arg(long, env = "DEBUG")]
     debug: bool,
 }
@@ -60,18 +70,25 @@ fn write_crds(out_dir: Option<PathBuf>) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for crd in crds::all() {
         let path = dir.join(crds::file_name(&crd));
-        std::fs::write(&path, crds::to_yaml(&crd)?).with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, crds::to_yaml(&crd)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let filter = if args.debug { "info,modelplane_provider_eks=debug" } else { "info" };
+    let filter = if args.debug {
+        "info,modelplane_provider_eks=debug"
+    } else {
+        "info"
+    };
     tracing_subscriber::fmt().with_env_filter(filter).json().init();
     // kube (ring) and the AWS SDK (aws-lc-rs) both link a rustls provider; rustls needs one chosen.
     let _ = rustls::crypto::ring::default_provider().install_default();
 
-    let kube = kube::Client::try_default().await.context("cannot build Kubernetes client")?;
+    let kube = kube::Client::try_default()
+        .await
+        .context("cannot build Kubernetes client")?;
     let metrics = Arc::new(Metrics::default());
     let shared = Shared {
         aws: Arc::new(ClientCache::new(kube.clone())),
@@ -84,6 +101,22 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
     };
     let server = tokio::spawn(metrics::serve(args.metrics_address, metrics));
+    if args.leader_election {
+        let identity = args
+            .identity
+            .clone()
+            .unwrap_or_else(|| format!("provider-eks-{}", std::process::id()));
+        let elector = Elector::new(kube.clone(), &args.namespace, &identity);
+        tracing::info!(%identity, "waiting to lead");
+        elector.acquire().await;
+        tracing::info!(%identity, "leading");
+        tokio::spawn(async move {
+            elector.keep().await;
+            // Another replica may act from now on: stop at once rather than race it.
+            tracing::error!("lost the leader Lease; exiting");
+            std::process::exit(1);
+        });
+    }
     if args.activate_all {
         for kind in ManagedKind::ALL {
             controllers::spawn(&shared, kind);

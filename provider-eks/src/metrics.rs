@@ -38,13 +38,22 @@ impl Default for Metrics {
         let errors = Family::<ErrorLabel, Counter>::default();
         let active_controllers = Gauge::default();
         registry.register("reconciles", "Reconciles started, per kind", reconciles.clone());
-        registry.register("reconcile_errors", "Reconciles that failed, per kind and error class", errors.clone());
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that failed, per kind and error class",
+            errors.clone(),
+        );
         registry.register(
             "active_controllers",
             "Controllers started because their ManagedResourceDefinition is Active",
             active_controllers.clone(),
         );
-        Self { registry, reconciles, errors, active_controllers }
+        Self {
+            registry,
+            reconciles,
+            errors,
+            active_controllers,
+        }
     }
 }
 

@@ -16,7 +16,11 @@ fn committed_crds_match_the_rust_types() {
         let name = crds::file_name(&crd);
         let committed = std::fs::read_to_string(package_dir().join(&name))
             .unwrap_or_else(|e| panic!("{name}: {e}; regenerate the CRDs"));
-        assert_eq!(committed, crds::to_yaml(&crd).unwrap(), "{name} drifted from the Rust types; regenerate it");
+        assert_eq!(
+            committed,
+            crds::to_yaml(&crd).unwrap(),
+            "{name} drifted from the Rust types; regenerate it"
+        );
     }
 }
 
@@ -32,10 +36,21 @@ fn the_package_holds_no_stale_crds() {
 
 #[test]
 fn managed_kinds_are_namespaced_and_in_the_crossplane_categories() {
-    for crd in crds::all().iter().filter(|c| ["Cluster", "NodePool"].contains(&c.spec.names.kind.as_str())) {
+    for crd in crds::all()
+        .iter()
+        .filter(|c| ["Cluster", "NodePool"].contains(&c.spec.names.kind.as_str()))
+    {
         assert_eq!(crd.spec.scope, "Namespaced");
         let categories = crd.spec.names.categories.clone().unwrap_or_default();
-        assert!(categories.contains(&"managed".to_string()) && categories.contains(&"crossplane".to_string()));
-        assert!(crd.spec.versions[0].subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+        assert!(
+            categories.contains(&"managed".to_string()) && categories.contains(&"crossplane".to_string())
+        );
+        assert!(
+            crd.spec.versions[0]
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some()
+        );
     }
 }

@@ -26,7 +26,8 @@ const REGION: &str = "us-east-1";
 static MOTO: OnceLock<Option<Mutex<Peer>>> = OnceLock::new();
 
 fn moto() -> Option<&'static Mutex<Peer>> {
-    MOTO.get_or_init(|| support::start_moto().map(Mutex::new)).as_ref()
+    MOTO.get_or_init(|| support::start_moto().map(Mutex::new))
+        .as_ref()
 }
 
 fn cluster_mr(name: &str) -> Cluster {
@@ -37,14 +38,22 @@ fn cluster_mr(name: &str) -> Cluster {
                 region: REGION.into(),
                 version: "1.34".into(),
                 role_arn: "arn:aws:iam::123456789012:role/eks-cluster".into(),
-                networking: Networking { subnet_ids: vec!["subnet-a".into(), "subnet-b".into()], vpc: None },
+                networking: Networking {
+                    subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
+                    vpc: None,
+                },
                 endpoint_public_access: true,
                 endpoint_private_access: false,
                 tags: [("team".to_string(), "a".to_string())].into(),
             },
-            provider_config_ref: ProviderConfigReference { kind: "ProviderConfig".into(), name: "moto".into() },
+            provider_config_ref: ProviderConfigReference {
+                kind: "ProviderConfig".into(),
+                name: "moto".into(),
+            },
             management_policies: vec![ManagementPolicy::All],
-            write_connection_secret_to_ref: Some(SecretReference { name: format!("{name}-kubeconfig") }),
+            write_connection_secret_to_ref: Some(SecretReference {
+                name: format!("{name}-kubeconfig"),
+            }),
         },
     );
     c.metadata.namespace = Some(NS.into());
@@ -56,7 +65,10 @@ fn cluster_mr(name: &str) -> Cluster {
 fn ready_cluster(name: &str, subnets: Vec<String>) -> Cluster {
     let mut c = cluster_mr(name);
     c.status = Some(ClusterStatus {
-        at_provider: ClusterObservation { subnet_ids: subnets, ..Default::default() },
+        at_provider: ClusterObservation {
+            subnet_ids: subnets,
+            ..Default::default()
+        },
         conditions: vec![Condition {
             type_: "Ready".into(),
             status: ConditionStatus::True,
@@ -79,7 +91,11 @@ fn pool_mr(name: &str, cluster: &str) -> NodePool {
                 cluster_ref: LocalReference { name: cluster.into() },
                 node_role_arn: "arn:aws:iam::123456789012:role/eks-node".into(),
                 instance_types: vec!["p5.48xlarge".into()],
-                scaling: Scaling { min_size: 1, max_size: 4, desired_size: 2 },
+                scaling: Scaling {
+                    min_size: 1,
+                    max_size: 4,
+                    desired_size: 2,
+                },
                 labels: [("modelplane.ai/pool".to_string(), name.to_string())].into(),
                 taints: vec![Taint {
                     key: "nvidia.com/gpu".into(),
@@ -88,7 +104,10 @@ fn pool_mr(name: &str, cluster: &str) -> NodePool {
                 }],
                 ..Default::default()
             },
-            provider_config_ref: ProviderConfigReference { kind: "ProviderConfig".into(), name: "moto".into() },
+            provider_config_ref: ProviderConfigReference {
+                kind: "ProviderConfig".into(),
+                name: "moto".into(),
+            },
             management_policies: vec![ManagementPolicy::All],
             write_connection_secret_to_ref: None,
         },
@@ -105,7 +124,11 @@ async fn kube_with(moto: &Peer, clusters: Vec<Cluster>) -> kube::Client {
         ProviderConfigSpec {
             credentials: Credentials {
                 source: CredentialsSource::Secret,
-                secret_ref: Some(SecretKeySelector { name: "aws".into(), namespace: None, key: "credentials".into() }),
+                secret_ref: Some(SecretKeySelector {
+                    name: "aws".into(),
+                    namespace: None,
+                    key: "credentials".into(),
+                }),
                 role_arn: None,
             },
             endpoint: Some(moto.url()),
@@ -113,8 +136,15 @@ async fn kube_with(moto: &Peer, clusters: Vec<Cluster>) -> kube::Client {
     );
     pc.metadata.namespace = Some(NS.into());
     let secret = Secret {
-        metadata: ObjectMeta { name: Some("aws".into()), namespace: Some(NS.into()), ..Default::default() },
-        data: Some(BTreeMap::from([("credentials".to_string(), ByteString(MOTO_CREDENTIALS.into()))])),
+        metadata: ObjectMeta {
+            name: Some("aws".into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "credentials".to_string(),
+            ByteString(MOTO_CREDENTIALS.into()),
+        )])),
         ..Default::default()
     };
     kube_fake_client::ClientBuilder::new()
@@ -147,8 +177,12 @@ async fn a_cluster_is_created_observed_with_a_kubeconfig_and_deleted_in_moto() {
     assert!(seen.exists && seen.up_to_date, "{seen:?}");
     assert_eq!(seen.readiness, Readiness::Available);
     assert_eq!(seen.at_provider.version.as_deref(), Some("1.34"));
-    assert_eq!(seen.at_provider.subnet_ids, vec!["subnet-a".to_string(), "subnet-b".to_string()]);
-    let kubeconfig: serde_json::Value = serde_yaml::from_slice(&seen.connection_details["kubeconfig"]).unwrap();
+    assert_eq!(
+        seen.at_provider.subnet_ids,
+        vec!["subnet-a".to_string(), "subnet-b".to_string()]
+    );
+    let kubeconfig: serde_json::Value =
+        serde_yaml::from_slice(&seen.connection_details["kubeconfig"]).unwrap();
     assert_eq!(
         kubeconfig["clusters"][0]["cluster"]["server"].as_str(),
         seen.at_provider.endpoint.as_deref()
@@ -170,7 +204,10 @@ async fn changed_cluster_tags_are_drift_and_update_corrects_them() {
     let client = ClusterConnector { cache }.connect(&mr).await.unwrap();
     client.create(&mr).await.unwrap();
 
-    mr.spec.for_provider.tags.insert("cost-center".into(), "42".into());
+    mr.spec
+        .for_provider
+        .tags
+        .insert("cost-center".into(), "42".into());
     let seen = client.observe(&mr).await.unwrap();
     assert!(!seen.up_to_date);
     client.update(&mr, &seen.at_provider).await.unwrap();
@@ -186,11 +223,17 @@ async fn a_cluster_without_subnets_is_rejected_naming_the_field() {
     let mut mr = cluster_mr("novpc");
     mr.spec.for_provider.networking = Networking {
         subnet_ids: vec![],
-        vpc: Some(VpcNetwork { cidr_block: "10.0.0.0/16".into(), zones: vec!["us-east-1a".into()] }),
+        vpc: Some(VpcNetwork {
+            cidr_block: "10.0.0.0/16".into(),
+            zones: vec!["us-east-1a".into()],
+        }),
     };
     let client = ClusterConnector { cache }.connect(&mr).await.unwrap();
     let err = client.create(&mr).await.unwrap_err();
-    assert!(matches!(&err, ExternalError::Rejected(m) if m.starts_with("spec.forProvider.networking.vpc")), "{err}");
+    assert!(
+        matches!(&err, ExternalError::Rejected(m) if m.starts_with("spec.forProvider.networking.vpc")),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -202,10 +245,22 @@ async fn a_node_pool_is_created_scaled_relabelled_and_deleted_before_its_cluster
     // Real subnets in two zones, so the pool's zone filter goes through EC2.
     let ec2 = {
         let cache = ClientCache::new(kube_with(&moto, vec![]).await);
-        let reference = ProviderConfigReference { kind: "ProviderConfig".into(), name: "moto".into() };
+        let reference = ProviderConfigReference {
+            kind: "ProviderConfig".into(),
+            name: "moto".into(),
+        };
         cache.clients(&reference, NS, REGION).await.unwrap().ec2
     };
-    let vpc = ec2.create_vpc().cidr_block("10.0.0.0/16").send().await.unwrap().vpc.unwrap().vpc_id.unwrap();
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block("10.0.0.0/16")
+        .send()
+        .await
+        .unwrap()
+        .vpc
+        .unwrap()
+        .vpc_id
+        .unwrap();
     let mut subnets = Vec::new();
     for (i, zone) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
         let s = ec2
@@ -221,12 +276,18 @@ async fn a_node_pool_is_created_scaled_relabelled_and_deleted_before_its_cluster
 
     let cluster = ready_cluster("gpu", subnets.clone());
     let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![cluster.clone()]).await));
-    let cluster_client = ClusterConnector { cache: cache.clone() }.connect(&cluster).await.unwrap();
+    let cluster_client = ClusterConnector { cache: cache.clone() }
+        .connect(&cluster)
+        .await
+        .unwrap();
     cluster_client.create(&cluster).await.unwrap();
 
     let mut pool = pool_mr("h200", "gpu");
     pool.spec.for_provider.zones = vec!["us-east-1b".into()];
-    let client = NodePoolConnector { cache: cache.clone() }.connect(&pool).await.unwrap();
+    let client = NodePoolConnector { cache: cache.clone() }
+        .connect(&pool)
+        .await
+        .unwrap();
     assert!(!client.observe(&pool).await.unwrap().exists);
     client.create(&pool).await.unwrap();
 
@@ -261,6 +322,13 @@ async fn a_node_pool_waits_for_its_cluster_to_be_ready() {
     let moto = moto.lock().await;
     support::reset_moto(&moto);
     let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![cluster_mr("slow")]).await));
-    let err = NodePoolConnector { cache }.connect(&pool_mr("p", "slow")).await.err().unwrap();
-    assert_eq!(err, ExternalError::Waiting("Cluster slow is not Ready yet".into()));
+    let err = NodePoolConnector { cache }
+        .connect(&pool_mr("p", "slow"))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        err,
+        ExternalError::Waiting("Cluster slow is not Ready yet".into())
+    );
 }

@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::controller::Action;
@@ -84,7 +83,10 @@ impl ExternalClient<Cluster> for FakeAws {
             readiness: phase.readiness,
             busy: phase.busy,
             late_initialized: None,
-            at_provider: ClusterObservation { status: Some(aws.status.into()), ..Default::default() },
+            at_provider: ClusterObservation {
+                status: Some(aws.status.into()),
+                ..Default::default()
+            },
             connection_details: details,
         })
     }
@@ -125,13 +127,18 @@ fn cluster(name: &str) -> Cluster {
                 region: "us-east-1".into(),
                 version: "1.34".into(),
                 role_arn: "arn:aws:iam::123456789012:role/eks".into(),
-                networking: Networking { subnet_ids: vec!["subnet-a".into()], vpc: None },
+                networking: Networking {
+                    subnet_ids: vec!["subnet-a".into()],
+                    vpc: None,
+                },
                 endpoint_public_access: true,
                 ..Default::default()
             },
             provider_config_ref: ProviderConfigReference::default(),
             management_policies: vec![ManagementPolicy::All],
-            write_connection_secret_to_ref: Some(SecretReference { name: format!("{name}-conn") }),
+            write_connection_secret_to_ref: Some(SecretReference {
+                name: format!("{name}-conn"),
+            }),
         },
     );
     c.metadata.namespace = Some(NS.into());
@@ -162,7 +169,12 @@ impl Harness {
             Arc::new(Metrics::default()),
             "Cluster",
         ));
-        Self { api: Api::namespaced(kube.clone(), NS), secrets: Api::namespaced(kube, NS), aws, reconciler }
+        Self {
+            api: Api::namespaced(kube.clone(), NS),
+            secrets: Api::namespaced(kube, NS),
+            aws,
+            reconciler,
+        }
     }
 
     async fn reconcile(&self, name: &str) -> Action {
@@ -172,7 +184,13 @@ impl Harness {
 
     async fn condition(&self, name: &str, type_: &str) -> (ConditionStatus, String, Option<String>) {
         let mr = self.api.get(name).await.unwrap();
-        let c = mr.status.unwrap().conditions.into_iter().find(|c| c.type_ == type_).unwrap();
+        let c = mr
+            .status
+            .unwrap()
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == type_)
+            .unwrap();
         (c.status, c.reason, c.message)
     }
 }
@@ -196,7 +214,10 @@ async fn a_new_cluster_is_created_once_then_becomes_ready_and_publishes_its_secr
 
     h.aws.with(|a| a.status = "ACTIVE");
     assert_eq!(h.reconcile("demo").await, Action::requeue(TIMING.poll));
-    assert_eq!(h.condition("demo", "Ready").await, (ConditionStatus::True, "Available".into(), None));
+    assert_eq!(
+        h.condition("demo", "Ready").await,
+        (ConditionStatus::True, "Available".into(), None)
+    );
     let secret = h.secrets.get("demo-conn").await.unwrap();
     assert!(secret.data.unwrap().contains_key("kubeconfig"));
     let status = h.api.get("demo").await.unwrap().status.unwrap();
@@ -214,7 +235,10 @@ async fn a_steady_cluster_costs_one_observe_and_no_status_write_per_poll() {
 
     assert_eq!(h.reconcile("steady").await, Action::requeue(TIMING.poll));
     assert_eq!(h.aws.calls().len(), calls_before + 1);
-    assert_eq!(h.api.get("steady").await.unwrap().metadata.resource_version, before);
+    assert_eq!(
+        h.api.get("steady").await.unwrap().metadata.resource_version,
+        before
+    );
 }
 
 #[tokio::test]
@@ -246,14 +270,21 @@ async fn a_paused_cluster_is_never_observed() {
 #[tokio::test]
 async fn throttling_is_reported_on_synced_and_retried_with_growing_backoff() {
     let h = Harness::new(vec![cluster("slow")]).await;
-    h.aws.with(|a| a.observe_error = Some(ExternalError::Transient("cannot describe EKS cluster slow: ThrottlingException (HTTP 400)".into())));
+    h.aws.with(|a| {
+        a.observe_error = Some(ExternalError::Transient(
+            "cannot describe EKS cluster slow: ThrottlingException (HTTP 400)".into(),
+        ))
+    });
     assert_eq!(h.reconcile("slow").await, Action::requeue(Duration::from_secs(1)));
     assert_eq!(h.reconcile("slow").await, Action::requeue(Duration::from_secs(2)));
     assert_eq!(h.reconcile("slow").await, Action::requeue(Duration::from_secs(4)));
     assert_eq!(h.reconcile("slow").await, Action::requeue(Duration::from_secs(8)));
     assert_eq!(h.reconcile("slow").await, Action::requeue(Duration::from_secs(8)));
     let (status, reason, message) = h.condition("slow", "Synced").await;
-    assert_eq!((status, reason.as_str()), (ConditionStatus::False, "ReconcileError"));
+    assert_eq!(
+        (status, reason.as_str()),
+        (ConditionStatus::False, "ReconcileError")
+    );
     assert!(message.unwrap().contains("ThrottlingException"));
 
     h.aws.with(|a| a.observe_error = None);
@@ -264,7 +295,11 @@ async fn throttling_is_reported_on_synced_and_retried_with_growing_backoff() {
 #[tokio::test]
 async fn a_failed_create_is_marked_and_reported() {
     let h = Harness::new(vec![cluster("bad")]).await;
-    h.aws.with(|a| a.create_error = Some(ExternalError::Rejected("cannot create EKS cluster bad: InvalidParameterException: role".into())));
+    h.aws.with(|a| {
+        a.create_error = Some(ExternalError::Rejected(
+            "cannot create EKS cluster bad: InvalidParameterException: role".into(),
+        ))
+    });
     h.reconcile("bad").await;
     let mr = h.api.get("bad").await.unwrap();
     assert!(mr.metadata.annotations.unwrap().contains_key(CREATE_FAILED));
@@ -274,7 +309,9 @@ async fn a_failed_create_is_marked_and_reported() {
 }
 
 fn deleted(mut c: Cluster) -> Cluster {
-    c.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Utc::now()));
+    c.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
     c.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
     c.metadata.annotations = Some([(EXTERNAL_NAME.to_string(), c.metadata.name.clone().unwrap())].into());
     c
@@ -296,15 +333,22 @@ async fn a_deleted_cluster_is_deleted_in_aws_before_its_finalizer_goes() {
 
     h.aws.with(|a| a.exists = false);
     assert_eq!(h.reconcile("gone").await, Action::await_change());
-    let finalizers = h.api.get("gone").await.map(|c| c.metadata.finalizers.unwrap_or_default());
+    let finalizers = h
+        .api
+        .get("gone")
+        .await
+        .map(|c| c.metadata.finalizers.unwrap_or_default());
     assert!(finalizers.map_or(true, |f| f.is_empty()));
 }
 
 #[tokio::test]
 async fn without_the_delete_policy_a_deleted_cluster_is_orphaned() {
     let mut c = deleted(cluster("keep"));
-    c.spec.management_policies =
-        vec![ManagementPolicy::Observe, ManagementPolicy::Create, ManagementPolicy::Update];
+    c.spec.management_policies = vec![
+        ManagementPolicy::Observe,
+        ManagementPolicy::Create,
+        ManagementPolicy::Update,
+    ];
     let h = Harness::new(vec![c]).await;
     h.aws.with(|a| a.exists = true);
     assert_eq!(h.reconcile("keep").await, Action::await_change());

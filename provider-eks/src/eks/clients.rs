@@ -5,11 +5,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use aws_config::profile::profile_file::{ProfileFileKind, ProfileFiles};
 use aws_config::profile::ProfileFileCredentialsProvider;
-use aws_config::web_identity_token::{StaticConfiguration, WebIdentityTokenCredentialsProvider};
 use aws_config::timeout::TimeoutConfig;
+use aws_config::web_identity_token::{StaticConfiguration, WebIdentityTokenCredentialsProvider};
 use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_runtime::env_config::file::{EnvConfigFileKind, EnvConfigFiles};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt};
 use modelplane_eks_api::{
@@ -50,7 +50,10 @@ pub struct ClientCache {
 
 impl ClientCache {
     pub fn new(kube: kube::Client) -> Self {
-        Self { kube, clients: Mutex::default() }
+        Self {
+            kube,
+            clients: Mutex::default(),
+        }
     }
 
     pub fn kube(&self) -> &kube::Client {
@@ -74,7 +77,9 @@ impl ClientCache {
         if let Some(hit) = self.clients.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(hit.clone());
         }
-        let sdk = self.sdk_config(&spec, config_namespace.as_deref(), region).await?;
+        let sdk = self
+            .sdk_config(&spec, config_namespace.as_deref(), region)
+            .await?;
         let clients = AwsClients {
             eks: aws_sdk_eks::Client::new(&sdk),
             ec2: aws_sdk_ec2::Client::new(&sdk),
@@ -101,14 +106,22 @@ impl ClientCache {
                     .get(&reference.name)
                     .await
                     .map_err(missing)?;
-                Ok((pc.spec.clone(), pc.resource_version().unwrap_or_default(), Some(namespace.to_string())))
+                Ok((
+                    pc.spec.clone(),
+                    pc.resource_version().unwrap_or_default(),
+                    Some(namespace.to_string()),
+                ))
             }
             "ClusterProviderConfig" => {
                 let pc = Api::<ClusterProviderConfig>::all(self.kube.clone())
                     .get(&reference.name)
                     .await
                     .map_err(missing)?;
-                Ok((pc.spec.spec.clone(), pc.resource_version().unwrap_or_default(), None))
+                Ok((
+                    pc.spec.spec.clone(),
+                    pc.resource_version().unwrap_or_default(),
+                    None,
+                ))
             }
             other => Err(ExternalError::Rejected(format!(
                 "spec.providerConfigRef.kind: {other:?} is neither ProviderConfig nor ClusterProviderConfig"
@@ -136,13 +149,19 @@ impl ClientCache {
             CredentialsSource::Default => {}
             CredentialsSource::Secret => {
                 let contents = self.credentials_secret(spec, config_namespace).await?;
-                let files = ProfileFiles::builder().with_contents(ProfileFileKind::Credentials, contents).build();
-                let provider = ProfileFileCredentialsProvider::builder().profile_files(files).build();
+                let files = EnvConfigFiles::builder()
+                    .with_contents(EnvConfigFileKind::Credentials, contents)
+                    .build();
+                let provider = ProfileFileCredentialsProvider::builder()
+                    .profile_files(files)
+                    .build();
                 loader = loader.credentials_provider(provider);
             }
             CredentialsSource::WebIdentity => {
                 let role_arn = spec.credentials.role_arn.clone().ok_or_else(|| {
-                    ExternalError::Rejected("spec.credentials.roleArn: required for source WebIdentity".into())
+                    ExternalError::Rejected(
+                        "spec.credentials.roleArn: required for source WebIdentity".into(),
+                    )
                 })?;
                 let provider = WebIdentityTokenCredentialsProvider::builder()
                     .static_configuration(StaticConfiguration {
@@ -166,18 +185,36 @@ impl ClientCache {
         let selector = spec.credentials.secret_ref.as_ref().ok_or_else(|| {
             ExternalError::Rejected("spec.credentials.secretRef: required for source Secret".into())
         })?;
-        let namespace = selector.namespace.as_deref().or(config_namespace).ok_or_else(|| {
-            ExternalError::Rejected("spec.credentials.secretRef.namespace: required in a ClusterProviderConfig".into())
-        })?;
+        let namespace = selector
+            .namespace
+            .as_deref()
+            .or(config_namespace)
+            .ok_or_else(|| {
+                ExternalError::Rejected(
+                    "spec.credentials.secretRef.namespace: required in a ClusterProviderConfig".into(),
+                )
+            })?;
         let secret = Api::<Secret>::namespaced(self.kube.clone(), namespace)
             .get(&selector.name)
             .await
-            .map_err(|e| ExternalError::Waiting(format!("cannot get credentials secret {}: {e}", selector.name)))?;
-        let bytes = secret.data.as_ref().and_then(|d| d.get(&selector.key)).ok_or_else(|| {
-            ExternalError::Rejected(format!("credentials secret {} has no key {}", selector.name, selector.key))
-        })?;
+            .map_err(|e| {
+                ExternalError::Waiting(format!("cannot get credentials secret {}: {e}", selector.name))
+            })?;
+        let bytes = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&selector.key))
+            .ok_or_else(|| {
+                ExternalError::Rejected(format!(
+                    "credentials secret {} has no key {}",
+                    selector.name, selector.key
+                ))
+            })?;
         String::from_utf8(bytes.0.clone()).map_err(|_| {
-            ExternalError::Rejected(format!("credentials secret {} key {} is not UTF-8", selector.name, selector.key))
+            ExternalError::Rejected(format!(
+                "credentials secret {} key {} is not UTF-8",
+                selector.name, selector.key
+            ))
         })
     }
 }

@@ -27,9 +27,18 @@ impl Connector<Cluster> for ClusterConnector {
 
     async fn connect(&self, mr: &Cluster) -> Result<ClusterClient, ExternalError> {
         let namespace = mr.namespace().unwrap_or_default();
-        let clients =
-            self.cache.clients(&mr.spec.provider_config_ref, &namespace, &mr.spec.for_provider.region).await?;
-        Ok(ClusterClient { clients, observed: Mutex::default() })
+        let clients = self
+            .cache
+            .clients(
+                &mr.spec.provider_config_ref,
+                &namespace,
+                &mr.spec.for_provider.region,
+            )
+            .await?;
+        Ok(ClusterClient {
+            clients,
+            observed: Mutex::default(),
+        })
     }
 }
 
@@ -53,7 +62,11 @@ impl ExternalClient<Cluster> for ClusterClient {
         let Some(cluster) = described else {
             return Ok(Observation::missing());
         };
-        let status = cluster.status.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
+        let status = cluster
+            .status
+            .as_ref()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default();
         let vpc = cluster.resources_vpc_config.as_ref();
         let observed = ObservedCluster {
             version: cluster.version.clone(),
@@ -69,16 +82,24 @@ impl ExternalClient<Cluster> for ClusterClient {
             endpoint: cluster.endpoint.clone(),
             version: cluster.version.clone(),
             platform_version: cluster.platform_version.clone(),
-            oidc_issuer: cluster.identity.as_ref().and_then(|i| i.oidc.as_ref()).and_then(|o| o.issuer.clone()),
+            oidc_issuer: cluster
+                .identity
+                .as_ref()
+                .and_then(|i| i.oidc.as_ref())
+                .and_then(|o| o.issuer.clone()),
             vpc_id: vpc.and_then(|v| v.vpc_id.clone()),
             subnet_ids: vpc.and_then(|v| v.subnet_ids.clone()).unwrap_or_default(),
         };
         let phase = cluster_phase(&status);
-        let ca = cluster.certificate_authority.as_ref().and_then(|c| c.data.clone());
+        let ca = cluster
+            .certificate_authority
+            .as_ref()
+            .and_then(|c| c.data.clone());
         let connection_details = match (status.as_str(), &cluster.endpoint, ca) {
             ("ACTIVE" | "UPDATING", Some(endpoint), Some(ca)) => {
                 let region = &mr.spec.for_provider.region;
-                let (token, expires) = kubeconfig::token(&self.clients.sdk, &name, region, SystemTime::now()).await?;
+                let (token, expires) =
+                    kubeconfig::token(&self.clients.sdk, &name, region, SystemTime::now()).await?;
                 kubeconfig::connection_details(&name, endpoint, &ca, &token, expires)
             }
             _ => ConnectionDetails::new(),
@@ -132,7 +153,12 @@ impl ExternalClient<Cluster> for ClusterClient {
 
     async fn update(&self, mr: &Cluster, at_provider: &ClusterObservation) -> Result<(), ExternalError> {
         let name = external_name(mr);
-        let observed = self.observed.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default();
+        let observed = self
+            .observed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default();
         let drift = cluster_drift(&mr.spec.for_provider, &observed);
         let eks = &self.clients.eks;
         // EKS runs one update at a time: the version first, the endpoint access on a later reconcile.
@@ -141,7 +167,6 @@ impl ExternalClient<Cluster> for ClusterClient {
             eks.update_cluster_version()
                 .name(&name)
                 .version(version)
-                .client_request_token(request_token(mr))
                 .send()
                 .await
                 .map_err(|e| classify(&format!("cannot upgrade EKS cluster {name} to {version}"), &e))?;
@@ -190,9 +215,9 @@ impl ExternalClient<Cluster> for ClusterClient {
         match self.clients.eks.delete_cluster().name(&name).send().await {
             Ok(_) => Ok(()),
             Err(e) if is_code(&e, "ResourceNotFoundException") => Ok(()),
-            Err(e) if is_code(&e, "ResourceInUseException") => {
-                Err(ExternalError::Waiting(format!("EKS cluster {name} is still in use")))
-            }
+            Err(e) if is_code(&e, "ResourceInUseException") => Err(ExternalError::Waiting(format!(
+                "EKS cluster {name} is still in use"
+            ))),
             Err(e) => Err(classify(&format!("cannot delete EKS cluster {name}"), &e)),
         }
     }

@@ -29,7 +29,10 @@ pub fn cluster_phase(status: &str) -> Phase {
         "UPDATING" => phase(Readiness::Available, true),
         "CREATING" | "PENDING" => phase(Readiness::Creating, true),
         "DELETING" => phase(Readiness::Deleting, true),
-        other => phase(Readiness::Unavailable(format!("EKS cluster status is {other}")), false),
+        other => phase(
+            Readiness::Unavailable(format!("EKS cluster status is {other}")),
+            false,
+        ),
     }
 }
 
@@ -40,9 +43,10 @@ pub fn nodegroup_phase(status: &str, health: &[String]) -> Phase {
         "UPDATING" => phase(Readiness::Available, true),
         "CREATING" => phase(Readiness::Creating, true),
         "DELETING" => phase(Readiness::Deleting, true),
-        other if health.is_empty() => {
-            phase(Readiness::Unavailable(format!("EKS node group status is {other}")), false)
-        }
+        other if health.is_empty() => phase(
+            Readiness::Unavailable(format!("EKS node group status is {other}")),
+            false,
+        ),
         other => phase(
             Readiness::Unavailable(format!("EKS node group status is {other}: {}", health.join("; "))),
             false,
@@ -148,8 +152,18 @@ pub fn nodegroup_drift(desired: &NodePoolParameters, observed: &ObservedNodeGrou
             .filter(|(k, v)| observed.labels.get(*k) != Some(*v))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
-        labels_remove: observed.labels.keys().filter(|k| !desired.labels.contains_key(*k)).cloned().collect(),
-        taints_set: desired.taints.iter().filter(|t| !observed.taints.contains(t)).cloned().collect(),
+        labels_remove: observed
+            .labels
+            .keys()
+            .filter(|k| !desired.labels.contains_key(*k))
+            .cloned()
+            .collect(),
+        taints_set: desired
+            .taints
+            .iter()
+            .filter(|t| !observed.taints.contains(t))
+            .cloned()
+            .collect(),
         taints_remove: observed
             .taints
             .iter()
@@ -160,7 +174,10 @@ pub fn nodegroup_drift(desired: &NodePoolParameters, observed: &ObservedNodeGrou
 }
 
 /// Spec fields left open that EKS filled in (AMI type, disk size), as a `spec.forProvider` merge patch.
-pub fn nodegroup_late_init(desired: &NodePoolParameters, observed: &ObservedNodeGroup) -> Option<serde_json::Value> {
+pub fn nodegroup_late_init(
+    desired: &NodePoolParameters,
+    observed: &ObservedNodeGroup,
+) -> Option<serde_json::Value> {
     let mut patch = serde_json::Map::new();
     if let (None, Some(ami)) = (&desired.ami_type, &observed.ami_type) {
         patch.insert("amiType".into(), json!(ami));

@@ -10,7 +10,11 @@ fn every_eks_cluster_status_maps_to_a_ready_reason() {
         ("ACTIVE", Readiness::Available, false),
         ("UPDATING", Readiness::Available, true),
         ("DELETING", Readiness::Deleting, true),
-        ("FAILED", Readiness::Unavailable("EKS cluster status is FAILED".into()), false),
+        (
+            "FAILED",
+            Readiness::Unavailable("EKS cluster status is FAILED".into()),
+            false,
+        ),
     ];
     for (status, readiness, busy) in cases {
         assert_eq!(cluster_phase(status), Phase { readiness, busy }, "{status}");
@@ -24,20 +28,37 @@ fn every_node_group_status_maps_to_a_ready_reason() {
         ("ACTIVE", Readiness::Available, false),
         ("UPDATING", Readiness::Available, true),
         ("DELETING", Readiness::Deleting, true),
-        ("CREATE_FAILED", Readiness::Unavailable("EKS node group status is CREATE_FAILED".into()), false),
-        ("DELETE_FAILED", Readiness::Unavailable("EKS node group status is DELETE_FAILED".into()), false),
+        (
+            "CREATE_FAILED",
+            Readiness::Unavailable("EKS node group status is CREATE_FAILED".into()),
+            false,
+        ),
+        (
+            "DELETE_FAILED",
+            Readiness::Unavailable("EKS node group status is DELETE_FAILED".into()),
+            false,
+        ),
     ];
     for (status, readiness, busy) in cases {
-        assert_eq!(nodegroup_phase(status, &[]), Phase { readiness, busy }, "{status}");
+        assert_eq!(
+            nodegroup_phase(status, &[]),
+            Phase { readiness, busy },
+            "{status}"
+        );
     }
 }
 
 #[test]
 fn a_degraded_node_group_says_why() {
-    let p = nodegroup_phase("DEGRADED", &["InsufficientFreeAddresses: subnet-1 is full".into()]);
+    let p = nodegroup_phase(
+        "DEGRADED",
+        &["InsufficientFreeAddresses: subnet-1 is full".into()],
+    );
     assert_eq!(
         p.readiness,
-        Readiness::Unavailable("EKS node group status is DEGRADED: InsufficientFreeAddresses: subnet-1 is full".into())
+        Readiness::Unavailable(
+            "EKS node group status is DEGRADED: InsufficientFreeAddresses: subnet-1 is full".into()
+        )
     );
 }
 
@@ -57,7 +78,11 @@ fn running(version: &str) -> ObservedCluster {
         version: Some(version.into()),
         endpoint_public_access: true,
         endpoint_private_access: false,
-        tags: [("team".to_string(), "ml".to_string()), ("aws:owner".to_string(), "x".to_string())].into(),
+        tags: [
+            ("team".to_string(), "ml".to_string()),
+            ("aws:owner".to_string(), "x".to_string()),
+        ]
+        .into(),
     }
 }
 
@@ -68,8 +93,18 @@ fn a_matching_cluster_has_no_drift_and_foreign_tags_are_left_alone() {
 
 #[test]
 fn a_version_upgrade_goes_one_minor_version_at_a_time() {
-    assert_eq!(cluster_drift(&cluster("1.34"), &running("1.32")).version.as_deref(), Some("1.33"));
-    assert_eq!(cluster_drift(&cluster("1.33"), &running("1.32")).version.as_deref(), Some("1.33"));
+    assert_eq!(
+        cluster_drift(&cluster("1.34"), &running("1.32"))
+            .version
+            .as_deref(),
+        Some("1.33")
+    );
+    assert_eq!(
+        cluster_drift(&cluster("1.33"), &running("1.32"))
+            .version
+            .as_deref(),
+        Some("1.33")
+    );
 }
 
 #[test]
@@ -89,16 +124,28 @@ fn endpoint_access_and_changed_tags_are_drift() {
 
 fn pool() -> NodePoolParameters {
     NodePoolParameters {
-        scaling: Scaling { min_size: 1, max_size: 4, desired_size: 2 },
+        scaling: Scaling {
+            min_size: 1,
+            max_size: 4,
+            desired_size: 2,
+        },
         labels: [("modelplane.ai/pool".to_string(), "h200".to_string())].into(),
-        taints: vec![Taint { key: "nvidia.com/gpu".into(), value: String::new(), effect: TaintEffect::NoSchedule }],
+        taints: vec![Taint {
+            key: "nvidia.com/gpu".into(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        }],
         ..Default::default()
     }
 }
 
 fn group() -> ObservedNodeGroup {
     ObservedNodeGroup {
-        scaling: Some(Scaling { min_size: 1, max_size: 4, desired_size: 2 }),
+        scaling: Some(Scaling {
+            min_size: 1,
+            max_size: 4,
+            desired_size: 2,
+        }),
         labels: pool().labels,
         taints: pool().taints,
         ami_type: Some("AL2023_x86_64_NVIDIA".into()),
@@ -114,9 +161,17 @@ fn a_matching_node_group_has_no_drift() {
 #[test]
 fn scaling_labels_and_taints_drift_is_corrected_in_both_directions() {
     let mut observed = group();
-    observed.scaling = Some(Scaling { min_size: 1, max_size: 4, desired_size: 3 });
+    observed.scaling = Some(Scaling {
+        min_size: 1,
+        max_size: 4,
+        desired_size: 3,
+    });
     observed.labels.insert("stale".into(), "x".into());
-    observed.taints = vec![Taint { key: "old".into(), value: "1".into(), effect: TaintEffect::NoExecute }];
+    observed.taints = vec![Taint {
+        key: "old".into(),
+        value: "1".into(),
+        effect: TaintEffect::NoExecute,
+    }];
     let drift = nodegroup_drift(&pool(), &observed);
     assert_eq!(drift.scaling, Some(pool().scaling));
     assert_eq!(drift.labels_remove, vec!["stale".to_string()]);

@@ -23,7 +23,10 @@ const CLUSTER_ID_HEADER: &str = "x-k8s-aws-id";
 const TOKEN_PREFIX: &str = "k8s-aws-v1.";
 
 fn window_start(now: SystemTime) -> SystemTime {
-    let secs = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+    let secs = now
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
     UNIX_EPOCH + Duration::from_secs(secs - secs % TOKEN_WINDOW.as_secs())
 }
 
@@ -34,19 +37,19 @@ pub async fn token(
     region: &str,
     now: SystemTime,
 ) -> Result<(String, SystemTime), ExternalError> {
-    let provider = sdk
-        .credentials_provider()
-        .ok_or_else(|| ExternalError::Rejected("cannot sign EKS token: no AWS credentials configured".into()))?;
+    let provider = sdk.credentials_provider().ok_or_else(|| {
+        ExternalError::Rejected("cannot sign EKS token: no AWS credentials configured".into())
+    })?;
     let credentials = provider
         .provide_credentials()
         .await
         .map_err(|e| ExternalError::Transient(format!("cannot load AWS credentials: {e}")))?;
-    let identity = credentials.into();
+    let identity: aws_smithy_runtime_api::client::identity::Identity = credentials.into();
     let mut settings = SigningSettings::default();
     settings.signature_location = SignatureLocation::QueryParams;
     settings.expires_in = Some(Duration::from_secs(60));
     let signed_at = window_start(now);
-    let params = v4::SigningParams::builder()
+    let params: aws_sigv4::http_request::SigningParams<'_> = v4::SigningParams::builder()
         .identity(&identity)
         .region(region)
         .name("sts")
@@ -104,9 +107,16 @@ pub fn connection_details(
         "contexts": [{ "name": cluster, "context": { "cluster": cluster, "user": cluster } }],
         "current-context": cluster,
     });
-    let expires_at = chrono::DateTime::<chrono::Utc>::from(expires).to_rfc3339();
+    let expires_at = k8s_openapi::jiff::Timestamp::try_from(expires)
+        .map(|t| t.to_string())
+        .unwrap_or_default();
     let mut details = ConnectionDetails::new();
-    details.insert("kubeconfig".into(), serde_yaml::to_string(&kubeconfig).unwrap_or_default().into_bytes());
+    details.insert(
+        "kubeconfig".into(),
+        serde_yaml::to_string(&kubeconfig)
+            .unwrap_or_default()
+            .into_bytes(),
+    );
     details.insert("endpoint".into(), endpoint.as_bytes().to_vec());
     details.insert("clusterCA".into(), STANDARD.decode(ca_data).unwrap_or_default());
     details.insert("token".into(), token.as_bytes().to_vec());
@@ -143,7 +153,9 @@ mod tests {
         let now = UNIX_EPOCH + Duration::from_secs(1_800_000_123);
         let (token, expires) = token(&sdk(), "demo", "eu-west-1", now).await.unwrap();
         let url = decode(&token);
-        assert!(url.starts_with("https://sts.eu-west-1.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15&"));
+        assert!(url.starts_with(
+            "https://sts.eu-west-1.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15&"
+        ));
         assert!(url.contains("X-Amz-Credential=AKIDEXAMPLE%2F"), "{url}");
         assert!(url.contains("X-Amz-SignedHeaders=host%3Bx-k8s-aws-id"), "{url}");
         assert!(url.contains("X-Amz-Expires=60"), "{url}");
@@ -155,8 +167,14 @@ mod tests {
     async fn tokens_are_stable_within_a_window_and_renewed_after_it() {
         let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let a = token(&sdk(), "demo", "us-east-1", t0).await.unwrap().0;
-        let b = token(&sdk(), "demo", "us-east-1", t0 + Duration::from_secs(200)).await.unwrap().0;
-        let c = token(&sdk(), "demo", "us-east-1", t0 + TOKEN_WINDOW).await.unwrap().0;
+        let b = token(&sdk(), "demo", "us-east-1", t0 + Duration::from_secs(200))
+            .await
+            .unwrap()
+            .0;
+        let c = token(&sdk(), "demo", "us-east-1", t0 + TOKEN_WINDOW)
+            .await
+            .unwrap()
+            .0;
         let other = token(&sdk(), "other", "us-east-1", t0).await.unwrap().0;
         assert_eq!(a, b);
         assert_ne!(a, c);
@@ -166,10 +184,22 @@ mod tests {
     #[test]
     fn the_kubeconfig_names_endpoint_ca_and_token() {
         let ca = STANDARD.encode("-----BEGIN CERTIFICATE-----\n");
-        let details = connection_details("demo", "https://x.eks.amazonaws.com", &ca, "k8s-aws-v1.abc", UNIX_EPOCH);
+        let details = connection_details(
+            "demo",
+            "https://x.eks.amazonaws.com",
+            &ca,
+            "k8s-aws-v1.abc",
+            UNIX_EPOCH,
+        );
         let kubeconfig: serde_json::Value = serde_yaml::from_slice(&details["kubeconfig"]).unwrap();
-        assert_eq!(kubeconfig["clusters"][0]["cluster"]["server"], "https://x.eks.amazonaws.com");
-        assert_eq!(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"], ca.as_str());
+        assert_eq!(
+            kubeconfig["clusters"][0]["cluster"]["server"],
+            "https://x.eks.amazonaws.com"
+        );
+        assert_eq!(
+            kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"],
+            ca.as_str()
+        );
         assert_eq!(kubeconfig["users"][0]["user"]["token"], "k8s-aws-v1.abc");
         assert_eq!(kubeconfig["current-context"], "demo");
         assert_eq!(details["clusterCA"], b"-----BEGIN CERTIFICATE-----\n");

@@ -21,7 +21,10 @@ pub fn needed(pool: &NodePoolParameters) -> bool {
 
 /// The template body. With a launch template EKS refuses the node group's own `diskSize`, so the root volume
 /// moves in here.
-pub fn data(pool: &NodePoolParameters, placement_group: &str) -> Result<RequestLaunchTemplateData, ExternalError> {
+pub fn data(
+    pool: &NodePoolParameters,
+    placement_group: &str,
+) -> Result<RequestLaunchTemplateData, ExternalError> {
     let mut data = RequestLaunchTemplateData::builder();
     if pool.capacity_type == CapacityType::CapacityBlock {
         let reservation = pool.capacity_reservation_id.clone().ok_or_else(|| {
@@ -31,12 +34,16 @@ pub fn data(pool: &NodePoolParameters, placement_group: &str) -> Result<RequestL
         })?;
         data = data
             .instance_market_options(
-                LaunchTemplateInstanceMarketOptionsRequest::builder().market_type(MarketType::CapacityBlock).build(),
+                LaunchTemplateInstanceMarketOptionsRequest::builder()
+                    .market_type(MarketType::CapacityBlock)
+                    .build(),
             )
             .capacity_reservation_specification(
                 LaunchTemplateCapacityReservationSpecificationRequest::builder()
                     .capacity_reservation_target(
-                        CapacityReservationTarget::builder().capacity_reservation_id(reservation).build(),
+                        CapacityReservationTarget::builder()
+                            .capacity_reservation_id(reservation)
+                            .build(),
                     )
                     .build(),
             );
@@ -53,7 +60,11 @@ pub fn data(pool: &NodePoolParameters, placement_group: &str) -> Result<RequestL
         );
     }
     if pool.efa_interfaces > 0 {
-        data = data.placement(LaunchTemplatePlacementRequest::builder().group_name(placement_group).build());
+        data = data.placement(
+            LaunchTemplatePlacementRequest::builder()
+                .group_name(placement_group)
+                .build(),
+        );
     }
     if let Some(size) = pool.disk_size {
         data = data.block_device_mappings(
@@ -80,7 +91,13 @@ pub async fn ensure(
     token: &str,
 ) -> Result<String, ExternalError> {
     if pool.efa_interfaces > 0 {
-        match ec2.create_placement_group().group_name(name).strategy(PlacementStrategy::Cluster).send().await {
+        match ec2
+            .create_placement_group()
+            .group_name(name)
+            .strategy(PlacementStrategy::Cluster)
+            .send()
+            .await
+        {
             Ok(_) => {}
             Err(e) if is_code(&e, "InvalidPlacementGroup.Duplicate") => {}
             Err(e) => return Err(classify(&format!("cannot create placement group {name}"), &e)),
@@ -97,7 +114,9 @@ pub async fn ensure(
         Ok(out) => out
             .launch_template
             .and_then(|t| t.launch_template_id)
-            .ok_or_else(|| ExternalError::Transient(format!("cannot create launch template {name}: no id returned"))),
+            .ok_or_else(|| {
+                ExternalError::Transient(format!("cannot create launch template {name}: no id returned"))
+            }),
         Err(e) if is_code(&e, "InvalidLaunchTemplateName.AlreadyExistsException") => {
             let found = ec2
                 .describe_launch_templates()
@@ -110,7 +129,9 @@ pub async fn ensure(
                 .unwrap_or_default()
                 .into_iter()
                 .find_map(|t| t.launch_template_id)
-                .ok_or_else(|| ExternalError::Transient(format!("launch template {name} exists but has no id")))
+                .ok_or_else(|| {
+                    ExternalError::Transient(format!("launch template {name} exists but has no id"))
+                })
         }
         Err(e) => Err(classify(&format!("cannot create launch template {name}"), &e)),
     }
@@ -121,7 +142,10 @@ mod tests {
     use super::*;
 
     fn pool() -> NodePoolParameters {
-        NodePoolParameters { instance_types: vec!["p5en.48xlarge".into()], ..Default::default() }
+        NodePoolParameters {
+            instance_types: vec!["p5en.48xlarge".into()],
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -138,22 +162,38 @@ mod tests {
         };
         assert!(needed(&p));
         let d = data(&p, "pg").unwrap();
-        assert_eq!(d.instance_market_options().and_then(|m| m.market_type()), Some(&MarketType::CapacityBlock));
-        let target = d.capacity_reservation_specification().and_then(|c| c.capacity_reservation_target());
+        assert_eq!(
+            d.instance_market_options().and_then(|m| m.market_type()),
+            Some(&MarketType::CapacityBlock)
+        );
+        let target = d
+            .capacity_reservation_specification()
+            .and_then(|c| c.capacity_reservation_target());
         assert_eq!(target.and_then(|t| t.capacity_reservation_id()), Some("cr-0123"));
         assert!(d.placement().is_none());
     }
 
     #[test]
     fn a_capacity_block_without_a_reservation_is_rejected_naming_the_field() {
-        let p = NodePoolParameters { capacity_type: CapacityType::CapacityBlock, ..pool() };
+        let p = NodePoolParameters {
+            capacity_type: CapacityType::CapacityBlock,
+            ..pool()
+        };
         let err = data(&p, "pg").unwrap_err();
-        assert!(err.to_string().starts_with("spec.forProvider.capacityReservationId"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("spec.forProvider.capacityReservationId"),
+            "{err}"
+        );
     }
 
     #[test]
     fn efa_interfaces_get_one_network_card_each_in_a_cluster_placement_group() {
-        let p = NodePoolParameters { efa_interfaces: 4, disk_size: Some(500), ..pool() };
+        let p = NodePoolParameters {
+            efa_interfaces: 4,
+            disk_size: Some(500),
+            ..pool()
+        };
         let d = data(&p, "pool-a").unwrap();
         let cards: Vec<_> = d
             .network_interfaces()

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use aws_sdk_eks::types::{
-    CapacityTypes, LaunchTemplateSpecification, NodegroupScalingConfig, Taint as EksTaint, TaintEffect as EksEffect,
-    UpdateLabelsPayload, UpdateTaintsPayload,
+    CapacityTypes, LaunchTemplateSpecification, NodegroupScalingConfig, Taint as EksTaint,
+    TaintEffect as EksEffect, UpdateLabelsPayload, UpdateTaintsPayload,
 };
 use kube::{Api, ResourceExt};
 use modelplane_eks_api::{
@@ -34,25 +34,37 @@ pub struct ClusterTarget {
 async fn resolve_cluster(kube: &kube::Client, mr: &NodePool) -> Result<Option<ClusterTarget>, ExternalError> {
     let namespace = mr.namespace().unwrap_or_default();
     let reference = &mr.spec.for_provider.cluster_ref.name;
-    let recorded = mr.status.as_ref().and_then(|s| s.at_provider.cluster_name.clone());
+    let recorded = mr
+        .status
+        .as_ref()
+        .and_then(|s| s.at_provider.cluster_name.clone());
     let cluster = Api::<Cluster>::namespaced(kube.clone(), &namespace)
         .get_opt(reference)
         .await
         .map_err(|e| ExternalError::Transient(format!("cannot get Cluster {reference}: {e}")))?;
     let ready = cluster.as_ref().is_some_and(|c| {
-        c.status
-            .as_ref()
-            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == READY && c.status == ConditionStatus::True))
+        c.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == READY && c.status == ConditionStatus::True)
+        })
     });
     match (cluster, ready, recorded) {
         (Some(c), true, _) => Ok(Some(ClusterTarget {
             name: external_name(&c),
             subnet_ids: c.status.map(|s| s.at_provider.subnet_ids).unwrap_or_default(),
         })),
-        (_, _, Some(name)) => Ok(Some(ClusterTarget { name, subnet_ids: Vec::new() })),
+        (_, _, Some(name)) => Ok(Some(ClusterTarget {
+            name,
+            subnet_ids: Vec::new(),
+        })),
         (_, _, None) if mr.metadata.deletion_timestamp.is_some() => Ok(None),
-        (None, _, None) => Err(ExternalError::Waiting(format!("Cluster {reference} does not exist"))),
-        (Some(_), false, None) => Err(ExternalError::Waiting(format!("Cluster {reference} is not Ready yet"))),
+        (None, _, None) => Err(ExternalError::Waiting(format!(
+            "Cluster {reference} does not exist"
+        ))),
+        (Some(_), false, None) => Err(ExternalError::Waiting(format!(
+            "Cluster {reference} is not Ready yet"
+        ))),
     }
 }
 
@@ -64,9 +76,19 @@ impl Connector<NodePool> for NodePoolConnector {
     async fn connect(&self, mr: &NodePool) -> Result<NodePoolClient, ExternalError> {
         let namespace = mr.namespace().unwrap_or_default();
         let cluster = resolve_cluster(self.cache.kube(), mr).await?;
-        let clients =
-            self.cache.clients(&mr.spec.provider_config_ref, &namespace, &mr.spec.for_provider.region).await?;
-        Ok(NodePoolClient { clients, cluster, observed: Mutex::default() })
+        let clients = self
+            .cache
+            .clients(
+                &mr.spec.provider_config_ref,
+                &namespace,
+                &mr.spec.for_provider.region,
+            )
+            .await?;
+        Ok(NodePoolClient {
+            clients,
+            cluster,
+            observed: Mutex::default(),
+        })
     }
 }
 
@@ -84,7 +106,11 @@ fn to_eks_taint(t: &Taint) -> EksTaint {
         TaintEffect::NoExecute => EksEffect::NoExecute,
         TaintEffect::PreferNoSchedule => EksEffect::PreferNoSchedule,
     };
-    EksTaint::builder().key(&t.key).value(&t.value).effect(effect).build()
+    EksTaint::builder()
+        .key(&t.key)
+        .value(&t.value)
+        .effect(effect)
+        .build()
 }
 
 fn from_eks_taint(t: &EksTaint) -> Option<Taint> {
@@ -94,7 +120,11 @@ fn from_eks_taint(t: &EksTaint) -> Option<Taint> {
         EksEffect::PreferNoSchedule => TaintEffect::PreferNoSchedule,
         _ => return None,
     };
-    Some(Taint { key: t.key()?.to_string(), value: t.value().unwrap_or_default().to_string(), effect })
+    Some(Taint {
+        key: t.key()?.to_string(),
+        value: t.value().unwrap_or_default().to_string(),
+        effect,
+    })
 }
 
 fn scaling_config(s: &Scaling) -> NodegroupScalingConfig {
@@ -108,7 +138,9 @@ fn scaling_config(s: &Scaling) -> NodegroupScalingConfig {
 
 impl NodePoolClient {
     fn cluster(&self) -> Result<&ClusterTarget, ExternalError> {
-        self.cluster.as_ref().ok_or_else(|| ExternalError::Waiting("the pool's Cluster is not resolved".into()))
+        self.cluster
+            .as_ref()
+            .ok_or_else(|| ExternalError::Waiting("the pool's Cluster is not resolved".into()))
     }
 
     /// The cluster's subnets in the pool's zones (all of them when no zones are given).
@@ -125,7 +157,12 @@ impl NodePoolClient {
             .set_subnet_ids(Some(cluster.subnet_ids.clone()))
             .send()
             .await
-            .map_err(|e| classify(&format!("cannot describe subnets of EKS cluster {}", cluster.name), &e))?;
+            .map_err(|e| {
+                classify(
+                    &format!("cannot describe subnets of EKS cluster {}", cluster.name),
+                    &e,
+                )
+            })?;
         let chosen: Vec<String> = described
             .subnets
             .unwrap_or_default()
@@ -153,7 +190,13 @@ impl ExternalClient<NodePool> for NodePoolClient {
             return Ok(Observation::missing());
         };
         let name = external_name(mr);
-        let described = self.clients.eks.describe_nodegroup().cluster_name(&cluster.name).nodegroup_name(&name).send();
+        let described = self
+            .clients
+            .eks
+            .describe_nodegroup()
+            .cluster_name(&cluster.name)
+            .nodegroup_name(&name)
+            .send();
         let group = match described.await {
             Ok(out) => out.nodegroup,
             Err(e) if is_code(&e, "ResourceNotFoundException") => None,
@@ -162,7 +205,11 @@ impl ExternalClient<NodePool> for NodePoolClient {
         let Some(group) = group else {
             return Ok(Observation::missing());
         };
-        let status = group.status.as_ref().map(|s| s.as_str().to_string()).unwrap_or_default();
+        let status = group
+            .status
+            .as_ref()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default();
         let uint = |v: Option<i32>| v.and_then(|v| u32::try_from(v).ok()).unwrap_or_default();
         let observed = ObservedNodeGroup {
             scaling: group.scaling_config.as_ref().map(|s| Scaling {
@@ -171,7 +218,13 @@ impl ExternalClient<NodePool> for NodePoolClient {
                 desired_size: uint(s.desired_size),
             }),
             labels: group.labels.clone().unwrap_or_default().into_iter().collect(),
-            taints: group.taints.as_deref().unwrap_or_default().iter().filter_map(from_eks_taint).collect(),
+            taints: group
+                .taints
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(from_eks_taint)
+                .collect(),
             ami_type: group.ami_type.as_ref().map(|a| a.as_str().to_string()),
             // With a launch template the disk size lives in the template, not on the group.
             disk_size: group.disk_size.and_then(|d| u32::try_from(d).ok()),
@@ -182,7 +235,13 @@ impl ExternalClient<NodePool> for NodePoolClient {
             .map(|h| {
                 h.issues()
                     .iter()
-                    .map(|i| format!("{}: {}", i.code().map(|c| c.as_str()).unwrap_or("Unknown"), i.message().unwrap_or("")))
+                    .map(|i| {
+                        format!(
+                            "{}: {}",
+                            i.code().map(|c| c.as_str()).unwrap_or("Unknown"),
+                            i.message().unwrap_or("")
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -203,7 +262,10 @@ impl ExternalClient<NodePool> for NodePoolClient {
                 status: Some(status),
                 cluster_name: Some(cluster.name.clone()),
                 scaling,
-                launch_template_id: group.launch_template.as_ref().and_then(|l| l.id().map(str::to_string)),
+                launch_template_id: group
+                    .launch_template
+                    .as_ref()
+                    .and_then(|l| l.id().map(str::to_string)),
                 subnet_ids: group.subnets.clone().unwrap_or_default(),
             },
             connection_details: ConnectionDetails::new(),
@@ -218,7 +280,12 @@ impl ExternalClient<NodePool> for NodePoolClient {
         let token = request_token(mr);
         let template = if launch_template::needed(spec) {
             let id = launch_template::ensure(&self.clients.ec2, &name, spec, &token).await?;
-            Some(LaunchTemplateSpecification::builder().id(id).version("$Latest").build())
+            Some(
+                LaunchTemplateSpecification::builder()
+                    .id(id)
+                    .version("$Latest")
+                    .build(),
+            )
         } else {
             None
         };
@@ -260,10 +327,19 @@ impl ExternalClient<NodePool> for NodePoolClient {
     async fn update(&self, mr: &NodePool, _: &NodePoolObservation) -> Result<(), ExternalError> {
         let cluster = self.cluster()?;
         let name = external_name(mr);
-        let observed = self.observed.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default();
+        let observed = self
+            .observed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default();
         let drift = nodegroup_drift(&mr.spec.for_provider, &observed);
-        let mut request =
-            self.clients.eks.update_nodegroup_config().cluster_name(&cluster.name).nodegroup_name(&name);
+        let mut request = self
+            .clients
+            .eks
+            .update_nodegroup_config()
+            .cluster_name(&cluster.name)
+            .nodegroup_name(&name);
         if let Some(scaling) = &drift.scaling {
             request = request.scaling_config(scaling_config(scaling));
         }
@@ -271,7 +347,8 @@ impl ExternalClient<NodePool> for NodePoolClient {
             request = request.labels(
                 UpdateLabelsPayload::builder()
                     .set_add_or_update_labels(
-                        (!drift.labels_set.is_empty()).then(|| drift.labels_set.clone().into_iter().collect()),
+                        (!drift.labels_set.is_empty())
+                            .then(|| drift.labels_set.clone().into_iter().collect()),
                     )
                     .set_remove_labels((!drift.labels_remove.is_empty()).then(|| drift.labels_remove.clone()))
                     .build(),
@@ -281,7 +358,8 @@ impl ExternalClient<NodePool> for NodePoolClient {
             request = request.taints(
                 UpdateTaintsPayload::builder()
                     .set_add_or_update_taints(
-                        (!drift.taints_set.is_empty()).then(|| drift.taints_set.iter().map(to_eks_taint).collect()),
+                        (!drift.taints_set.is_empty())
+                            .then(|| drift.taints_set.iter().map(to_eks_taint).collect()),
                     )
                     .set_remove_taints(
                         (!drift.taints_remove.is_empty())
@@ -290,14 +368,25 @@ impl ExternalClient<NodePool> for NodePoolClient {
                     .build(),
             );
         }
-        request.send().await.map_err(|e| classify(&format!("cannot update EKS node group {name}"), &e))?;
+        request
+            .send()
+            .await
+            .map_err(|e| classify(&format!("cannot update EKS node group {name}"), &e))?;
         Ok(())
     }
 
     async fn delete(&self, mr: &NodePool) -> Result<(), ExternalError> {
         let cluster = self.cluster()?;
         let name = external_name(mr);
-        match self.clients.eks.delete_nodegroup().cluster_name(&cluster.name).nodegroup_name(&name).send().await {
+        match self
+            .clients
+            .eks
+            .delete_nodegroup()
+            .cluster_name(&cluster.name)
+            .nodegroup_name(&name)
+            .send()
+            .await
+        {
             Ok(_) => Ok(()),
             Err(e) if is_code(&e, "ResourceNotFoundException") => Ok(()),
             Err(e) if is_code(&e, "ResourceInUseException") => {

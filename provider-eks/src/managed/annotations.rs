@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::{Timestamp, Unit};
 
 /// The external identifier. Defaults to `metadata.name`: EKS clusters and node groups are named by the caller.
 pub const EXTERNAL_NAME: &str = "crossplane.io/external-name";
@@ -18,19 +18,14 @@ pub const FINALIZER: &str = "finalizer.managedresource.crossplane.io";
 /// The creation bookkeeping found on a managed resource.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CreationMarks {
-    pub pending: Option<DateTime<Utc>>,
-    pub succeeded: Option<DateTime<Utc>>,
-    pub failed: Option<DateTime<Utc>>,
+    pub pending: Option<Timestamp>,
+    pub succeeded: Option<Timestamp>,
+    pub failed: Option<Timestamp>,
 }
 
 impl CreationMarks {
     pub fn read(annotations: &BTreeMap<String, String>) -> Self {
-        let at = |key: &str| {
-            annotations
-                .get(key)
-                .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
-                .map(|t| t.with_timezone(&Utc))
-        };
+        let at = |key: &str| annotations.get(key).and_then(|v| v.parse::<Timestamp>().ok());
         Self {
             pending: at(CREATE_PENDING),
             succeeded: at(CREATE_SUCCEEDED),
@@ -54,6 +49,6 @@ pub fn is_paused(annotations: &BTreeMap<String, String>) -> bool {
 }
 
 /// Timestamps are written with second precision, as Crossplane does.
-pub fn timestamp(now: DateTime<Utc>) -> String {
-    now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+pub fn timestamp(now: Timestamp) -> String {
+    now.round(Unit::Second).unwrap_or(now).to_string()
 }

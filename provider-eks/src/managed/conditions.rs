@@ -1,6 +1,6 @@
 //! Crossplane's `Ready` and `Synced` conditions with their standard reasons (crossplane `apis/core/v2`).
 
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::Timestamp;
 use modelplane_eks_api::{Condition, ConditionStatus};
 
 use super::annotations::timestamp;
@@ -31,18 +31,18 @@ impl Readiness {
 
 /// The outcome of one reconcile, for the `Synced` condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Sync {
+pub enum Outcome {
     Success,
     Error(String),
     Paused,
 }
 
-impl Sync {
+impl Outcome {
     fn condition(&self) -> (ConditionStatus, &'static str, Option<String>) {
         match self {
-            Sync::Success => (ConditionStatus::True, "ReconcileSuccess", None),
-            Sync::Error(message) => (ConditionStatus::False, "ReconcileError", Some(message.clone())),
-            Sync::Paused => (ConditionStatus::False, "ReconcilePaused", None),
+            Outcome::Success => (ConditionStatus::True, "ReconcileSuccess", None),
+            Outcome::Error(message) => (ConditionStatus::False, "ReconcileError", Some(message.clone())),
+            Outcome::Paused => (ConditionStatus::False, "ReconcilePaused", None),
         }
     }
 }
@@ -54,7 +54,7 @@ fn set(
     type_: &str,
     (status, reason, message): (ConditionStatus, &'static str, Option<String>),
     generation: Option<i64>,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Vec<Condition> {
     let previous = existing.iter().find(|c| c.type_ == type_);
     let last_transition_time = match previous {
@@ -79,27 +79,25 @@ pub fn set_ready(
     existing: &[Condition],
     ready: &Readiness,
     generation: Option<i64>,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Vec<Condition> {
     set(existing, READY, ready.condition(), generation, now)
 }
 
 pub fn set_synced(
     existing: &[Condition],
-    sync: &Sync,
+    outcome: &Outcome,
     generation: Option<i64>,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Vec<Condition> {
-    set(existing, SYNCED, sync.condition(), generation, now)
+    set(existing, SYNCED, outcome.condition(), generation, now)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
-
-    fn at(secs: i64) -> DateTime<Utc> {
-        Utc.timestamp_opt(1_800_000_000 + secs, 0).single().unwrap()
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + secs).unwrap()
     }
 
     #[test]
@@ -112,18 +110,26 @@ mod tests {
 
     #[test]
     fn a_changed_status_moves_the_transition_time_and_keeps_other_types() {
-        let synced = set_synced(&[], &Sync::Success, None, at(0));
+        let synced = set_synced(&[], &Outcome::Success, None, at(0));
         let creating = set_ready(&synced, &Readiness::Creating, None, at(0));
         let ready = set_ready(&creating, &Readiness::Available, None, at(30));
         assert_eq!(ready.len(), 2);
         let r = ready.iter().find(|c| c.type_ == READY).unwrap();
-        assert_eq!((r.status, r.reason.as_str()), (ConditionStatus::True, "Available"));
+        assert_eq!(
+            (r.status, r.reason.as_str()),
+            (ConditionStatus::True, "Available")
+        );
         assert_eq!(r.last_transition_time, timestamp(at(30)));
     }
 
     #[test]
     fn a_reconcile_error_carries_its_message() {
-        let c = set_synced(&[], &Sync::Error("cannot create EKS cluster".into()), None, at(0));
+        let c = set_synced(
+            &[],
+            &Outcome::Error("cannot create EKS cluster".into()),
+            None,
+            at(0),
+        );
         assert_eq!(c[0].reason, "ReconcileError");
         assert_eq!(c[0].message.as_deref(), Some("cannot create EKS cluster"));
     }

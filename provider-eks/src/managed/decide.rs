@@ -1,7 +1,7 @@
 //! The reconciler's decisions, without I/O: given what the managed resource says and what Observe found,
 //! which single step comes next. `reconciler.rs` carries the step out.
 
-use chrono::{DateTime, Duration, Utc};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::annotations::CreationMarks;
 use super::external::Observation;
@@ -9,7 +9,7 @@ use super::policy::Policies;
 
 /// How long a freshly created resource may be missing from Describe before we create it again. AWS APIs are
 /// eventually consistent; crossplane-runtime uses the same grace period.
-pub const CREATION_GRACE: Duration = Duration::seconds(30);
+pub const CREATION_GRACE: SignedDuration = SignedDuration::from_secs(30);
 
 /// What the managed resource says about itself (metadata, spec policies, annotations).
 #[derive(Debug, Clone, PartialEq)]
@@ -21,7 +21,7 @@ pub struct Facts {
     /// The external name is known before Create (EKS names are chosen by the caller), so a lost Create result
     /// can be recovered by observing that name instead of refusing to go on.
     pub name_is_deterministic: bool,
-    pub now: DateTime<Utc>,
+    pub now: Timestamp,
 }
 
 /// The observed facts that matter to the decision.
@@ -108,7 +108,7 @@ pub fn decide(facts: &Facts, observed: Option<&Observed>) -> Step {
         let recently_created = facts
             .creation
             .succeeded
-            .is_some_and(|t| facts.now.signed_duration_since(t) < CREATION_GRACE);
+            .is_some_and(|t| facts.now.duration_since(t) < CREATION_GRACE);
         return if recently_created {
             Step::WaitForCreationGrace
         } else {

@@ -1,11 +1,14 @@
-use chrono::TimeZone;
 use serde_json::json;
 
 use super::*;
 use crate::managed::policy::Policies;
 
-fn now() -> DateTime<Utc> {
-    Utc.timestamp_opt(1_800_000_000, 0).single().unwrap()
+fn now() -> Timestamp {
+    Timestamp::from_second(1_800_000_000).unwrap()
+}
+
+fn ago(secs: i64) -> Option<Timestamp> {
+    Some(now() - SignedDuration::from_secs(secs))
 }
 
 fn facts() -> Facts {
@@ -58,17 +61,17 @@ fn decide_follows_the_crossplane_managed_reconciler() {
         ..Policies::ALL
     };
     let pending = CreationMarks {
-        pending: Some(now() - Duration::seconds(5)),
+        pending: ago(5),
         ..Default::default()
     };
     let just_created = CreationMarks {
-        pending: Some(now() - Duration::seconds(10)),
-        succeeded: Some(now() - Duration::seconds(9)),
+        pending: ago(10),
+        succeeded: ago(9),
         failed: None,
     };
     let created_long_ago = CreationMarks {
-        pending: Some(now() - Duration::seconds(600)),
-        succeeded: Some(now() - Duration::seconds(599)),
+        pending: ago(600),
+        succeeded: ago(599),
         failed: None,
     };
     let cases = vec![

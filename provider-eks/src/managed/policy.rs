@@ -69,6 +69,10 @@ mod tests {
 
     #[test]
     fn a_policy_set_without_observe_is_rejected() {
-        assert!(Policies::from_spec(&[ManagementPolicy::Create]).validate().is_err());
+        assert!(
+            Policies::from_spec(&[ManagementPolicy::Create])
+                .validate()
+                .is_err()
+        );
     }
 }

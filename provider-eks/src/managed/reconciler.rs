@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use serde::Serialize;
@@ -16,7 +16,7 @@ use serde_json::json;
 use super::annotations::{
     CREATE_FAILED, CREATE_PENDING, CREATE_SUCCEEDED, CreationMarks, EXTERNAL_NAME, is_paused, timestamp,
 };
-use super::conditions::{Readiness, Sync, set_ready, set_synced};
+use super::conditions::{Outcome, Readiness, set_ready, set_synced};
 use super::decide::{Facts, Observed, Step, decide};
 use super::external::{ExternalClient, ExternalError, Observation};
 use super::policy::Policies;
@@ -60,13 +60,27 @@ pub struct Reconciler<C> {
     pub timing: Timing,
     pub metrics: Arc<Metrics>,
     pub kind: &'static str,
-    pub clock: fn() -> DateTime<Utc>,
+    pub clock: fn() -> Timestamp,
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl<C> Reconciler<C> {
-    pub fn new(client: kube::Client, connector: C, timing: Timing, metrics: Arc<Metrics>, kind: &'static str) -> Self {
-        Self { client, connector, timing, metrics, kind, clock: Utc::now, failures: Mutex::default() }
+    pub fn new(
+        client: kube::Client,
+        connector: C,
+        timing: Timing,
+        metrics: Arc<Metrics>,
+        kind: &'static str,
+    ) -> Self {
+        Self {
+            client,
+            connector,
+            timing,
+            metrics,
+            kind,
+            clock: Timestamp::now,
+            failures: Mutex::default(),
+        }
     }
 
     fn next_backoff(&self, key: &str) -> Duration {
@@ -74,11 +88,17 @@ impl<C> Reconciler<C> {
         let n = failures.entry(key.to_string()).or_insert(0);
         *n = n.saturating_add(1);
         let factor = 2u32.saturating_pow(n.saturating_sub(1).min(16));
-        self.timing.backoff.saturating_mul(factor).min(self.timing.max_backoff)
+        self.timing
+            .backoff
+            .saturating_mul(factor)
+            .min(self.timing.max_backoff)
     }
 
     fn succeeded(&self, key: &str) {
-        self.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
     }
 }
 
@@ -86,7 +106,7 @@ fn key<M: Managed>(mr: &M) -> String {
     format!("{}/{}", mr.namespace().unwrap_or_default(), mr.name_any())
 }
 
-fn facts_of<M: Managed>(mr: &M, now: DateTime<Utc>) -> Facts {
+fn facts_of<M: Managed>(mr: &M, now: Timestamp) -> Facts {
     let policies = mr.management_policies();
     let parsed = Policies::from_spec(policies);
     Facts {
@@ -104,16 +124,19 @@ impl<C> Reconciler<C> {
         &self,
         mr: &M,
         ready: Option<&Readiness>,
-        sync: &Sync,
+        outcome: &Outcome,
         at_provider: Option<&O>,
     ) -> Result<(), kube::Error> {
         let now = (self.clock)();
         let generation = writes::generation(mr);
-        let mut conditions = set_synced(mr.conditions(), sync, generation, now);
+        let mut conditions = set_synced(mr.conditions(), outcome, generation, now);
         if let Some(ready) = ready {
             conditions = set_ready(&conditions, ready, generation, now);
         }
-        let mut status = json!({ "conditions": conditions, "observedGeneration": generation });
+        let mut status = json!({ "conditions": conditions });
+        if let Some(generation) = generation {
+            status["observedGeneration"] = generation.into();
+        }
         if let Some(at) = at_provider.and_then(|a| serde_json::to_value(a).ok()) {
             status["atProvider"] = at;
         }
@@ -124,7 +147,8 @@ impl<C> Reconciler<C> {
     async fn fail<M: Managed>(&self, mr: &M, err: ExternalError) -> Result<Action, kube::Error> {
         tracing::info!(kind = self.kind, name = %key(mr), error = %err, "reconcile failed");
         self.metrics.reconcile_error(self.kind, err.metric_label());
-        self.status::<M, ()>(mr, None, &Sync::Error(err.to_string()), None).await?;
+        self.status::<M, ()>(mr, None, &Outcome::Error(err.to_string()), None)
+            .await?;
         let delay = match err {
             ExternalError::Waiting(_) => self.timing.busy,
             _ => self.next_backoff(&key(mr)),
@@ -140,7 +164,8 @@ impl<C> Reconciler<C> {
         requeue: Duration,
     ) -> Result<Action, kube::Error> {
         self.succeeded(&key(mr));
-        self.status(mr, Some(ready), &Sync::Success, Some(&observation.at_provider)).await?;
+        self.status(mr, Some(ready), &Outcome::Success, Some(&observation.at_provider))
+            .await?;
         Ok(Action::requeue(requeue))
     }
 }
@@ -156,7 +181,7 @@ where
     r.metrics.reconcile(r.kind);
     match pre {
         Step::Pause => {
-            r.status::<M, ()>(&mr, None, &Sync::Paused, None).await?;
+            r.status::<M, ()>(&mr, None, &Outcome::Paused, None).await?;
             return Ok(Action::await_change());
         }
         Step::Reject(why) => return r.fail(mr.as_ref(), ExternalError::Rejected(why)).await,
@@ -207,13 +232,17 @@ where
             let mr = writes::set_annotations(&r.client, &mr, &[(CREATE_PENDING, timestamp(now))]).await?;
             match external.create(&mr).await {
                 Err(e) => {
-                    writes::set_annotations(&r.client, &mr, &[(CREATE_FAILED, timestamp((r.clock)()))]).await?;
+                    writes::set_annotations(&r.client, &mr, &[(CREATE_FAILED, timestamp((r.clock)()))])
+                        .await?;
                     r.fail(&mr, e).await
                 }
                 Ok(details) => {
-                    let mr =
-                        writes::set_annotations(&r.client, &mr, &[(CREATE_SUCCEEDED, timestamp((r.clock)()))])
-                            .await?;
+                    let mr = writes::set_annotations(
+                        &r.client,
+                        &mr,
+                        &[(CREATE_SUCCEEDED, timestamp((r.clock)()))],
+                    )
+                    .await?;
                     writes::publish(&r.client, &mr, &details).await?;
                     r.done(&mr, &observation, &Readiness::Creating, busy).await
                 }
@@ -242,9 +271,13 @@ where
             };
             r.done(&mr, &observation, &observation.readiness, requeue).await
         }
-        Step::Observe | Step::Pause | Step::Reject(_) | Step::Orphan => {
+        other @ (Step::Observe | Step::Pause | Step::Reject(_) | Step::Orphan) => {
             // decide() returns these only before observing.
-            r.fail(&mr, ExternalError::Rejected(format!("unexpected step {step:?} after observe"))).await
+            r.fail(
+                &mr,
+                ExternalError::Rejected(format!("unexpected step {other:?} after observe")),
+            )
+            .await
         }
     }
 }

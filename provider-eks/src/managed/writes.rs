@@ -28,7 +28,11 @@ async fn patch_metadata<M: Managed>(
         obj.insert("resourceVersion".into(), rv.into());
     }
     api(client, mr)
-        .patch(&mr.name_any(), &PatchParams::default(), &Patch::Merge(json!({ "metadata": metadata })))
+        .patch(
+            &mr.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": metadata })),
+        )
         .await
 }
 
@@ -37,8 +41,10 @@ pub async fn set_annotations<M: Managed>(
     mr: &M,
     annotations: &[(&str, String)],
 ) -> Result<M, kube::Error> {
-    let map: serde_json::Map<String, serde_json::Value> =
-        annotations.iter().map(|(k, v)| (k.to_string(), v.clone().into())).collect();
+    let map: serde_json::Map<String, serde_json::Value> = annotations
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone().into()))
+        .collect();
     patch_metadata(client, mr, json!({ "annotations": map })).await
 }
 
@@ -73,7 +79,9 @@ pub async fn patch_for_provider<M: Managed>(
         "metadata": { "resourceVersion": mr.resource_version() },
         "spec": { "forProvider": patch },
     });
-    api(client, mr).patch(&mr.name_any(), &PatchParams::default(), &Patch::Merge(body)).await
+    api(client, mr)
+        .patch(&mr.name_any(), &PatchParams::default(), &Patch::Merge(body))
+        .await
 }
 
 /// Writes `status` (conditions, atProvider, observedGeneration) unless it would change nothing: a no-op write
@@ -91,7 +99,11 @@ pub async fn write_status<M: Managed>(
         return Ok(());
     }
     api(client, mr)
-        .patch_status(&mr.name_any(), &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+        .patch_status(
+            &mr.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
         .await
         .map(|_| ())
 }
@@ -109,13 +121,18 @@ pub async fn publish<M: Managed>(
         return Ok(());
     }
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &mr.namespace().unwrap_or_default());
-    let data: BTreeMap<String, ByteString> =
-        details.iter().map(|(k, v)| (k.clone(), ByteString(v.clone()))).collect();
+    let data: BTreeMap<String, ByteString> = details
+        .iter()
+        .map(|(k, v)| (k.clone(), ByteString(v.clone())))
+        .collect();
     match secrets.get_opt(&target.name).await? {
         Some(existing) if existing.data.as_ref() == Some(&data) => Ok(()),
         Some(_) => {
             let patch = Patch::Merge(json!({ "data": data }));
-            secrets.patch(&target.name, &PatchParams::default(), &patch).await.map(|_| ())
+            secrets
+                .patch(&target.name, &PatchParams::default(), &patch)
+                .await
+                .map(|_| ())
         }
         None => {
             let secret = Secret {

@@ -34,7 +34,11 @@ pub fn python() -> Option<PathBuf> {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 pub struct Peer {
@@ -64,8 +68,7 @@ fn wait_for_port(port: u16, what: &str) {
 }
 
 /// Python snippet: exit as soon as stdin closes (our parent is gone).
-const EXIT_WITH_PARENT: &str =
-    "import os, sys, threading; threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()";
+const EXIT_WITH_PARENT: &str = "import os, sys, threading; threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()";
 
 pub fn start_moto() -> Option<Peer> {
     let python = python()?;
@@ -97,7 +100,9 @@ pub fn start_kmock() -> Option<Peer> {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     assert_eq!(line.trim(), "ready", "kmock did not start");
     Some(Peer { port, child })
 }
@@ -105,7 +110,9 @@ pub fn start_kmock() -> Option<Peer> {
 /// A minimal HTTP/1.1 request; returns (status, body).
 pub fn http(method: &str, url: &str, body: &str) -> (u16, String) {
     let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
+    let (host, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
     let mut stream = TcpStream::connect(host).unwrap();
     write!(
         stream,
@@ -115,8 +122,15 @@ pub fn http(method: &str, url: &str, body: &str) -> (u16, String) {
     .unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
-    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     (status, body)
 }
 
@@ -130,3 +144,4 @@ pub const MOTO_CREDENTIALS: &str =
     "[default]\naws_access_key_id = AKIDMODELPLANETEST\naws_secret_access_key = moto-secret-never-logged\n";
 
 pub mod proxy;
+pub mod world;

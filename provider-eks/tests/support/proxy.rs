@@ -100,7 +100,11 @@ async fn read_request(socket: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let head = String::from_utf8_lossy(&buf[..header_end]).to_string();
     let length = head
         .lines()
-        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().to_string())
+        })
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(0);
     while buf.len() < header_end + length {
@@ -115,12 +119,18 @@ async fn read_request(socket: &mut TcpStream) -> Option<(String, Vec<u8>)> {
 
 async fn serve(mut socket: TcpStream, upstream_port: u16, state: Arc<Mutex<State>>) {
     // One request per connection: every answer carries `Connection: close`.
-    let Some((head, body)) = read_request(&mut socket).await else { return };
+    let Some((head, body)) = read_request(&mut socket).await else {
+        return;
+    };
     let op = operation(&head, &body);
     let fault = {
         let mut s = state.lock().unwrap();
         s.requests.push(op.clone());
-        if op.contains(&s.fault_filter) { s.faults.pop_front() } else { None }
+        if op.contains(&s.fault_filter) {
+            s.faults.pop_front()
+        } else {
+            None
+        }
     };
     match fault {
         Some(Fault::Throttle) => {
@@ -133,7 +143,8 @@ async fn serve(mut socket: TcpStream, upstream_port: u16, state: Arc<Mutex<State
             return;
         }
         Some(Fault::ServerError) => {
-            let answer = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+            let answer =
+                "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
             let _ = socket.write_all(answer.as_bytes()).await;
             return;
         }
@@ -142,9 +153,11 @@ async fn serve(mut socket: TcpStream, upstream_port: u16, state: Arc<Mutex<State
             return;
         }
         Some(Fault::Slow(delay)) => tokio::time::sleep(delay).await,
-        None => {}
+        Some(Fault::Lost) | None => {}
     }
-    let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", upstream_port)).await else { return };
+    let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", upstream_port)).await else {
+        return;
+    };
     let head: String = head
         .split("\r\n")
         .filter(|l| !l.to_ascii_lowercase().starts_with("connection:") && !l.is_empty())
