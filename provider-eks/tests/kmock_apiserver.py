@@ -13,9 +13,10 @@ import sys
 import threading
 import uuid
 
+import attrs
 import kmock
 from kmock._internal import enums
-from kmock._internal.k8s import KubernetesObjectConflictError
+from kmock._internal.k8s import KubernetesError, KubernetesNotFoundError, KubernetesObjectConflictError
 
 # The resources the provider touches, beyond the core ones kmock bundles.
 CUSTOM_RESOURCES = {
@@ -27,8 +28,21 @@ CUSTOM_RESOURCES = {
 }
 
 
+def stale_resource_version() -> KubernetesError:
+    message = "the object has been modified; please apply your changes to the latest version and try again"
+    return KubernetesError(status=409, reason="Conflict", message=message)
+
+
 class ApiServer(kmock.KubernetesEmulator):
     _versions = itertools.count(1)
+
+    async def _render_error(self, exc):
+        # Status reasons as the real API server spells them (clients match on them, e.g. kube-rs `get_opt`).
+        if isinstance(exc, KubernetesNotFoundError):
+            exc = attrs.evolve(exc, reason="NotFound")
+        elif isinstance(exc, KubernetesObjectConflictError):
+            exc = attrs.evolve(exc, reason="AlreadyExists")
+        return await super()._render_error(exc)
 
     def _current(self, request):
         key = (request.resource, request.namespace, request.name)
@@ -48,7 +62,7 @@ class ApiServer(kmock.KubernetesEmulator):
                     stored = current.get("metadata", {})
                     sent = meta.get("resourceVersion")
                     if sent is not None and sent != stored.get("resourceVersion"):
-                        raise KubernetesObjectConflictError()
+                        raise stale_resource_version()
                     if "spec" in request.data:
                         meta["generation"] = int(stored.get("generation", 1)) + 1
             meta["resourceVersion"] = str(next(self._versions))
