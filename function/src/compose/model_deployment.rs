@@ -21,6 +21,7 @@ use crate::{
     wire::RawStruct,
 };
 
+mod cache;
 mod replica;
 mod validate;
 
@@ -57,6 +58,15 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         used_elsewhere: &used_elsewhere,
     })?;
 
+    let cache_name = md
+        .spec
+        .template
+        .spec
+        .model_cache_ref
+        .as_ref()
+        .map(|r| r.name.as_str());
+    let gate = cache::CacheGate::read(req, cache_name);
+    let mut waiting_for_cache = Vec::new();
     let mut placements = Vec::with_capacity(outcomes.len());
     let (mut placed, mut ready_replicas) = (0u32, 0u32);
     let mut unplaced_reason = None;
@@ -69,15 +79,28 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                     replica: index,
                     spec: &md.spec,
                 };
-                let mut ready = true;
-                for desired in replica::objects(&ctx, placement) {
+                let started = md.spec.template.spec.engines.iter().any(|engine| {
+                    request::observed_composed(req, &replica::engine_key(index, &engine.name)).is_some()
+                });
+                let blocked = gate.blocks(&placement.cluster.metadata.name).filter(|_| !started);
+                let objects = match &blocked {
+                    None => replica::objects(&ctx, placement),
+                    Some(_) => vec![replica::namespace(&ctx, placement)],
+                };
+                let mut ready = blocked.is_none();
+                for desired in objects {
                     let observed_ready = object_ready(request::observed_composed(req, &desired.key));
                     ready &= observed_ready;
                     out.compose(desired.key, desired.object, observed_ready);
                 }
                 placed += 1;
                 ready_replicas += u32::from(ready);
-                placements.push(placed_status(index, placement, &md.spec, ready));
+                let mut status = placed_status(index, placement, &md.spec, ready);
+                if let Some(why) = blocked {
+                    status["waitingFor"] = json!(why);
+                    waiting_for_cache.push(why);
+                }
+                placements.push(status);
             }
             Outcome::Unplaced(unplaced) => {
                 unplaced_reason.get_or_insert(unplaced.reason.as_str());
@@ -97,6 +120,25 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             );
             out.condition("Scheduled", Status::ConditionFalse, reason, message);
             out.ready = Some(false);
+        }
+    }
+    // Reported only for placed replicas: with none placed there is nothing to wait for yet.
+    if let (Some(cache), true) = (cache_name, placed > 0) {
+        match waiting_for_cache.first() {
+            None => out.condition("CacheReady", Status::ConditionTrue, "CacheStaged", ""),
+            Some(why) => {
+                let reason = if matches!(gate, cache::CacheGate::Missing { .. }) {
+                    "CacheNotFound"
+                } else {
+                    "CacheNotReady"
+                };
+                let message = format!(
+                    "{} replica(s) wait for ModelCache {cache:?}: {why}",
+                    waiting_for_cache.len()
+                );
+                out.condition("CacheReady", Status::ConditionFalse, reason, message);
+                out.ready = Some(false);
+            }
         }
     }
     Ok(out)
