@@ -16,6 +16,7 @@ pub mod compose;
 pub mod dispatch;
 pub mod proto;
 pub mod render;
+pub mod schedule;
 pub mod sdk;
 pub mod server;
 pub mod stack;

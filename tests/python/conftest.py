@@ -26,6 +26,8 @@ import certs
 import wire
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_CLASS_FILE = REPO_ROOT / "examples" / "classes" / "eks-h200-8x.yaml"
+EXAMPLE_CLASS = yaml.safe_load(EXAMPLE_CLASS_FILE.read_text())
 # How long a freshly started server may take to answer its first health check before the test gives up.
 STARTUP_DEADLINE_SECONDS = 20
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"

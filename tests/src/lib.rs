@@ -1,1 +1,10 @@
-//! Workspace-level tests and benchmarks live in this crate.
+//! Workspace-level tests and the package checker (`modelplane-package`).
+
+pub mod examples;
+pub mod legacy;
+pub mod manifest;
+pub mod meta;
+pub mod package;
+pub mod schema;
+pub mod structural;
+pub mod xrd;

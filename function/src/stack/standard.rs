@@ -1,9 +1,22 @@
-//! Standard: Modelplane's own stack. Multi-node engines are LeaderWorkerSets; nothing else beyond the common rows.
+//! The Standard stack: Modelplane's own. Multi-node engines are LeaderWorkerSets; beyond the LWS controller it
+//! installs nothing but the common rows.
 
-use super::{Component, ServingStack, StackObject, components::LEADER_WORKER_SET};
-use crate::api::inference_cluster::Stack;
+use serde_json::{Value, json};
+
+use super::{
+    Component, EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, ServingStack, StackObject,
+    components::LEADER_WORKER_SET, leader_worker_set,
+};
+use crate::{
+    api::{inference_cluster::Stack, model_deployment::Engine},
+    schedule::ClusterView,
+};
 
 pub struct Standard;
+
+/// LWS names pods `<lws>-<group>-<worker>` and StatefulSets add a revision hash label of the same name plus
+/// 11 characters; 40 leaves room for thousands of groups and workers inside a 63-character label.
+const LWS_NAME_BUDGET: usize = 40;
 
 impl ServingStack for Standard {
     fn stack(&self) -> Stack {
@@ -25,4 +38,29 @@ impl ServingStack for Standard {
     fn kai_queue(&self) -> Option<&'static str> {
         None
     }
+
+    fn workload_name_budget(&self, _engine: &Engine) -> usize {
+        LWS_NAME_BUDGET
+    }
+
+    fn gang_workload(&self, w: &EngineWorkload) -> Value {
+        leader_worker_set::leader_worker_set(w)
+    }
+
+    fn gang_ready_query(&self) -> &'static str {
+        super::AVAILABLE_QUERY
+    }
+
+    fn engine_env(&self, _cluster: &ClusterView) -> Vec<Value> {
+        Vec::new()
+    }
+}
+
+/// LWS prepends `LWS_LEADER_ADDRESS` and `LWS_WORKER_INDEX` to every container's env, so template entries that
+/// refer to them expand: each group's pods see their own group's leader.
+pub fn gang_env() -> Vec<Value> {
+    vec![
+        json!({"name": LEADER_ADDRESS_ENV, "value": "$(LWS_LEADER_ADDRESS)"}),
+        json!({"name": RANK_ENV, "value": "$(LWS_WORKER_INDEX)"}),
+    ]
 }

@@ -34,7 +34,7 @@ fn path_prefix(path: &str) -> String {
 
 /// Deserializes `T` from the encoded fields of a `Struct` message.
 pub fn from_struct_bytes<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, DecodeError> {
-    serde_path_to_error::deserialize(Node::Struct(bytes)).map_err(|e| DecodeError {
+    serde_path_to_error::deserialize(Node::Struct(bytes, 0)).map_err(|e| DecodeError {
         path: e.path().to_string(),
         message: e.inner().0.clone(),
     })
@@ -160,19 +160,36 @@ fn read_value(bytes: &[u8]) -> Result<Kind<'_>, Error> {
     Ok(kind)
 }
 
-/// What the deserializer stands on: a `Struct` (the top level of every object) or a `Value`.
+/// How deeply objects and lists may nest. Decoding recurses once per level, and a request only a few KB long
+/// can nest thousands of levels: without a bound it would overflow the stack and abort the whole server. Other
+/// protobuf runtimes (upb, prost, C++) stop at 100 messages, about 33 JSON levels, so no real object nears this.
+pub const MAX_NESTING: usize = 100;
+
+/// What the deserializer stands on: a `Struct` (the top level of every object) or a `Value`, and how many
+/// containers enclose it.
 #[derive(Clone, Copy)]
 enum Node<'de> {
-    Struct(&'de [u8]),
-    Value(&'de [u8]),
+    Struct(&'de [u8], usize),
+    Value(&'de [u8], usize),
 }
 
 impl<'de> Node<'de> {
     fn kind(self) -> Result<Kind<'de>, Error> {
         match self {
-            Node::Struct(bytes) => Ok(Kind::Struct(bytes)),
-            Node::Value(bytes) => read_value(bytes),
+            Node::Struct(bytes, _) => Ok(Kind::Struct(bytes)),
+            Node::Value(bytes, _) => read_value(bytes),
         }
+    }
+
+    /// The depth of this node's children, or an error if they would nest too deeply.
+    fn children_depth(self) -> Result<usize, Error> {
+        let (Node::Struct(_, depth) | Node::Value(_, depth)) = self;
+        if depth >= MAX_NESTING {
+            return Err(Error(format!(
+                "objects and lists nest deeper than {MAX_NESTING} levels"
+            )));
+        }
+        Ok(depth + 1)
     }
 }
 
@@ -194,9 +211,11 @@ impl<'de> de::Deserializer<'de> for Node<'de> {
             Kind::Struct(bytes) => visitor.visit_map(Entries {
                 fields: fields(bytes),
                 value: None,
+                depth: self.children_depth()?,
             }),
             Kind::List(bytes) => visitor.visit_seq(Items {
                 fields: fields(bytes),
+                depth: self.children_depth()?,
             }),
         }
     }
@@ -223,6 +242,7 @@ impl<'de> de::Deserializer<'de> for Node<'de> {
             Kind::Struct(bytes) => visitor.visit_enum(de::value::MapAccessDeserializer::new(Entries {
                 fields: fields(bytes),
                 value: None,
+                depth: self.children_depth()?,
             })),
             _ => Err(de::Error::custom(
                 "expected a string naming one of the allowed values",
@@ -245,6 +265,7 @@ impl<'de> de::Deserializer<'de> for Node<'de> {
 struct Entries<'de> {
     fields: Fields<'de>,
     value: Option<&'de [u8]>,
+    depth: usize,
 }
 
 impl<'de> MapAccess<'de> for Entries<'de> {
@@ -272,13 +293,14 @@ impl<'de> MapAccess<'de> for Entries<'de> {
             .value
             .take()
             .ok_or_else(|| Error("value requested before key".into()))?;
-        seed.deserialize(Node::Value(value))
+        seed.deserialize(Node::Value(value, self.depth))
     }
 }
 
 /// The items of a `ListValue`: `repeated Value values = 1`.
 struct Items<'de> {
     fields: Fields<'de>,
+    depth: usize,
 }
 
 impl<'de> SeqAccess<'de> for Items<'de> {
@@ -287,7 +309,7 @@ impl<'de> SeqAccess<'de> for Items<'de> {
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
         for field in self.fields.by_ref() {
             if let Field::Bytes(1, item) = field? {
-                return seed.deserialize(Node::Value(item)).map(Some);
+                return seed.deserialize(Node::Value(item, self.depth)).map(Some);
             }
         }
         Ok(None)
@@ -386,6 +408,21 @@ mod tests {
             err.message.contains("Fast") && err.message.contains("Slow"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn nesting_beyond_the_limit_is_an_error_not_a_stack_overflow() {
+        let nested = |levels: usize| {
+            let mut value = json!("leaf");
+            for _ in 0..levels {
+                value = json!({ "a": value });
+            }
+            RawStruct::from_value(&json!({ "a": value })).unwrap()
+        };
+        assert!(nested(MAX_NESTING - 1).to_json().is_ok());
+        let err = nested(MAX_NESTING).to_json().unwrap_err();
+        assert!(err.message.contains("deeper than 100 levels"), "{err}");
+        assert!(err.path.starts_with("a.a.a."), "{err}");
     }
 
     #[test]

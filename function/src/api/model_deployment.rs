@@ -1,0 +1,181 @@
+//! `ModelDeployment`: the engines an ML team wants served, and how many replicas of them. Namespaced.
+//!
+//! The spec says nothing about serving stacks: the same manifest runs on a Standard or a Dynamo cluster. The
+//! engine container is the user's; composers add to it but never rewrite its image, command or args.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+pub use super::model_cache::LabelSelector;
+
+/// Label and annotation prefix Modelplane owns; the XRD rejects it in user metadata.
+pub const RESERVED_PREFIX: &str = "modelplane.ai/";
+/// The one container name a member's template may use.
+pub const ENGINE_CONTAINER: &str = "engine";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelDeploymentSpec {
+    #[serde(default = "one")]
+    pub replicas: u32,
+    pub template: DeploymentTemplate,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeploymentTemplate {
+    #[serde(default)]
+    pub metadata: TemplateMetadata,
+    pub spec: ReplicaSpec,
+}
+
+/// Labels and annotations copied onto every pod Modelplane composes.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TemplateMetadata {
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// What one replica is: a set of engines placed together on one cluster.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaSpec {
+    #[serde(default)]
+    pub cluster_selector: Option<LabelSelector>,
+    #[serde(default)]
+    pub model_cache_ref: Option<LocalRef>,
+    /// Cluster taints this deployment tolerates.
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    pub engines: Vec<Engine>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LocalRef {
+    pub name: String,
+}
+
+/// A toleration of a cluster taint, with Kubernetes' semantics: an empty key with `Exists` tolerates
+/// everything, and an empty effect matches every effect.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Toleration {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub operator: TolerationOperator,
+    #[serde(default)]
+    pub value: String,
+    #[serde(default)]
+    pub effect: Option<super::inference_cluster::TaintEffect>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum TolerationOperator {
+    #[default]
+    Equal,
+    Exists,
+}
+
+/// One inference engine: a Standalone member, or a Leader and a Worker spanning nodes. `copies` identical
+/// instances of it run in every replica.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Engine {
+    pub name: String,
+    #[serde(default = "one")]
+    pub copies: u32,
+    pub members: Vec<Member>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+pub enum Role {
+    Standalone,
+    Leader,
+    Worker,
+}
+
+impl Role {
+    /// The lower-case form used in object names and clique names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Standalone => "standalone",
+            Role::Leader => "leader",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    pub role: Role,
+    #[serde(default)]
+    pub worker: Option<WorkerSpec>,
+    #[serde(default)]
+    pub node_selector: Option<NodeSelector>,
+    pub template: PodTemplate,
+}
+
+impl Member {
+    /// Pods this member runs in one engine copy.
+    pub fn pods(&self) -> u32 {
+        match self.role {
+            Role::Worker => self.worker.as_ref().map_or(1, |w| w.nodes),
+            Role::Standalone | Role::Leader => 1,
+        }
+    }
+
+    pub fn device_requests(&self) -> &[DeviceRequest] {
+        self.node_selector.as_ref().map_or(&[], |s| s.devices.as_slice())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct WorkerSpec {
+    pub nodes: u32,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NodeSelector {
+    #[serde(default)]
+    pub devices: Vec<DeviceRequest>,
+}
+
+/// Devices one pod of a member needs, matched against the devices a pool's class publishes.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeviceRequest {
+    pub name: String,
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default)]
+    pub selectors: Vec<DeviceSelector>,
+}
+
+/// A DRA CEL selector over `device`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeviceSelector {
+    pub cel: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct PodTemplate {
+    #[serde(default)]
+    pub metadata: TemplateMetadata,
+    pub spec: EnginePodSpec,
+}
+
+/// The pod fields a user writes. Containers are kept as raw JSON so what the user wrote reaches the cluster
+/// unchanged, including fields this view does not name.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnginePodSpec {
+    pub containers: Vec<Map<String, Value>>,
+    #[serde(default)]
+    pub image_pull_secrets: Vec<Value>,
+}

@@ -1,0 +1,171 @@
+//! The objects one placed replica needs on its cluster, each wrapped in a provider-kubernetes `Object`.
+
+use serde_json::{Value, json};
+
+use crate::{
+    api::{
+        model_cache,
+        model_deployment::{Engine, ModelDeploymentSpec, Role},
+    },
+    compose::remote,
+    schedule::{EnginePlacement, Placement},
+    stack::{EngineWorkload, ServingStack, names::child_name, pod, serving_stack},
+};
+
+/// Annotations on every Object of a replica, read back to keep a running replica where it is.
+pub const REPLICA_ANNOTATION: &str = "modelplane.ai/replica";
+pub const CLUSTER_ANNOTATION: &str = "modelplane.ai/cluster";
+pub const ENGINE_ANNOTATION: &str = "modelplane.ai/engine";
+pub const POOL_ANNOTATION: &str = "modelplane.ai/pool";
+
+/// Kubernetes' limit for most object names (DNS subdomain).
+const NAME_LIMIT: usize = 253;
+
+/// One object to compose: its composition resource name, the Object, and whether it is readiness-bearing.
+pub struct Desired {
+    pub key: String,
+    pub object: Value,
+}
+
+/// Where composed objects go and what they are called.
+pub struct ReplicaContext<'a> {
+    pub xr_name: &'a str,
+    pub xr_namespace: &'a str,
+    pub replica: u32,
+    pub spec: &'a ModelDeploymentSpec,
+}
+
+pub fn engine_key(replica: u32, engine: &str) -> String {
+    format!("replica-{replica}-{engine}")
+}
+
+/// Every Object for one replica placed at `placement`.
+pub fn objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> {
+    let stack = serving_stack(placement.cluster.status.stack);
+    let mut out = vec![namespace(ctx, placement)];
+    for (engine, engine_placement) in ctx.spec.template.spec.engines.iter().zip(&placement.engines) {
+        out.extend(engine_objects(ctx, placement, stack, engine, engine_placement));
+    }
+    out
+}
+
+fn engine_objects(
+    ctx: &ReplicaContext,
+    placement: &Placement,
+    stack: &dyn ServingStack,
+    engine: &Engine,
+    at: &EnginePlacement,
+) -> Vec<Desired> {
+    let replica = ctx.replica.to_string();
+    let gang = engine.members.iter().any(|m| m.role == Role::Leader);
+    let budget = if gang {
+        stack.workload_name_budget(engine)
+    } else {
+        NAME_LIMIT.min(63)
+    };
+    let name = child_name(&[ctx.xr_name, &replica, &engine.name], budget);
+    let claim_templates: Vec<Option<String>> = engine
+        .members
+        .iter()
+        .zip(&at.binding.members)
+        .map(|(member, devices)| {
+            devices
+                .iter()
+                .any(Option::is_some)
+                .then(|| child_name(&[&name, member.role.as_str()], NAME_LIMIT))
+        })
+        .collect();
+    let w = EngineWorkload {
+        name: name.clone(),
+        namespace: ctx.xr_namespace,
+        engine,
+        cluster: placement.cluster,
+        pool: at.pool,
+        metadata: &ctx.spec.template.metadata,
+        claim_templates: claim_templates.clone(),
+        cache_pvc: ctx
+            .spec
+            .template
+            .spec
+            .model_cache_ref
+            .as_ref()
+            .map(|r| model_cache::pvc_name(&r.name)),
+        stack_env: stack.engine_env(placement.cluster),
+    };
+    let key = engine_key(ctx.replica, &engine.name);
+    let wrap =
+        |manifest: Value, readiness: Option<&str>| wrap(ctx, placement, engine, at, manifest, readiness);
+    let (workload, ready_query) = if gang {
+        (stack.gang_workload(&w), stack.gang_ready_query())
+    } else {
+        (pod::deployment(&w), crate::stack::AVAILABLE_QUERY)
+    };
+    let mut out = vec![Desired {
+        key: key.clone(),
+        object: wrap(workload, Some(ready_query)),
+    }];
+    for (m, template) in claim_templates.iter().enumerate() {
+        if let Some(template) = template {
+            let role = engine.members[m].role.as_str();
+            let rct = pod::resource_claim_template(&w, m, template, &at.binding.members[m]);
+            out.push(Desired {
+                key: format!("{key}-{role}-claims"),
+                object: wrap(rct, None),
+            });
+        }
+    }
+    let service = pod::service(&w, &child_name(&[&name, "serve"], 63));
+    out.push(Desired {
+        key: format!("{key}-service"),
+        object: wrap(service, None),
+    });
+    out
+}
+
+/// Wraps a manifest in a provider-kubernetes Object that reaches the placement's cluster. Objects without a
+/// readiness query are ready once created.
+fn wrap(
+    ctx: &ReplicaContext,
+    placement: &Placement,
+    engine: &Engine,
+    at: &EnginePlacement,
+    manifest: Value,
+    ready_query: Option<&str>,
+) -> Value {
+    let readiness = match ready_query {
+        Some(query) => json!({"policy": "DeriveFromCelQuery", "celQuery": query}),
+        None => json!({"policy": "SuccessfulCreate"}),
+    };
+    let mut object = remote::object(manifest, &placement.cluster.status.provider_config_name);
+    object["metadata"] = json!({
+        "namespace": ctx.xr_namespace,
+        "annotations": {
+            REPLICA_ANNOTATION: ctx.replica.to_string(),
+            CLUSTER_ANNOTATION: placement.cluster.metadata.name,
+            ENGINE_ANNOTATION: engine.name,
+            POOL_ANNOTATION: at.pool.name,
+        },
+    });
+    object["spec"]["readiness"] = readiness;
+    object
+}
+
+/// The workload namespace on the cluster, named like the deployment's own so that tenancy carries over and a
+/// ModelCache's claim is found by name. It is never deleted: other deployments and caches share it.
+fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
+    let manifest = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.xr_namespace}});
+    let mut object = remote::object(manifest, &placement.cluster.status.provider_config_name);
+    object["metadata"] = json!({
+        "namespace": ctx.xr_namespace,
+        "annotations": {
+            REPLICA_ANNOTATION: ctx.replica.to_string(),
+            CLUSTER_ANNOTATION: placement.cluster.metadata.name,
+        },
+    });
+    object["spec"]["managementPolicies"] = json!(["Observe", "Create", "Update", "LateInitialize"]);
+    object["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"});
+    Desired {
+        key: format!("replica-{}-namespace", ctx.replica),
+        object,
+    }
+}

@@ -1,0 +1,321 @@
+use serde_json::{Value, json};
+
+use super::*;
+use crate::compose::fixtures::{request, run, with_observed, with_required};
+
+fn example(path: &str) -> Value {
+    let text = std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    serde_yaml::from_str(&text).unwrap()
+}
+
+fn seed() -> Value {
+    example("examples/deployments/qwen3-coder.yaml")
+}
+
+fn standard() -> Value {
+    example("tests/fixtures/clusters/standard/eks-h200-us-west.yaml")
+}
+
+fn dynamo() -> Value {
+    example("tests/fixtures/clusters/dynamo/eks-h200-us-east.yaml")
+}
+
+fn compose_on(xr: Value, clusters: &[Value]) -> Output {
+    let req = with_required(with_required(request(xr), CLUSTERS, clusters), DEPLOYMENTS, &[]);
+    run(compose, &req).unwrap()
+}
+
+fn manifest<'a>(out: &'a Output, key: &str) -> &'a Value {
+    let object = &out
+        .resources
+        .get(key)
+        .unwrap_or_else(|| panic!("no {key} in {:?}", out.resources.keys()))
+        .object;
+    &object["spec"]["forProvider"]["manifest"]
+}
+
+fn env_names(container: &Value) -> Vec<&str> {
+    container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn first_call_asks_for_clusters_and_deployments_and_composes_nothing() {
+    let out = run(compose, &request(seed())).unwrap();
+    assert!(out.resources.is_empty());
+    assert_eq!(out.ready, Some(false));
+    assert_eq!(
+        out.requirements.keys().collect::<Vec<_>>(),
+        [CLUSTERS, CACHE, DEPLOYMENTS]
+    );
+    assert_eq!(out.requirements[CACHE].namespace.as_deref(), Some("ml-team"));
+    let again = compose_on(seed(), &[standard()]);
+    assert_eq!(
+        again.requirements, out.requirements,
+        "requirements must not change once met"
+    );
+}
+
+#[test]
+fn seed_on_standard_is_a_leader_worker_set_with_distinct_templates() {
+    let out = compose_on(seed(), &[standard()]);
+    let lws = manifest(&out, "replica-0-qwen3-coder");
+    assert_eq!(lws["kind"], "LeaderWorkerSet");
+    assert_eq!(lws["metadata"]["namespace"], "ml-team");
+    let template = &lws["spec"]["leaderWorkerTemplate"];
+    assert_eq!(
+        (lws["spec"]["replicas"].clone(), template["size"].clone()),
+        (json!(1), json!(2))
+    );
+    let leader = &template["leaderTemplate"]["spec"]["containers"][0];
+    let worker = &template["workerTemplate"]["spec"]["containers"][0];
+    assert_ne!(leader["command"], worker["command"]);
+    assert_eq!(
+        env_names(leader),
+        ["MODELPLANE_LEADER_ADDRESS", "MODELPLANE_RANK", "HF_HUB_CACHE"]
+    );
+    assert_eq!(leader["env"][0]["value"], "$(LWS_LEADER_ADDRESS)");
+    assert_eq!(leader["env"][1]["value"], "$(LWS_WORKER_INDEX)");
+    let pod = &template["workerTemplate"]["spec"];
+    assert_eq!(pod["nodeSelector"], json!({"modelplane.ai/pool": "gpu"}));
+    assert_eq!(
+        pod["tolerations"],
+        json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+    );
+    assert_eq!(
+        pod["volumes"][1],
+        json!({"name": "model-cache", "persistentVolumeClaim": {"claimName": "modelcache-qwen3-coder"}})
+    );
+    assert_eq!(
+        template["leaderTemplate"]["metadata"]["labels"]["modelplane.ai/serving"], lws["metadata"]["name"],
+        "only the leader serves"
+    );
+    assert!(
+        template["workerTemplate"]["metadata"]["labels"]
+            .get("modelplane.ai/serving")
+            .is_none()
+    );
+    let service = manifest(&out, "replica-0-qwen3-coder-service");
+    assert_ne!(
+        service["metadata"]["name"], lws["metadata"]["name"],
+        "LWS creates its headless Service under its own name"
+    );
+    assert_eq!(service["spec"]["ports"][0]["port"], 8000);
+    let claims = manifest(&out, "replica-0-qwen3-coder-worker-claims");
+    assert_eq!(
+        claims["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"], 8,
+        "every pod claims its eight GPUs"
+    );
+    let object = &out.resources["replica-0-qwen3-coder"].object;
+    assert_eq!(
+        object["spec"]["providerConfigRef"],
+        json!({"kind": "ClusterProviderConfig", "name": "eks-h200-us-west"})
+    );
+    assert_eq!(object["spec"]["readiness"]["policy"], "DeriveFromCelQuery");
+}
+
+#[test]
+fn seed_on_dynamo_is_a_pod_clique_set_gang_for_kai() {
+    let mut xr = seed();
+    xr["spec"]["template"]["spec"]["engines"][0]["copies"] = json!(3);
+    let mut cluster = dynamo();
+    cluster["status"]["pools"][0]["nodeCount"] = json!(6);
+    let out = compose_on(xr, &[cluster]);
+    let pcs = manifest(&out, "replica-0-qwen3-coder");
+    assert_eq!(pcs["kind"], "PodCliqueSet");
+    assert_eq!(pcs["spec"]["replicas"], 1);
+    let template = &pcs["spec"]["template"];
+    assert_eq!(
+        template["podCliqueScalingGroups"],
+        json!([{"name": "gang", "cliqueNames": ["leader", "worker"], "replicas": 3, "minAvailable": 3}])
+    );
+    let name_length = pcs["metadata"]["name"].as_str().unwrap().len() + "gang".len() + "leader".len();
+    assert!(name_length <= 45, "Grove's name budget");
+    for clique in template["cliques"].as_array().unwrap() {
+        assert_eq!(clique["labels"]["kai.scheduler/queue"], "modelplane");
+        let pod = &clique["spec"]["podSpec"];
+        assert_eq!(pod["schedulerName"], "kai-scheduler");
+        let env = env_names(&pod["containers"][0]);
+        assert_eq!(
+            env,
+            [
+                "MODELPLANE_GANG_INDEX",
+                "MODELPLANE_LEADER_ADDRESS",
+                "MODELPLANE_RANK",
+                "MX_SERVER_ADDRESS",
+                "MODEL_EXPRESS_URL",
+                "HF_HUB_CACHE"
+            ]
+        );
+    }
+    let ranks: Vec<&Value> = template["cliques"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["spec"]["podSpec"]["containers"][0]["env"][2]["value"])
+        .collect();
+    assert_eq!(ranks, [&json!("0"), &json!("1")]);
+}
+
+#[test]
+fn the_engine_container_is_the_same_on_both_stacks_but_for_stack_env() {
+    let on_standard = compose_on(seed(), &[standard()]);
+    let on_dynamo = compose_on(seed(), &[dynamo()]);
+    let lws = &manifest(&on_standard, "replica-0-qwen3-coder")["spec"]["leaderWorkerTemplate"];
+    let cliques = &manifest(&on_dynamo, "replica-0-qwen3-coder")["spec"]["template"]["cliques"];
+    let user = &seed()["spec"]["template"]["spec"]["engines"][0]["members"];
+    for (m, (standard_pod, dynamo_pod)) in [
+        (&lws["leaderTemplate"]["spec"], &cliques[0]["spec"]["podSpec"]),
+        (&lws["workerTemplate"]["spec"], &cliques[1]["spec"]["podSpec"]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (mut a, mut b) = (
+            standard_pod["containers"][0].clone(),
+            dynamo_pod["containers"][0].clone(),
+        );
+        let written = &user[m]["template"]["spec"]["containers"][0];
+        for field in ["image", "command"] {
+            assert_eq!(a[field], written[field], "{field} passes through byte for byte");
+        }
+        let (env_a, env_b) = (
+            a.as_object_mut().unwrap().remove("env"),
+            b.as_object_mut().unwrap().remove("env"),
+        );
+        assert_eq!(a, b, "member {m}: everything but env is identical");
+        let stack_specific = [
+            "MODELPLANE_LEADER_ADDRESS",
+            "MODELPLANE_RANK",
+            "MODELPLANE_GANG_INDEX",
+            "MX_SERVER_ADDRESS",
+            "MODEL_EXPRESS_URL",
+        ];
+        let common = |env: Option<Value>| -> Vec<Value> {
+            env.unwrap()
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| !stack_specific.contains(&e["name"].as_str().unwrap()))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(common(env_a), common(env_b));
+        for pod in [standard_pod, dynamo_pod] {
+            assert_eq!(pod["nodeSelector"], json!({"modelplane.ai/pool": "gpu"}));
+        }
+    }
+}
+
+#[test]
+fn standalone_engines_are_deployments_on_both_stacks() {
+    let small = example("examples/deployments/qwen3-small.yaml");
+    let out = compose_on(small.clone(), &[standard(), dynamo()]);
+    for replica in 0..2 {
+        let deployment = manifest(&out, &format!("replica-{replica}-qwen3"));
+        assert_eq!(deployment["kind"], "Deployment");
+        assert_eq!(deployment["spec"]["replicas"], 2, "replicas = copies");
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            container["args"],
+            small["spec"]["template"]["spec"]["engines"][0]["members"][0]["template"]["spec"]["containers"]
+                [0]["args"]
+        );
+        assert_eq!(
+            env_names(container).last(),
+            Some(&"VLLM_LOGGING_LEVEL"),
+            "the user's env comes last"
+        );
+        assert_eq!(deployment["spec"]["template"]["metadata"]["labels"]["team"], "ml");
+    }
+    let clusters: Vec<&Value> = out.status["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["cluster"])
+        .collect();
+    assert_eq!(
+        clusters,
+        [&json!("eks-h200-us-east"), &json!("eks-h200-us-west")],
+        "replicas spread"
+    );
+}
+
+#[test]
+fn a_running_replica_is_read_back_and_stays_put() {
+    let first = compose_on(seed(), &[dynamo(), standard()]);
+    assert_eq!(first.status["replicas"][0]["cluster"], "eks-h200-us-east");
+    // Pretend the replica runs on us-west: its observed Objects say so, and it stays there.
+    let mut req = with_required(
+        with_required(request(seed()), CLUSTERS, &[dynamo(), standard()]),
+        DEPLOYMENTS,
+        &[],
+    );
+    let observed = json!({"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+        "metadata": {"annotations": {"modelplane.ai/replica": "0", "modelplane.ai/cluster": "eks-h200-us-west",
+                                     "modelplane.ai/engine": "qwen3-coder", "modelplane.ai/pool": "gpu"}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    req = with_observed(req, "replica-0-qwen3-coder", &observed);
+    let out = run(compose, &req).unwrap();
+    assert_eq!(out.status["replicas"][0]["cluster"], "eks-h200-us-west");
+    assert!(
+        out.resources["replica-0-qwen3-coder"].ready,
+        "ready from the observed Object"
+    );
+    assert!(
+        !out.resources["replica-0-qwen3-coder-service"].ready,
+        "not observed yet"
+    );
+}
+
+#[test]
+fn nodes_held_by_other_deployments_are_not_offered() {
+    let other = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
+        "metadata": {"name": "other", "namespace": "team-b"},
+        "status": {"replicas": [{"replica": 0, "cluster": "eks-h200-us-west", "engines": [{"name": "e", "pool": "gpu", "nodes": 1}]}]}});
+    let req = with_required(
+        with_required(request(seed()), CLUSTERS, &[standard()]),
+        DEPLOYMENTS,
+        &[other, seed()],
+    );
+    let out = run(compose, &req).unwrap();
+    assert!(out.resources.is_empty());
+    assert_eq!(out.status["replicas"][0]["reason"], "InsufficientCapacity");
+    assert_eq!(
+        out.status["replicas"][0]["rejections"][0]["reason"],
+        "engine \"qwen3-coder\": needs 2 nodes, 1 free"
+    );
+    assert_eq!(out.conditions[0].reason, "InsufficientCapacity");
+    assert_eq!(out.ready, Some(false));
+}
+
+#[test]
+fn an_empty_fleet_reports_no_matching_cluster() {
+    let out = compose_on(seed(), &[]);
+    assert_eq!(out.status["replicas"][0]["reason"], "NoMatchingCluster");
+    assert_eq!(out.status["placedReplicas"], 0);
+}
+
+#[test]
+fn a_container_not_named_engine_is_fatal_and_names_the_field() {
+    let mut xr = seed();
+    xr["spec"]["template"]["spec"]["engines"][0]["members"][1]["template"]["spec"]["containers"][0]["name"] =
+        json!("vllm");
+    let err = run(compose, &request(xr)).unwrap_err();
+    assert_eq!(
+        err.path,
+        "spec.template.spec.engines[0].members[1].template.spec.containers"
+    );
+}
+
+#[test]
+fn the_same_request_composes_the_same_output() {
+    assert_eq!(
+        compose_on(seed(), &[standard(), dynamo()]),
+        compose_on(seed(), &[standard(), dynamo()])
+    );
+}

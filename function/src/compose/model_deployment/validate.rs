@@ -1,0 +1,101 @@
+//! Checks the XRD's CEL rules make, repeated here so `render` and older API servers give the same answer, plus
+//! what the schema cannot say. Every error names the field.
+
+use std::collections::BTreeSet;
+
+use crate::{
+    api::model_deployment::{
+        ENGINE_CONTAINER, Engine, ModelDeploymentSpec, RESERVED_PREFIX, Role, TemplateMetadata,
+    },
+    compose::{ComposeError, inference_class::is_dns_label},
+};
+
+pub fn validate(spec: &ModelDeploymentSpec) -> Result<(), ComposeError> {
+    let template = &spec.template;
+    reserved("spec.template.metadata", &template.metadata)?;
+    if template.spec.engines.is_empty() {
+        return Err(ComposeError::new(
+            "spec.template.spec.engines",
+            "at least one engine is required",
+        ));
+    }
+    let mut names = BTreeSet::new();
+    for (e, engine) in template.spec.engines.iter().enumerate() {
+        let path = format!("spec.template.spec.engines[{e}]");
+        if !is_dns_label(&engine.name) {
+            return Err(ComposeError::new(
+                format!("{path}.name"),
+                format!("{:?} is not a DNS label", engine.name),
+            ));
+        }
+        if !names.insert(engine.name.as_str()) {
+            return Err(ComposeError::new(
+                format!("{path}.name"),
+                format!("duplicate engine {:?}", engine.name),
+            ));
+        }
+        if engine.copies == 0 {
+            return Err(ComposeError::new(format!("{path}.copies"), "must be at least 1"));
+        }
+        validate_engine(&path, engine)?;
+    }
+    Ok(())
+}
+
+fn validate_engine(path: &str, engine: &Engine) -> Result<(), ComposeError> {
+    let roles: Vec<Role> = engine.members.iter().map(|m| m.role).collect();
+    let shape_ok = matches!(
+        roles.as_slice(),
+        [Role::Standalone] | [Role::Leader, Role::Worker] | [Role::Worker, Role::Leader]
+    );
+    if !shape_ok {
+        return Err(ComposeError::new(
+            format!("{path}.members"),
+            format!("an engine is one Standalone member, or one Leader and one Worker; found {roles:?}"),
+        ));
+    }
+    if engine.members.iter().all(|m| m.device_requests().is_empty()) {
+        return Err(ComposeError::new(
+            format!("{path}.members"),
+            "at least one member must request devices (nodeSelector.devices)",
+        ));
+    }
+    for (m, member) in engine.members.iter().enumerate() {
+        let at = format!("{path}.members[{m}]");
+        if member.role == Role::Worker && member.worker.as_ref().is_none_or(|w| w.nodes == 0) {
+            return Err(ComposeError::new(
+                format!("{at}.worker.nodes"),
+                "a Worker needs worker.nodes of at least 1",
+            ));
+        }
+        reserved(&format!("{at}.template.metadata"), &member.template.metadata)?;
+        let containers = &member.template.spec.containers;
+        let named = |c: &serde_json::Map<String, serde_json::Value>| {
+            c.get("name").and_then(|n| n.as_str()) == Some(ENGINE_CONTAINER)
+        };
+        if containers.len() != 1 || !containers.iter().all(named) {
+            return Err(ComposeError::new(
+                format!("{at}.template.spec.containers"),
+                format!("exactly one container, named {ENGINE_CONTAINER:?}, is required"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn reserved(path: &str, metadata: &TemplateMetadata) -> Result<(), ComposeError> {
+    let keys = metadata
+        .labels
+        .keys()
+        .map(|k| ("labels", k))
+        .chain(metadata.annotations.keys().map(|k| ("annotations", k)));
+    for (field, key) in keys {
+        if key.starts_with(RESERVED_PREFIX) {
+            return Err(ComposeError::new(
+                format!("{path}.{field}"),
+                format!("{key:?} uses the reserved prefix {RESERVED_PREFIX:?}"),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,350 @@
+//! The fleet scheduler: which cluster, and which pool for each engine, every replica of a ModelDeployment
+//! runs on.
+//!
+//! A replica goes to one cluster that is usable, picked by the deployment's cluster selector and whose
+//! taints it tolerates. Each engine of the replica goes to one pool of that cluster whose devices satisfy every
+//! member's device requests (DRA CEL, see [`devices`]) and that has nodes free for all of its pods: every pod of
+//! every copy takes a node, counting what other replicas and other deployments already hold. Nothing is ever
+//! overcommitted. Replicas already running stay where they are unless their cluster is gone, has a NoExecute
+//! taint they do not tolerate, or no longer has a pool that fits.
+//!
+//! Ties are broken deterministically: a new replica goes where this deployment has the fewest replicas (spread
+//! for availability), then to the cluster whose name sorts first; an engine goes to the fitting pool that leaves
+//! the fewest nodes free (keeping big pools whole for big engines), then by pool name.
+
+use std::{collections::BTreeMap, rc::Rc};
+
+use crate::{
+    api::{
+        inference_cluster::{PoolStatus, TaintEffect},
+        model_deployment::ReplicaSpec,
+    },
+    compose::ComposeError,
+};
+
+pub mod cluster;
+pub mod devices;
+
+pub use cluster::ClusterView;
+pub use devices::Binding;
+
+/// Where an existing replica runs, read back from its composed resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    pub cluster: String,
+    /// Pool per engine name.
+    pub pools: BTreeMap<String, String>,
+}
+
+pub struct Input<'a> {
+    pub spec: &'a ReplicaSpec,
+    pub replicas: u32,
+    pub clusters: &'a [ClusterView],
+    /// Existing placements by replica index.
+    pub pins: &'a BTreeMap<u32, Pin>,
+    /// Nodes that other ModelDeployments hold, by (cluster, pool).
+    pub used_elsewhere: &'a BTreeMap<(String, String), u32>,
+}
+
+#[derive(Debug)]
+pub enum Outcome<'a> {
+    Placed(Placement<'a>),
+    Unplaced(Unplaced),
+}
+
+#[derive(Debug)]
+pub struct Placement<'a> {
+    pub cluster: &'a ClusterView,
+    /// One per engine, in spec order.
+    pub engines: Vec<EnginePlacement<'a>>,
+    /// Kept from an earlier placement rather than chosen now.
+    pub pinned: bool,
+}
+
+#[derive(Debug)]
+pub struct EnginePlacement<'a> {
+    pub pool: &'a PoolStatus,
+    pub binding: Rc<Binding>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnplacedReason {
+    /// Some pool fits the engines' devices but lacks free nodes.
+    InsufficientCapacity,
+    /// No cluster and pool fit at all.
+    NoMatchingCluster,
+}
+
+impl UnplacedReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InsufficientCapacity => "InsufficientCapacity",
+            Self::NoMatchingCluster => "NoMatchingCluster",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Unplaced {
+    pub reason: UnplacedReason,
+    /// Why each cluster, or each pool of an otherwise eligible cluster, was passed over.
+    pub rejections: Vec<Rejection>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub cluster: String,
+    pub pool: Option<String>,
+    pub reason: String,
+}
+
+/// Places `input.replicas` replicas. Fails only when a selector does not compile.
+pub fn schedule<'a>(input: &Input<'a>) -> Result<Vec<Outcome<'a>>, ComposeError> {
+    let mut state = State::new(input)?;
+    let mut outcomes: Vec<Option<Outcome<'a>>> = (0..input.replicas).map(|_| None).collect();
+    // Pinned replicas first, so new ones never take the nodes running replicas hold.
+    for (replica, slot) in outcomes.iter_mut().enumerate() {
+        let pin = u32::try_from(replica).ok().and_then(|r| input.pins.get(&r));
+        if let Some(placement) = pin.and_then(|pin| state.keep(pin)) {
+            *slot = Some(Outcome::Placed(placement));
+        }
+    }
+    for slot in outcomes.iter_mut().filter(|slot| slot.is_none()) {
+        *slot = Some(match state.place() {
+            Some(placement) => Outcome::Placed(placement),
+            None => Outcome::Unplaced(state.explain()),
+        });
+    }
+    Ok(outcomes.into_iter().flatten().collect())
+}
+
+/// Pool index and device binding per engine, in spec order.
+type EnginePools = Vec<(usize, Rc<Binding>)>;
+
+struct State<'i, 'a> {
+    input: &'i Input<'a>,
+    matcher: devices::Matcher<'a>,
+    /// Cluster indices in name order.
+    order: Vec<usize>,
+    /// Why a cluster takes nothing, per cluster index.
+    ineligible: Vec<Option<String>>,
+    /// Free nodes per (cluster, pool) index; negative when pinned replicas exceed a shrunken pool.
+    free: Vec<Vec<i64>>,
+    /// This deployment's replicas per cluster index.
+    replicas_on: Vec<u32>,
+    /// Nodes each engine needs in its pool: pods per copy × copies.
+    needs: Vec<i64>,
+}
+
+impl<'i, 'a> State<'i, 'a> {
+    fn new(input: &'i Input<'a>) -> Result<Self, ComposeError> {
+        let matcher = devices::Matcher::new(devices::compile(input.spec)?);
+        let clusters = input.clusters;
+        let mut order: Vec<usize> = (0..clusters.len()).collect();
+        order.sort_by(|&a, &b| clusters[a].metadata.name.cmp(&clusters[b].metadata.name));
+        let ineligible = clusters.iter().map(|c| ineligible(input.spec, c)).collect();
+        let free = clusters
+            .iter()
+            .map(|c| {
+                c.status
+                    .pools
+                    .iter()
+                    .map(|p| {
+                        let key = (c.metadata.name.clone(), p.name.clone());
+                        let used = input.used_elsewhere.get(&key).copied().unwrap_or(0);
+                        i64::from(p.node_count) - i64::from(used)
+                    })
+                    .collect()
+            })
+            .collect();
+        let needs = input
+            .spec
+            .engines
+            .iter()
+            .map(|e| i64::from(e.copies) * e.members.iter().map(|m| i64::from(m.pods())).sum::<i64>())
+            .collect();
+        Ok(Self {
+            input,
+            matcher,
+            order,
+            ineligible,
+            free,
+            replicas_on: vec![0; clusters.len()],
+            needs,
+        })
+    }
+
+    /// Keeps a running replica where it is, if it still may stay there.
+    fn keep(&mut self, pin: &Pin) -> Option<Placement<'a>> {
+        let clusters = self.input.clusters;
+        let c = clusters.iter().position(|c| c.metadata.name == pin.cluster)?;
+        let cluster = &clusters[c];
+        if cluster
+            .untolerated_taint(&self.input.spec.tolerations, &[TaintEffect::NoExecute])
+            .is_some()
+        {
+            return None;
+        }
+        let mut engines = Vec::new();
+        let mut pools = Vec::new();
+        for (e, engine) in self.input.spec.engines.iter().enumerate() {
+            let name = pin.pools.get(&engine.name)?;
+            let p = cluster.status.pools.iter().position(|p| &p.name == name)?;
+            let binding = self.matcher.fit(&cluster.status.pools[p], e, engine).ok()?;
+            engines.push(EnginePlacement {
+                pool: &cluster.status.pools[p],
+                binding,
+            });
+            pools.push(p);
+        }
+        for (e, p) in pools.into_iter().enumerate() {
+            self.free[c][p] -= self.needs[e];
+        }
+        self.replicas_on[c] += 1;
+        Some(Placement {
+            cluster,
+            engines,
+            pinned: true,
+        })
+    }
+
+    /// Places one new replica, or returns None when nothing fits.
+    fn place(&mut self) -> Option<Placement<'a>> {
+        // (this deployment's replicas there, cluster index, pool and binding per engine)
+        let mut best: Option<(u32, usize, EnginePools)> = None;
+        for i in 0..self.order.len() {
+            let c = self.order[i];
+            if self.ineligible[c].is_some() || best.as_ref().is_some_and(|b| b.0 <= self.replicas_on[c]) {
+                continue;
+            }
+            if let Some(pools) = self.fit_cluster(c) {
+                best = Some((self.replicas_on[c], c, pools));
+            }
+        }
+        let (_, c, pools) = best?;
+        let cluster = &self.input.clusters[c];
+        let mut engines = Vec::with_capacity(pools.len());
+        for (e, (p, binding)) in pools.into_iter().enumerate() {
+            self.free[c][p] -= self.needs[e];
+            engines.push(EnginePlacement {
+                pool: &cluster.status.pools[p],
+                binding,
+            });
+        }
+        self.replicas_on[c] += 1;
+        Some(Placement {
+            cluster,
+            engines,
+            pinned: false,
+        })
+    }
+
+    /// A pool per engine in cluster `c`, best fit first, or None.
+    fn fit_cluster(&mut self, c: usize) -> Option<EnginePools> {
+        let cluster = &self.input.clusters[c];
+        let mut free = self.free[c].clone();
+        let mut chosen = Vec::with_capacity(self.input.spec.engines.len());
+        for (e, engine) in self.input.spec.engines.iter().enumerate() {
+            let mut best: Option<(i64, &str, usize, Rc<Binding>)> = None;
+            for (p, pool) in cluster.status.pools.iter().enumerate() {
+                let left = free[p] - self.needs[e];
+                let better = best
+                    .as_ref()
+                    .is_none_or(|b| (left, pool.name.as_str()) < (b.0, b.1));
+                if left < 0 || !better {
+                    continue;
+                }
+                if let Ok(binding) = self.matcher.fit(pool, e, engine) {
+                    best = Some((left, pool.name.as_str(), p, binding));
+                }
+            }
+            let (_, _, p, binding) = best?;
+            free[p] -= self.needs[e];
+            chosen.push((p, binding));
+        }
+        Some(chosen)
+    }
+
+    /// Why no cluster takes another replica now: every ineligible cluster, and every pool of an eligible one
+    /// with each engine it cannot take.
+    fn explain(&mut self) -> Unplaced {
+        let mut rejections = Vec::new();
+        let mut short_of_nodes = false;
+        if self.order.is_empty() {
+            rejections.push(Rejection {
+                cluster: String::new(),
+                pool: None,
+                reason: "no InferenceClusters exist".into(),
+            });
+        }
+        for i in 0..self.order.len() {
+            let c = self.order[i];
+            let cluster = &self.input.clusters[c];
+            if let Some(reason) = &self.ineligible[c] {
+                rejections.push(Rejection {
+                    cluster: cluster.metadata.name.clone(),
+                    pool: None,
+                    reason: reason.clone(),
+                });
+                continue;
+            }
+            if cluster.status.pools.is_empty() {
+                rejections.push(Rejection {
+                    cluster: cluster.metadata.name.clone(),
+                    pool: None,
+                    reason: "cluster reports no schedulable pools".into(),
+                });
+            }
+            for (p, pool) in cluster.status.pools.iter().enumerate() {
+                let mut why = Vec::new();
+                for (e, engine) in self.input.spec.engines.iter().enumerate() {
+                    match self.matcher.fit(pool, e, engine) {
+                        Err(reason) => why.push(format!("engine {:?}: {reason}", engine.name)),
+                        Ok(_) if self.free[c][p] < self.needs[e] => {
+                            short_of_nodes = true;
+                            why.push(format!(
+                                "engine {:?}: needs {} nodes, {} free",
+                                engine.name,
+                                self.needs[e],
+                                self.free[c][p].max(0)
+                            ));
+                        }
+                        Ok(_) => {}
+                    }
+                }
+                if !why.is_empty() {
+                    rejections.push(Rejection {
+                        cluster: cluster.metadata.name.clone(),
+                        pool: Some(pool.name.clone()),
+                        reason: why.join("; "),
+                    });
+                }
+            }
+        }
+        let reason = if short_of_nodes {
+            UnplacedReason::InsufficientCapacity
+        } else {
+            UnplacedReason::NoMatchingCluster
+        };
+        Unplaced { reason, rejections }
+    }
+}
+
+/// Why a cluster can take no new replica of this deployment, before looking at its pools.
+fn ineligible(spec: &ReplicaSpec, cluster: &ClusterView) -> Option<String> {
+    if let Some(why) = cluster.not_usable() {
+        return Some(why.to_owned());
+    }
+    if let Some(selector) = &spec.cluster_selector
+        && !selector.matches(&cluster.metadata.labels)
+    {
+        return Some("cluster labels do not match clusterSelector".into());
+    }
+    let effects = [TaintEffect::NoSchedule, TaintEffect::NoExecute];
+    cluster
+        .untolerated_taint(&spec.tolerations, &effects)
+        .map(|t| format!("untolerated taint {}={}:{:?}", t.key, t.value, t.effect))
+}
+
+#[cfg(test)]
+mod tests;

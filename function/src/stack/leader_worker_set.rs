@@ -1,0 +1,49 @@
+//! `leaderworkerset.x-k8s.io/v1 LeaderWorkerSet` for a Leader + Worker engine on the Standard stack.
+
+use serde_json::{Value, json};
+
+use super::{
+    EngineWorkload,
+    pod::{self, WORKLOAD_LABEL},
+    standard::gang_env,
+};
+use crate::api::model_deployment::Role;
+
+pub fn leader_worker_set(w: &EngineWorkload) -> Value {
+    let engine = w.engine;
+    let leader = engine
+        .members
+        .iter()
+        .position(|m| m.role == Role::Leader)
+        .unwrap_or(0);
+    let worker = engine
+        .members
+        .iter()
+        .position(|m| m.role == Role::Worker)
+        .unwrap_or(0);
+    let template = |m: usize| {
+        let member = &engine.members[m];
+        let mut env = gang_env();
+        env.extend(w.stack_env.iter().cloned());
+        json!({
+            "metadata": {"labels": pod::pod_labels(w, member), "annotations": pod::pod_annotations(w, member)},
+            "spec": pod::pod_spec(w, m, env),
+        })
+    };
+    json!({
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": w.name, "namespace": w.namespace, "labels": {WORKLOAD_LABEL: w.name}},
+        "spec": {
+            "replicas": engine.copies,
+            // LeaderReady would deadlock engines whose leader turns Ready only once its workers have joined.
+            "startupPolicy": "LeaderCreated",
+            "leaderWorkerTemplate": {
+                "size": 1 + engine.members[worker].pods(),
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": template(leader),
+                "workerTemplate": template(worker),
+            },
+        },
+    })
+}

@@ -1,0 +1,182 @@
+//! What both stacks build the same way: the engine pod spec, the Standalone Deployment, the DRA claim
+//! templates and the Service in front of the serving pods.
+//!
+//! The user's container is copied as written. Modelplane only adds env ahead of the user's (so the user's env
+//! and command can refer to it), mounts, and a DRA claim reference; it never touches image, command or args.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::EngineWorkload;
+use crate::api::{
+    inference_class::Device,
+    inference_cluster::{GPU_TAINT_EFFECT, GPU_TAINT_KEY, POOL_LABEL},
+    model_cache,
+    model_deployment::{Member, Role},
+};
+
+/// Port the Service forwards to: the engine's OpenAI-compatible server.
+pub const SERVING_PORT: u16 = 8000;
+/// Labels the serving pods (Standalone and Leader), selected by the Service.
+pub const SERVING_LABEL: &str = "modelplane.ai/serving";
+/// Labels every pod of a workload, selected by its Deployment.
+pub const WORKLOAD_LABEL: &str = "modelplane.ai/workload";
+/// The pod's one claim, covering every device request of its member.
+const CLAIM_NAME: &str = "devices";
+/// Engines share tensors between processes through /dev/shm; the container default of 64 MiB is too small.
+const SHM_VOLUME: &str = "dshm";
+const CACHE_VOLUME: &str = "model-cache";
+
+/// Pod labels for `role`: the user's, then ours (ours win, and the XRD keeps users out of our prefix).
+pub fn pod_labels(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
+    let mut labels: BTreeMap<&str, &str> = BTreeMap::new();
+    for (k, v) in w.metadata.labels.iter().chain(&member.template.metadata.labels) {
+        labels.insert(k, v);
+    }
+    labels.insert(WORKLOAD_LABEL, &w.name);
+    if matches!(member.role, Role::Standalone | Role::Leader) {
+        labels.insert(SERVING_LABEL, &w.name);
+    }
+    labels
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), json!(v)))
+        .collect()
+}
+
+pub fn pod_annotations(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
+    w.metadata
+        .annotations
+        .iter()
+        .chain(&member.template.metadata.annotations)
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect()
+}
+
+/// The pod spec for one member: its engine container with `env` ahead of the user's, pinned to the pool.
+pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
+    let member = &w.engine.members[m];
+    let claim = w.claim_templates[m].as_deref();
+    let mut volumes = vec![json!({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}})];
+    let mut mounts = vec![json!({"name": SHM_VOLUME, "mountPath": "/dev/shm"})];
+    let mut env = env;
+    if let Some(pvc) = &w.cache_pvc {
+        volumes.push(json!({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": pvc}}));
+        mounts.push(json!({"name": CACHE_VOLUME, "mountPath": model_cache::MOUNT_PATH}));
+        env.push(json!({"name": "HF_HUB_CACHE", "value": model_cache::MOUNT_PATH}));
+    }
+    let containers: Vec<Value> = member
+        .template
+        .spec
+        .containers
+        .iter()
+        .map(|c| Value::Object(engine_container(c, &env, &mounts, claim.is_some())))
+        .collect();
+    let mut spec = json!({
+        "containers": containers,
+        "volumes": volumes,
+        "nodeSelector": {POOL_LABEL: w.pool.name},
+        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}],
+    });
+    if let Some(template) = claim {
+        spec["resourceClaims"] = json!([{"name": CLAIM_NAME, "resourceClaimTemplateName": template}]);
+    }
+    if !member.template.spec.image_pull_secrets.is_empty() {
+        spec["imagePullSecrets"] = Value::Array(member.template.spec.image_pull_secrets.clone());
+    }
+    spec
+}
+
+fn engine_container(
+    user: &Map<String, Value>,
+    env: &[Value],
+    mounts: &[Value],
+    claims: bool,
+) -> Map<String, Value> {
+    let mut container = user.clone();
+    let mut all_env = env.to_vec();
+    if let Some(Value::Array(theirs)) = user.get("env") {
+        all_env.extend(theirs.iter().cloned());
+    }
+    if !all_env.is_empty() {
+        container.insert("env".into(), Value::Array(all_env));
+    }
+    let mut all_mounts = match user.get("volumeMounts") {
+        Some(Value::Array(theirs)) => theirs.clone(),
+        _ => Vec::new(),
+    };
+    all_mounts.extend(mounts.iter().cloned());
+    container.insert("volumeMounts".into(), Value::Array(all_mounts));
+    if claims {
+        let resources = container.entry("resources").or_insert_with(|| json!({}));
+        if let Value::Object(resources) = resources {
+            let list = resources.entry("claims").or_insert_with(|| json!([]));
+            if let Value::Array(list) = list {
+                list.push(json!({"name": CLAIM_NAME}));
+            }
+        }
+    }
+    container
+}
+
+/// A Standalone engine on either stack: `copies` identical pods.
+pub fn deployment(w: &EngineWorkload) -> Value {
+    let member = &w.engine.members[0];
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": w.name, "namespace": w.namespace, "labels": {WORKLOAD_LABEL: w.name}},
+        "spec": {
+            "replicas": w.engine.copies,
+            "selector": {"matchLabels": {WORKLOAD_LABEL: w.name}},
+            "template": {
+                "metadata": {"labels": pod_labels(w, member), "annotations": pod_annotations(w, member)},
+                "spec": pod_spec(w, 0, w.stack_env.clone()),
+            },
+        },
+    })
+}
+
+/// The ResourceClaimTemplate for a member's DRA devices; requests served by synthetic devices are left out,
+/// as nothing on the node can claim them.
+pub fn resource_claim_template(w: &EngineWorkload, m: usize, name: &str, devices: &[Option<usize>]) -> Value {
+    let pool_devices: &[Device] = &w.pool.devices;
+    let requests: Vec<Value> = w.engine.members[m]
+        .device_requests()
+        .iter()
+        .zip(devices)
+        .filter_map(|(request, device)| {
+            let device = pool_devices.get((*device)?)?;
+            let selectors: Vec<Value> = request
+                .selectors
+                .iter()
+                .map(|s| json!({"cel": {"expression": s.cel}}))
+                .collect();
+            let mut exactly = json!({"deviceClassName": device.device_class_name, "count": request.count});
+            if !selectors.is_empty() {
+                exactly["selectors"] = Value::Array(selectors);
+            }
+            Some(json!({"name": request.name, "exactly": exactly}))
+        })
+        .collect();
+    json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": w.namespace},
+        "spec": {"spec": {"devices": {"requests": requests}}},
+    })
+}
+
+/// The Service in front of the serving pods. Its name must differ from a LeaderWorkerSet's, whose headless
+/// Service LWS creates only when no Service of that name exists.
+pub fn service(w: &EngineWorkload, name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": w.namespace, "labels": {WORKLOAD_LABEL: w.name}},
+        "spec": {
+            "selector": {SERVING_LABEL: w.name},
+            "ports": [{"name": "http", "port": SERVING_PORT, "targetPort": SERVING_PORT, "protocol": "TCP"}],
+        },
+    })
+}
