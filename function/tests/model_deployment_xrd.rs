@@ -19,7 +19,7 @@ fn yaml(path: &str) -> Value {
 }
 
 fn schema() -> Value {
-    yaml("package/configuration/xrds/modeldeployment.yaml")["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    yaml("package/configuration/xrds/modeldeployments.yaml")["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
 }
 
 fn rules_in(schema: &Value) -> usize {

@@ -59,7 +59,7 @@ fn the_binary_exits_non_zero_and_names_the_field_on_a_bad_example() {
         copy(&format!("package/{meta}/crossplane.yaml"));
     }
     copy("package/configuration/compositions/modelcache.yaml");
-    copy("package/configuration/xrds/modelcache.yaml");
+    copy("package/configuration/xrds/modelcaches.yaml");
     let bad = std::fs::read_to_string(repo_root().join("examples/caches/qwen3-coder.yaml"))
         .unwrap()
         .replace("size: 1Ti", "size: lots");

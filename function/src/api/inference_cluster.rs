@@ -71,6 +71,9 @@ pub struct EksCluster {
     pub node_role_arn: Option<String>,
     #[serde(default)]
     pub networking: EksNetworking,
+    /// A ReadWriteMany StorageClass for model caches (EFS CSI, say). Modelplane does not create one on EKS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_storage_class: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
