@@ -34,7 +34,7 @@ fn cluster(i: usize, stack: &str) -> Value {
     let pools: Vec<Value> = (0..8)
         .map(|p| {
             let (class, memory, cc) = CLASSES[(i + p) % CLASSES.len()];
-            json!({"name": format!("pool-{p}"), "className": class, "nodeCount": 4, "devices": [
+            json!({"name": format!("pool-{p}"), "className": class, "nodeCount": 8, "devices": [
                 {"name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com", "count": 8,
                  "attributes": {"productName": {"string": class}, "cudaComputeCapability": {"version": cc}},
                  "capacity": {"memory": {"value": memory}}},
@@ -42,7 +42,7 @@ fn cluster(i: usize, stack: &str) -> Value {
         })
         .collect();
     json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
-        "metadata": {"name": format!("cluster-{i:04}"), "labels": {"region": if i % 2 == 0 { "us-east-1" } else { "us-west-2" }}},
+        "metadata": {"name": format!("cluster-{i:04}"), "labels": {"region": if i.is_multiple_of(2) { "us-east-1" } else { "us-west-2" }}},
         "spec": {"stack": stack, "cluster": {"source": "EKS", "eks": {"region": "us-east-1"}},
                  "nodePools": (0..8).map(|p| json!({"name": format!("pool-{p}"), "className": "h200", "nodeCount": 4})).collect::<Vec<_>>()},
         "status": {"stack": stack, "providerConfigName": format!("cluster-{i:04}"), "cacheStorageClass": "efs",
@@ -64,7 +64,12 @@ fn gang_engine(name: &str) -> Value {
 fn report(what: &str, mut samples: Vec<Duration>) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
-    println!("{what}: p50 {:?}  p90 {:?}  ({} runs)", at(0.5), at(0.9), samples.len());
+    println!(
+        "{what}: p50 {:?}  p90 {:?}  ({} runs)",
+        at(0.5),
+        at(0.9),
+        samples.len()
+    );
 }
 
 fn scheduler_on_a_thousand_clusters() {
@@ -74,7 +79,13 @@ fn scheduler_on_a_thousand_clusters() {
     let engines: Vec<Value> = (0..8).map(|e| gang_engine(&format!("engine-{e}"))).collect();
     let spec: ReplicaSpec = serde_json::from_value(json!({"engines": engines})).unwrap();
     let (pins, used) = (BTreeMap::new(), BTreeMap::new());
-    let input = Input { spec: &spec, replicas: 10, clusters: &clusters, pins: &pins, used_elsewhere: &used };
+    let input = Input {
+        spec: &spec,
+        replicas: 10,
+        clusters: &clusters,
+        pins: &pins,
+        used_elsewhere: &used,
+    };
     let samples = (0..50)
         .map(|_| {
             let start = Instant::now();
@@ -84,22 +95,40 @@ fn scheduler_on_a_thousand_clusters() {
             elapsed
         })
         .collect();
-    report("scheduler, 1000 clusters x 8 pools x 8 gang engines, 10 replicas", samples);
+    report(
+        "scheduler, 1000 clusters x 8 pools x 8 gang engines, 10 replicas",
+        samples,
+    );
 }
 
 fn run_function_on_a_hundred_clusters() {
     let xr = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
         "metadata": {"name": "qwen3-coder", "namespace": "ml-team", "uid": "0"},
         "spec": {"replicas": 10, "template": {"spec": {"engines": [gang_engine("qwen3-coder")]}}}});
-    let resource = |v: &Value| Resource { resource: RawStruct::from_value(v), ..Default::default() };
+    let resource = |v: &Value| Resource {
+        resource: RawStruct::from_value(v),
+        ..Default::default()
+    };
     let mut req = RunFunctionRequest {
-        observed: Some(State { composite: Some(resource(&xr)), ..Default::default() }),
+        observed: Some(State {
+            composite: Some(resource(&xr)),
+            ..Default::default()
+        }),
         desired: Some(State::default()),
         ..Default::default()
     };
-    let clusters = (0..100).map(|i| resource(&cluster(i, if i % 2 == 0 { "Standard" } else { "Dynamo" }))).collect();
-    req.required_resources.insert(CLUSTERS.into(), Resources { items: clusters });
-    req.required_resources.insert(DEPLOYMENTS.into(), Resources::default());
+    let clusters = (0..100)
+        .map(|i| {
+            resource(&cluster(
+                i,
+                if i.is_multiple_of(2) { "Standard" } else { "Dynamo" },
+            ))
+        })
+        .collect();
+    req.required_resources
+        .insert(CLUSTERS.into(), Resources { items: clusters });
+    req.required_resources
+        .insert(DEPLOYMENTS.into(), Resources::default());
     let bytes = req.encode_to_vec();
     let samples = (0..50)
         .map(|_| {
@@ -113,7 +142,13 @@ fn run_function_on_a_hundred_clusters() {
             elapsed
         })
         .collect();
-    report(&format!("RunFunction, 10-replica gang over 100 clusters x 8 pools, {} KB request", bytes.len() / 1024), samples);
+    report(
+        &format!(
+            "RunFunction, 10-replica gang over 100 clusters x 8 pools, {} KB request",
+            bytes.len() / 1024
+        ),
+        samples,
+    );
 }
 
 fn main() {
