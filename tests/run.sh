@@ -56,6 +56,9 @@ target_dir="$(cargo metadata --format-version 1 --no-deps |
 export MODELPLANE_FUNCTION_BIN="$target_dir/debug/modelplane-function"
 [[ -x "$MODELPLANE_FUNCTION_BIN" ]] || fail "no binary at $MODELPLANE_FUNCTION_BIN after cargo build"
 
+step "modelplane-package check (packages, XRD schemas and CEL, Compositions, examples)"
+"$target_dir/debug/modelplane-package" check || fail "the Crossplane packages or examples have problems"
+
 step "pytest tests/python (MODELPLANE_FUNCTION_BIN=$MODELPLANE_FUNCTION_BIN)"
 status=0
 "$venv/bin/python" -m pytest tests/python -q -p no:cacheprovider "$@" || status=$?

@@ -7,7 +7,7 @@ use prost::Message;
 
 use crate::{
     api::{ObjectMeta, TypeMeta},
-    compose::{self, Output},
+    compose::{self, ComposeFn, Output},
     proto::v1::{Ready, Requirements, RunFunctionRequest, RunFunctionResponse, Status},
     sdk::{request, response},
 };
@@ -18,26 +18,32 @@ pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 /// Runs one request through the composer for its composite kind. Never panics: a composer that panics fails
 /// this request with a FATAL result and leaves the process serving.
 pub fn run_function(req: RunFunctionRequest) -> RunFunctionResponse {
-    let outcome = compose_request(&req);
+    run_with(compose::COMPOSERS, req)
+}
+
+/// [`run_function`] with its table of composers given (tests inject composers that misbehave).
+pub fn run_with(composers: &[(&str, ComposeFn)], req: RunFunctionRequest) -> RunFunctionResponse {
+    let outcome = compose_request(composers, &req);
     let mut rsp = response::to(req, response::DEFAULT_TTL);
     match outcome.and_then(|out| apply(&mut rsp, out)) {
         Ok(()) => limit_size(rsp),
         Err(message) => {
-            tracing::warn!(%message, "composition failed");
+            // Not `message`: that is the event's own key in JSON logs, and a second one would shadow it.
+            tracing::warn!(reason = %message, "composition failed");
             response::fatal(&mut rsp, message);
             rsp
         }
     }
 }
 
-fn compose_request(req: &RunFunctionRequest) -> Result<Output, String> {
+fn compose_request(composers: &[(&str, ComposeFn)], req: &RunFunctionRequest) -> Result<Output, String> {
     let Some(xr) = request::observed_composite(req) else {
         return Err("request has no observed composite resource (observed.composite.resource)".into());
     };
     let type_meta: TypeMeta = xr
         .parse()
         .map_err(|e| format!("cannot read the observed composite: {e}"))?;
-    let compose = compose::composer_for(&type_meta)?;
+    let compose = compose::composer_in(composers, &type_meta)?;
     let meta: ObjectMeta = xr
         .parse::<MetadataOnly>()
         .map(|m| m.metadata)
@@ -45,7 +51,10 @@ fn compose_request(req: &RunFunctionRequest) -> Result<Output, String> {
     let subject = format!("{} {}", type_meta.kind, qualified_name(&meta));
     tracing::debug!(%subject, "composing");
     match catch_unwind(AssertUnwindSafe(|| compose(req, xr))) {
-        Ok(Ok(out)) => Ok(out),
+        Ok(Ok(mut out)) => {
+            place_in_claim_namespace(&mut out, &meta);
+            Ok(out)
+        }
         Ok(Err(e)) => Err(format!("{subject}: {e}")),
         Err(panic) => {
             let what = panic
@@ -67,8 +76,26 @@ struct MetadataOnly {
     metadata: ObjectMeta,
 }
 
+/// A claim-backed (legacy) composite is cluster-scoped, so Crossplane does not default its composed resources'
+/// namespace the way it does for a v2 namespaced composite. Its kinds are namespaced in v2 and so compose only
+/// namespaced resources: give each the claim's namespace unless the composer chose one.
+fn place_in_claim_namespace(out: &mut Output, meta: &ObjectMeta) {
+    let (None, Some(namespace)) = (&meta.namespace, meta.effective_namespace()) else {
+        return;
+    };
+    for composed in out.resources.values_mut() {
+        let metadata = composed
+            .object
+            .entry("metadata")
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.entry("namespace").or_insert_with(|| namespace.into());
+        }
+    }
+}
+
 fn qualified_name(meta: &ObjectMeta) -> String {
-    match &meta.namespace {
+    match meta.effective_namespace() {
         Some(ns) => format!("{ns}/{}", meta.name),
         None => meta.name.clone(),
     }

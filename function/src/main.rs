@@ -88,7 +88,12 @@ fn main() -> ExitCode {
 }
 
 fn init_logging(debug: bool, to_stderr_plain: bool) {
-    let level = if debug { "debug" } else { "info" };
+    // --debug is for our own events; the HTTP/2 and TLS crates at debug log every frame.
+    let level = if debug {
+        "info,modelplane_function=debug"
+    } else {
+        "info"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(if to_stderr_plain { "error" } else { level })
     });

@@ -76,6 +76,10 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
 /// Server certificate and key (PKCS#1 or PKCS#8 PEM, as Crossplane writes them) and the CA every client
 /// certificate must chain to. Clients without a certificate are refused.
 fn tls_config(dir: &std::path::Path) -> Result<ServerTlsConfig, ServeError> {
+    // rustls picks its crypto from crate features only when exactly one provider is compiled in. Built in one
+    // workspace with the AWS SDK (aws-lc), both are, so name ours: ring, as tonic's `tls-ring` feature intends.
+    // An error only means a provider is already installed, which is fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let read = |name: &str| {
         let path = dir.join(name);
         std::fs::read(&path).map_err(|source| ServeError::ReadCertificate { path, source })

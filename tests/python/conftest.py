@@ -18,6 +18,7 @@ from typing import Iterator
 
 import grpc
 import pytest
+import yaml
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from crossplane.function.proto.v1beta1 import run_function_pb2_grpc as grpcv1beta1
 
@@ -25,6 +26,8 @@ import certs
 import wire
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_CLASS_FILE = REPO_ROOT / "examples" / "classes" / "eks-h200-8x.yaml"
+EXAMPLE_CLASS = yaml.safe_load(EXAMPLE_CLASS_FILE.read_text())
 # How long a freshly started server may take to answer its first health check before the test gives up.
 STARTUP_DEADLINE_SECONDS = 20
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
@@ -44,6 +47,23 @@ def function_binary() -> Path:
         pytest.fail(f"no modelplane-function binary at {path}: run `bash tests/run.sh`, or `cargo build` and set "
                     "MODELPLANE_FUNCTION_BIN")
     return path
+
+
+def render(*args: str) -> subprocess.CompletedProcess:
+    """Runs `modelplane-function render` with `args` from the repository root."""
+    return subprocess.run([str(function_binary()), "render", *args], capture_output=True, text=True, timeout=60,
+                          cwd=REPO_ROOT)
+
+
+def render_documents(xr: Path, *required: Path) -> list[dict]:
+    """Renders `xr` with `required` files or directories and returns the printed documents; fails on a non-zero
+    exit (a FATAL result exits 3)."""
+    args = [str(xr)]
+    for path in required:
+        args += ["--required", str(path)]
+    done = render(*args)
+    assert done.returncode == 0, done.stderr + done.stdout
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
 def free_port() -> int:

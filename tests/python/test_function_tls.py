@@ -14,14 +14,7 @@ import certs
 import conftest
 import pipeline
 
-CLASS = {
-    "apiVersion": "modelplane.ai/v1alpha1",
-    "kind": "InferenceClass",
-    "metadata": {"name": "tls-check"},
-    "spec": {"devices": [{"name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com",
-                          "count": 1}]},
-}
-
+CLASS = conftest.EXAMPLE_CLASS
 
 def call(channel: grpc.Channel) -> fnv1.RunFunctionResponse:
     return grpcv1.FunctionRunnerServiceStub(channel).RunFunction(pipeline.request(CLASS, tag="tls"), timeout=10)

@@ -61,11 +61,20 @@ def test_a_wide_gang_with_many_copies_is_valid_on_every_grove_release(crds, tmp_
     wide["spec"]["template"]["spec"]["engines"][0]["members"][1]["worker"]["nodes"] = 3
     clusters = tmp_path / "clusters"
     clusters.mkdir()
+    cache = None
     for stack in ("standard", "dynamo"):
         for source in (CLUSTERS / stack).glob("*.yaml"):
-            cluster = yaml.safe_load(source.read_text())
-            cluster["status"]["pools"][0]["nodeCount"] = 12
-            (clusters / source.name).write_text(yaml.safe_dump(cluster))
+            obj = yaml.safe_load(source.read_text())
+            if obj["kind"] == "ModelCache":
+                # One cache, staged on both clusters.
+                if cache is None:
+                    cache = obj
+                else:
+                    cache["status"]["clusters"] += obj["status"]["clusters"]
+                continue
+            obj["status"]["pools"][0]["nodeCount"] = 12
+            (clusters / source.name).write_text(yaml.safe_dump(obj))
+    (clusters / "cache.yaml").write_text(yaml.safe_dump(cache))
     xr = tmp_path / "wide.yaml"
     wide["spec"]["replicas"] = 2
     xr.write_text(yaml.safe_dump(wide))

@@ -1,1 +1,11 @@
-//! Workspace-level tests and benchmarks live in this crate.
+//! Workspace-level tests, the package checker (`modelplane-package`) and the RunFunction benchmark.
+
+pub mod examples;
+pub mod fleet;
+pub mod legacy;
+pub mod manifest;
+pub mod meta;
+pub mod package;
+pub mod schema;
+pub mod structural;
+pub mod xrd;

@@ -96,6 +96,9 @@ fn default_true() -> bool {
 #[serde(rename_all = "camelCase")]
 pub struct ExistingCluster {
     pub kubeconfig_secret_ref: SecretKeyRef,
+    /// A ReadWriteMany StorageClass the cluster already has, for model caches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_storage_class: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -203,4 +206,7 @@ pub struct PoolStatus {
 pub struct ComponentStatus {
     pub name: String,
     pub version: String,
+    /// Whether everything that installs it is observed ready.
+    #[serde(default)]
+    pub ready: bool,
 }

@@ -13,7 +13,7 @@ use super::{ComposeError, Output};
 use crate::{
     api::{
         Composite,
-        inference_class::{Attribute, Claim, Device, InferenceClassSpec},
+        inference_class::{Attribute, Claim, Device, EksProvisioning, InferenceClassSpec},
     },
     proto::v1::{RunFunctionRequest, Status},
     wire::RawStruct,
@@ -86,6 +86,34 @@ pub fn validate(spec: &InferenceClassSpec) -> Result<(), ComposeError> {
                 ));
             }
         }
+    }
+    validate_eks(spec.provisioning.eks.as_ref())
+}
+
+/// Most EFA interfaces an EC2 instance has (p5.48xlarge).
+const MAX_EFA_INTERFACES: u32 = 32;
+/// Smallest root volume EKS accepts for a managed node group.
+const MIN_DISK_GIB: u32 = 20;
+
+fn validate_eks(eks: Option<&EksProvisioning>) -> Result<(), ComposeError> {
+    let Some(eks) = eks else { return Ok(()) };
+    if eks.instance_type.trim().is_empty() {
+        return Err(ComposeError::new(
+            "spec.provisioning.eks.instanceType",
+            "must name an EC2 instance type such as p5en.48xlarge",
+        ));
+    }
+    if eks.efa_interfaces > MAX_EFA_INTERFACES {
+        return Err(ComposeError::new(
+            "spec.provisioning.eks.efaInterfaces",
+            format!("EC2 instances have at most {MAX_EFA_INTERFACES} EFA interfaces"),
+        ));
+    }
+    if eks.disk_size_gib.is_some_and(|gib| gib < MIN_DISK_GIB) {
+        return Err(ComposeError::new(
+            "spec.provisioning.eks.diskSizeGiB",
+            format!("EKS node groups need at least {MIN_DISK_GIB} GiB"),
+        ));
     }
     Ok(())
 }
@@ -251,6 +279,33 @@ mod tests {
             compose_class(json!([bad])).unwrap_err().path,
             "spec.devices[0].capacity.memory.value"
         );
+    }
+
+    #[test]
+    fn eks_provisioning_needs_an_instance_type_and_a_possible_efa_count() {
+        let with = |eks: Value| {
+            let mut xr = class(json!([gpu()])).to_json().unwrap();
+            xr["spec"]["provisioning"] = json!({"eks": eks});
+            compose(
+                &RunFunctionRequest::default(),
+                &RawStruct::from_value(&xr).unwrap(),
+            )
+        };
+        assert!(with(json!({"instanceType": "p5.48xlarge", "efaInterfaces": 32})).is_ok());
+        let cases = [
+            (json!({"instanceType": ""}), "spec.provisioning.eks.instanceType"),
+            (
+                json!({"instanceType": "p5.48xlarge", "efaInterfaces": 33}),
+                "spec.provisioning.eks.efaInterfaces",
+            ),
+            (
+                json!({"instanceType": "g6.xlarge", "diskSizeGiB": 8}),
+                "spec.provisioning.eks.diskSizeGiB",
+            ),
+        ];
+        for (eks, path) in cases {
+            assert_eq!(with(eks).unwrap_err().path, path);
+        }
     }
 
     #[test]

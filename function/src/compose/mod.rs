@@ -16,6 +16,7 @@ use crate::{
 };
 
 pub mod inference_class;
+pub mod inference_cluster;
 pub mod model_cache;
 pub mod model_deployment;
 pub mod remote;
@@ -34,14 +35,20 @@ pub type ComposeFn = fn(&RunFunctionRequest, &RawStruct) -> Result<Output, Compo
 /// The composite kinds this function serves, and the composer for each.
 pub const COMPOSERS: &[(&str, ComposeFn)] = &[
     ("InferenceClass", inference_class::compose),
+    ("InferenceCluster", inference_cluster::compose),
     ("ModelCache", model_cache::compose),
     ("ModelDeployment", model_deployment::compose),
 ];
 
 /// Finds the composer for an observed composite, or says why there is none.
 pub fn composer_for(type_meta: &TypeMeta) -> Result<ComposeFn, String> {
+    composer_in(COMPOSERS, type_meta)
+}
+
+/// Finds the composer for an observed composite in `composers` (tests inject their own table).
+pub fn composer_in(composers: &[(&str, ComposeFn)], type_meta: &TypeMeta) -> Result<ComposeFn, String> {
     let served = || {
-        COMPOSERS
+        composers
             .iter()
             .map(|(kind, _)| *kind)
             .collect::<Vec<_>>()
@@ -51,7 +58,8 @@ pub fn composer_for(type_meta: &TypeMeta) -> Result<ComposeFn, String> {
         .api_version
         .split_once('/')
         .unwrap_or(("", &type_meta.api_version));
-    let Some((_, compose)) = COMPOSERS.iter().find(|(kind, _)| *kind == type_meta.kind) else {
+    let kind = served_kind_in(composers, &type_meta.kind);
+    let Some((_, compose)) = composers.iter().find(|(served, _)| *served == kind) else {
         return Err(format!(
             "composite kind {:?} (apiVersion {:?}) is not served by this function; it serves {API_GROUP} {}",
             type_meta.kind,
@@ -66,6 +74,21 @@ pub fn composer_for(type_meta: &TypeMeta) -> Result<ComposeFn, String> {
         ));
     }
     Ok(*compose)
+}
+
+/// The kind a composite is composed as. Crossplane 1.x style packages (`package/configuration-legacy`, generated
+/// from the v2 XRDs) turn each namespaced kind into a claim of the same name backed by a cluster-scoped composite
+/// `X<Kind>`; that composite carries the same spec and is composed by the same composer. Cluster-scoped kinds keep
+/// their names in both variants.
+pub fn served_kind(kind: &str) -> &str {
+    served_kind_in(COMPOSERS, kind)
+}
+
+fn served_kind_in<'k>(composers: &[(&str, ComposeFn)], kind: &'k str) -> &'k str {
+    match kind.strip_prefix('X') {
+        Some(claim_kind) if composers.iter().any(|(served, _)| *served == claim_kind) => claim_kind,
+        _ => kind,
+    }
 }
 
 /// Why a composite could not be composed: the field path at fault and what is wrong with it. Becomes a FATAL

@@ -21,6 +21,7 @@ use crate::{
     wire::RawStruct,
 };
 
+mod cache;
 mod replica;
 mod validate;
 
@@ -33,7 +34,7 @@ const MAX_REJECTIONS_SHOWN: usize = 10;
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let md: Composite<ModelDeploymentSpec> = xr.parse()?;
     validate::validate(&md.spec)?;
-    let namespace = md.metadata.namespace.clone().unwrap_or_default();
+    let namespace = md.metadata.effective_namespace().unwrap_or_default().to_owned();
     let mut out = Output {
         requirements: requirements(&md.spec, &namespace),
         ..Output::default()
@@ -47,7 +48,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         return Ok(out);
     };
     let clusters = read_clusters(cluster_items, &mut out.warnings);
-    let used_elsewhere = used_by_others(deployment_items, &md.metadata.name, &namespace);
+    let used_elsewhere = used_by_others(deployment_items, md.metadata.effective_name(), &namespace);
     let pins = pins(req);
     let outcomes = schedule::schedule(&Input {
         spec: &md.spec.template.spec,
@@ -57,6 +58,15 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         used_elsewhere: &used_elsewhere,
     })?;
 
+    let cache_name = md
+        .spec
+        .template
+        .spec
+        .model_cache_ref
+        .as_ref()
+        .map(|r| r.name.as_str());
+    let gate = cache::CacheGate::read(req, cache_name);
+    let mut waiting_for_cache = Vec::new();
     let mut placements = Vec::with_capacity(outcomes.len());
     let (mut placed, mut ready_replicas) = (0u32, 0u32);
     let mut unplaced_reason = None;
@@ -64,20 +74,33 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         match outcome {
             Outcome::Placed(placement) => {
                 let ctx = replica::ReplicaContext {
-                    xr_name: &md.metadata.name,
+                    xr_name: md.metadata.effective_name(),
                     xr_namespace: &namespace,
                     replica: index,
                     spec: &md.spec,
                 };
-                let mut ready = true;
-                for desired in replica::objects(&ctx, placement) {
+                let started = md.spec.template.spec.engines.iter().any(|engine| {
+                    request::observed_composed(req, &replica::engine_key(index, &engine.name)).is_some()
+                });
+                let blocked = gate.blocks(&placement.cluster.metadata.name).filter(|_| !started);
+                let objects = match &blocked {
+                    None => replica::objects(&ctx, placement),
+                    Some(_) => vec![replica::namespace(&ctx, placement)],
+                };
+                let mut ready = blocked.is_none();
+                for desired in objects {
                     let observed_ready = object_ready(request::observed_composed(req, &desired.key));
                     ready &= observed_ready;
                     out.compose(desired.key, desired.object, observed_ready);
                 }
                 placed += 1;
                 ready_replicas += u32::from(ready);
-                placements.push(placed_status(index, placement, &md.spec, ready));
+                let mut status = placed_status(index, placement, &md.spec, ready);
+                if let Some(why) = blocked {
+                    status["waitingFor"] = json!(why);
+                    waiting_for_cache.push(why);
+                }
+                placements.push(status);
             }
             Outcome::Unplaced(unplaced) => {
                 unplaced_reason.get_or_insert(unplaced.reason.as_str());
@@ -97,6 +120,25 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             );
             out.condition("Scheduled", Status::ConditionFalse, reason, message);
             out.ready = Some(false);
+        }
+    }
+    // Reported only for placed replicas: with none placed there is nothing to wait for yet.
+    if let (Some(cache), true) = (cache_name, placed > 0) {
+        match waiting_for_cache.first() {
+            None => out.condition("CacheReady", Status::ConditionTrue, "CacheStaged", ""),
+            Some(why) => {
+                let reason = if matches!(gate, cache::CacheGate::Missing { .. }) {
+                    "CacheNotFound"
+                } else {
+                    "CacheNotReady"
+                };
+                let message = format!(
+                    "{} replica(s) wait for ModelCache {cache:?}: {why}",
+                    waiting_for_cache.len()
+                );
+                out.condition("CacheReady", Status::ConditionFalse, reason, message);
+                out.ready = Some(false);
+            }
         }
     }
     Ok(out)

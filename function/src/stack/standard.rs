@@ -1,8 +1,12 @@
-//! The Standard stack: Modelplane's own. Gangs are LeaderWorkerSets.
+//! The Standard stack: Modelplane's own. Multi-node engines are LeaderWorkerSets; beyond the LWS controller it
+//! installs nothing but the common rows.
 
 use serde_json::{Value, json};
 
-use super::{EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, ServingStack, leader_worker_set};
+use super::{
+    Component, EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, ServingStack, StackObject,
+    components::LEADER_WORKER_SET, leader_worker_set,
+};
 use crate::{
     api::{inference_cluster::Stack, model_deployment::Engine},
     schedule::ClusterView,
@@ -17,6 +21,22 @@ const LWS_NAME_BUDGET: usize = 40;
 impl ServingStack for Standard {
     fn stack(&self) -> Stack {
         Stack::Standard
+    }
+
+    fn components(&self) -> &'static [Component] {
+        &[LEADER_WORKER_SET]
+    }
+
+    fn objects(&self) -> Vec<(&'static str, Vec<StackObject>)> {
+        Vec::new()
+    }
+
+    fn model_express_address(&self) -> Option<String> {
+        None
+    }
+
+    fn kai_queue(&self) -> Option<&'static str> {
+        None
     }
 
     fn workload_name_budget(&self, _engine: &Engine) -> usize {

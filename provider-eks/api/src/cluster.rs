@@ -16,6 +16,7 @@ use crate::common::{
     version = "v1alpha1",
     kind = "Cluster",
     namespaced,
+    derive = "Default",
     status = "ClusterStatus",
     category = "crossplane",
     category = "managed",
@@ -34,6 +35,19 @@ pub struct ClusterSpec {
     /// Where to write the kubeconfig (endpoint, CA and a short-lived EKS token) for this cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_connection_secret_to_ref: Option<SecretReference>,
+}
+
+impl Default for ClusterSpec {
+    /// Crossplane's defaults: every management policy and the `default` ClusterProviderConfig. (An empty
+    /// policy list would pause the resource, so this is not derived.)
+    fn default() -> Self {
+        Self {
+            for_provider: Default::default(),
+            provider_config_ref: ProviderConfigReference::default(),
+            management_policies: default_management_policies(),
+            write_connection_secret_to_ref: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]

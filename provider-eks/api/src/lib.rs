@@ -21,8 +21,8 @@ pub use node_pool::{
     Taint, TaintEffect,
 };
 pub use provider_config::{
-    ClusterProviderConfig, Credentials, CredentialsSource, ProviderConfig, ProviderConfigSpec,
-    SecretKeySelector,
+    ClusterProviderConfig, ClusterProviderConfigSpec, Credentials, CredentialsSource, ProviderConfig,
+    ProviderConfigSpec, SecretKeySelector,
 };
 
 /// API group of every provider-eks kind.

@@ -17,6 +17,7 @@ use crate::common::{
     version = "v1alpha1",
     kind = "NodePool",
     namespaced,
+    derive = "Default",
     status = "NodePoolStatus",
     category = "crossplane",
     category = "managed",
@@ -34,6 +35,19 @@ pub struct NodePoolSpec {
     pub management_policies: Vec<ManagementPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_connection_secret_to_ref: Option<SecretReference>,
+}
+
+impl Default for NodePoolSpec {
+    /// Crossplane's defaults: every management policy and the `default` ClusterProviderConfig. (An empty
+    /// policy list would pause the resource, so this is not derived.)
+    fn default() -> Self {
+        Self {
+            for_provider: Default::default(),
+            provider_config_ref: ProviderConfigReference::default(),
+            management_policies: default_management_policies(),
+            write_connection_secret_to_ref: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]

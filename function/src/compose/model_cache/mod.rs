@@ -113,7 +113,11 @@ struct JobStatusView {
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let cache: ModelCache = xr.parse()?;
-    let namespace = cache.metadata.namespace.clone().unwrap_or_default();
+    let namespace = cache
+        .metadata
+        .effective_namespace()
+        .unwrap_or_default()
+        .to_owned();
     let mut out = Output {
         requirements: requirements(&cache, &namespace),
         ..Default::default()
@@ -248,7 +252,7 @@ fn target_clusters(
             .template
             .spec
             .model_cache_ref
-            .is_some_and(|r| r.name == cache.metadata.name);
+            .is_some_and(|r| r.name == cache.metadata.effective_name());
         if uses_cache {
             targets.extend(deployment.status.replicas.into_iter().filter_map(|r| r.cluster));
         }
@@ -288,7 +292,7 @@ fn stage(
             "the cluster has no cache storage class (status.cacheStorageClass)",
         );
     }
-    let cache_name = cache.metadata.name.as_str();
+    let cache_name = cache.metadata.effective_name();
     let pc = status.provider_config_name.as_str();
     let key = |what: &str| format!("{what}-{name}");
 

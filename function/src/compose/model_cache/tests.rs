@@ -206,11 +206,11 @@ fn clusters_where_a_deployment_using_the_cache_runs_get_it_too() {
     let deployment = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
         "metadata": {"name": "qwen3-coder", "namespace": "ml-team"},
         "spec": {"template": {"spec": {"modelCacheRef": {"name": "qwen3-coder"}}}},
-        "status": {"replicas": [{"cluster": "eks-b"}]}});
+        "status": {"replicas": [{"replica": 0, "cluster": "eks-b", "pool": "gpu"}]}});
     let other = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
         "metadata": {"name": "other", "namespace": "ml-team"},
         "spec": {"template": {"spec": {"modelCacheRef": {"name": "another-cache"}}}},
-        "status": {"replicas": [{"cluster": "eks-a"}]}});
+        "status": {"replicas": [{"replica": 0, "cluster": "eks-a", "pool": "gpu"}]}});
     let req = with_required(
         with_required(
             request(xr),

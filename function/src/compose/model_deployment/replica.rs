@@ -152,7 +152,7 @@ fn wrap(
 
 /// The workload namespace on the cluster, named like the deployment's own so that tenancy carries over and a
 /// ModelCache's claim is found by name. It is never deleted: other deployments and caches share it.
-fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
+pub fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
     let manifest = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.xr_namespace}});
     let mut object = remote::object(manifest, &placement.cluster.status.provider_config_name);
     object["metadata"] = json!({

@@ -20,9 +20,25 @@ fn dynamo() -> Value {
     example("tests/fixtures/clusters/dynamo/eks-h200-us-east.yaml")
 }
 
-fn compose_on(xr: Value, clusters: &[Value]) -> Output {
+/// The seed's ModelCache with `phase` on each of `clusters`.
+fn cache(clusters: &[Value], phase: &str) -> Value {
+    let staged: Vec<Value> = clusters
+        .iter()
+        .map(|c| json!({"cluster": c["metadata"]["name"], "phase": phase}))
+        .collect();
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelCache",
+           "metadata": {"name": "qwen3-coder", "namespace": "ml-team"},
+           "status": {"clusters": staged}})
+}
+
+fn compose_with_cache(xr: Value, clusters: &[Value], caches: &[Value]) -> Output {
     let req = with_required(with_required(request(xr), CLUSTERS, clusters), DEPLOYMENTS, &[]);
-    run(compose, &req).unwrap()
+    run(compose, &with_required(req, CACHE, caches)).unwrap()
+}
+
+/// Composes with the cache already staged everywhere, so engines start.
+fn compose_on(xr: Value, clusters: &[Value]) -> Output {
+    compose_with_cache(xr, clusters, &[cache(clusters, "Ready")])
 }
 
 fn manifest<'a>(out: &'a Output, key: &str) -> &'a Value {
@@ -318,4 +334,77 @@ fn the_same_request_composes_the_same_output() {
         compose_on(seed(), &[standard(), dynamo()]),
         compose_on(seed(), &[standard(), dynamo()])
     );
+}
+
+#[test]
+fn replica_waits_for_its_cache_instead_of_starting_on_an_empty_volume() {
+    for phase in ["Pending", "Hydrating", "Failed"] {
+        let out = compose_with_cache(seed(), &[dynamo()], &[cache(&[dynamo()], phase)]);
+        assert_eq!(
+            out.resources.keys().collect::<Vec<_>>(),
+            ["replica-0-namespace"],
+            "{phase}"
+        );
+        let waiting = out.status["replicas"][0]["waitingFor"].as_str().unwrap();
+        assert!(
+            waiting.contains(phase) && waiting.contains("eks-h200-us-east"),
+            "{waiting}"
+        );
+        let condition = out.conditions.iter().find(|c| c.type_ == "CacheReady").unwrap();
+        assert_eq!(
+            (condition.status, condition.reason.as_str()),
+            (Status::ConditionFalse, "CacheNotReady")
+        );
+        assert_eq!(out.ready, Some(false));
+        // The cache composer stages where replicas are placed, so the placement is reported while waiting.
+        assert_eq!(out.status["replicas"][0]["cluster"], "eks-h200-us-east");
+    }
+}
+
+#[test]
+fn a_missing_cache_is_named_in_the_condition() {
+    let out = compose_with_cache(seed(), &[standard()], &[]);
+    assert!(!out.resources.contains_key("replica-0-qwen3-coder"));
+    let condition = out.conditions.iter().find(|c| c.type_ == "CacheReady").unwrap();
+    assert_eq!(condition.reason, "CacheNotFound");
+    assert!(
+        condition
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("spec.template.spec.modelCacheRef")
+    );
+}
+
+#[test]
+fn every_engine_pod_mounts_the_cache_once_it_is_ready_on_both_stacks() {
+    for cluster in [standard(), dynamo()] {
+        let out = compose_on(seed(), std::slice::from_ref(&cluster));
+        let text = serde_json::to_string(manifest(&out, "replica-0-qwen3-coder")).unwrap();
+        assert_eq!(
+            text.matches("\"claimName\":\"modelcache-qwen3-coder\"").count(),
+            2,
+            "leader and worker"
+        );
+        assert_eq!(text.matches("\"HF_HUB_CACHE\"").count(), 2);
+        let condition = out.conditions.iter().find(|c| c.type_ == "CacheReady").unwrap();
+        assert_eq!(condition.status, Status::ConditionTrue);
+    }
+}
+
+#[test]
+fn running_engines_are_not_stopped_when_the_cache_status_changes() {
+    let clusters = [dynamo()];
+    let running = compose_on(seed(), &clusters);
+    let mut req = with_required(
+        with_required(request(seed()), CLUSTERS, &clusters),
+        DEPLOYMENTS,
+        &[],
+    );
+    req = with_required(req, CACHE, &[cache(&clusters, "Hydrating")]);
+    for (key, composed) in &running.resources {
+        req = with_observed(req, key, &Value::Object(composed.object.clone()));
+    }
+    let out = run(compose, &req).unwrap();
+    assert!(out.resources.contains_key("replica-0-qwen3-coder"));
 }

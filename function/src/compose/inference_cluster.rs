@@ -1,0 +1,137 @@
+//! Composes one GPU cluster from an `InferenceCluster`: for `source: EKS` the provider-eks `Cluster`, a system
+//! node pool and one `NodePool` per pool (plus the activation policy that wakes provider-eks); for every cluster
+//! the provider configs that reach it and its version-locked components, the cloud's common ones plus the
+//! serving stack's own.
+//!
+//! Namespaces: the InferenceCluster is cluster-scoped, but provider-eks MRs, provider-helm Releases and
+//! provider-kubernetes Objects are namespaced, and a cluster-scoped composite must say where they go. They all
+//! go in [`CONTROL_NAMESPACE`], Modelplane's own namespace on the control plane, named `<cluster>[-<part>]` so
+//! many clusters never collide; the EKS kubeconfig secret lands there too. Provider configs and the activation
+//! policy are cluster-scoped, named after the cluster.
+//!
+//! The pools' InferenceClasses arrive as required resources, one requirement per distinct class, by name.
+
+use std::collections::BTreeMap;
+
+use super::{ComposeError, Output, inference_class};
+use crate::{
+    api::{
+        Composite,
+        inference_class::InferenceClassSpec,
+        inference_cluster::{InferenceClusterSpec, Source},
+    },
+    proto::v1::{ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
+    sdk::request,
+    stack::{Cloud, ClusterFacts, serving_stack},
+    wire::RawStruct,
+};
+
+mod components;
+mod eks;
+mod status;
+mod validate;
+
+/// Control-plane namespace of every namespaced resource an InferenceCluster composes.
+pub const CONTROL_NAMESPACE: &str = "modelplane-system";
+
+pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
+    let cluster: Composite<InferenceClusterSpec> = xr.parse()?;
+    let name = cluster.metadata.name.as_str();
+    let spec = &cluster.spec;
+    validate::cluster(name, spec)?;
+
+    let mut out = Output {
+        requirements: requirements(spec),
+        ..Output::default()
+    };
+    let Some(classes) = classes(req, spec)? else {
+        // Crossplane fetches the classes and calls again; nothing is composed until they are known.
+        out.condition(
+            "ClassesResolved",
+            Status::ConditionFalse,
+            "WaitingForClasses",
+            "waiting for Crossplane to fetch the node pools' InferenceClasses",
+        );
+        return Ok(out);
+    };
+    validate::pools_against_classes(spec, &classes)?;
+
+    let stack = serving_stack(spec.stack);
+    let (cloud, region) = match spec.cluster.source {
+        Source::Eks => (Cloud::Eks, spec.cluster.eks.as_ref().map(|e| e.region.as_str())),
+        Source::Existing => (Cloud::Generic, None),
+    };
+    let facts = ClusterFacts { name, region };
+    let mut plan = components::plan(cloud, stack, spec);
+    if let Some(eks) = &spec.cluster.eks
+        && spec.cluster.source == Source::Eks
+    {
+        eks::compose(&mut out, name, eks, spec, &classes)?;
+    }
+    components::compose_provider_configs(&mut out, name, spec);
+    components::compose_components(&mut out, name, &facts, stack, &mut plan);
+    status::report(req, &mut out, name, spec, stack, &plan, &classes);
+    Ok(out)
+}
+
+/// Requirement name for the class a pool names.
+pub fn class_requirement(class_name: &str) -> String {
+    format!("class-{class_name}")
+}
+
+/// One requirement per distinct class, by name: the same every call, so Crossplane's loop settles.
+fn requirements(spec: &InferenceClusterSpec) -> BTreeMap<String, ResourceSelector> {
+    spec.node_pools
+        .iter()
+        .map(|pool| {
+            let selector = ResourceSelector {
+                api_version: super::API_VERSION.into(),
+                kind: "InferenceClass".into(),
+                r#match: Some(Match::MatchName(pool.class_name.clone())),
+                ..Default::default()
+            };
+            (class_requirement(&pool.class_name), selector)
+        })
+        .collect()
+}
+
+/// The pools' classes by name, `None` while Crossplane has not fetched them all yet. A class Crossplane looked
+/// for and did not find is an error on the first pool that names it.
+fn classes(
+    req: &RunFunctionRequest,
+    spec: &InferenceClusterSpec,
+) -> Result<Option<BTreeMap<String, InferenceClassSpec>>, ComposeError> {
+    let mut classes = BTreeMap::new();
+    for (i, pool) in spec.node_pools.iter().enumerate() {
+        if classes.contains_key(&pool.class_name) {
+            continue;
+        }
+        let path = format!("spec.nodePools[{i}].className");
+        let Some(found) = request::required_resources(req, &class_requirement(&pool.class_name)) else {
+            return Ok(None);
+        };
+        let Some(raw) = found.first().and_then(|r| r.resource.as_ref()) else {
+            return Err(ComposeError::new(
+                path,
+                format!("InferenceClass {:?} not found", pool.class_name),
+            ));
+        };
+        let class: Composite<InferenceClassSpec> = raw.parse().map_err(|e| {
+            ComposeError::new(
+                &path,
+                format!("InferenceClass {:?} is invalid: {e}", pool.class_name),
+            )
+        })?;
+        inference_class::validate(&class.spec).map_err(|e| {
+            ComposeError::new(
+                &path,
+                format!("InferenceClass {:?} is invalid: {e}", pool.class_name),
+            )
+        })?;
+        classes.insert(pool.class_name.clone(), class.spec);
+    }
+    Ok(Some(classes))
+}
+
+#[cfg(test)]
+mod tests;

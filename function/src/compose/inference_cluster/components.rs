@@ -1,0 +1,141 @@
+//! The workload-cluster half: provider-kubernetes and provider-helm `ClusterProviderConfig`s built from the
+//! cluster's kubeconfig secret, then one provider-helm `Release` per chart and one provider-kubernetes `Object`
+//! per plain object of the cluster's component list.
+
+use serde_json::{Value, json};
+
+use super::{CONTROL_NAMESPACE, eks};
+use crate::{
+    api::inference_cluster::{FabricType, InferenceClusterSpec, SecretKeyRef, Source},
+    compose::{Output, remote},
+    stack::{Cloud, ClusterFacts, Component, Install, Needs, Readiness, ServingStack, components},
+};
+
+const HELM_API_VERSION: &str = "helm.m.crossplane.io/v1beta1";
+pub const KEY_KUBERNETES_PROVIDER_CONFIG: &str = "providerconfig-kubernetes";
+pub const KEY_HELM_PROVIDER_CONFIG: &str = "providerconfig-helm";
+/// provider-kubernetes reports a wrapped Deployment ready once this holds on the remote object.
+const DEPLOYMENT_AVAILABLE: &str =
+    "object.status.conditions.exists(c, c.type == 'Available' && c.status == 'True')";
+
+/// A component the cluster gets, and the composed resources that install it.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub component: Component,
+    pub keys: Vec<String>,
+}
+
+/// The cluster's component list: its cloud's common rows (those it needs), then its stack's rows.
+pub fn plan(cloud: Cloud, stack: &dyn ServingStack, spec: &InferenceClusterSpec) -> Vec<Planned> {
+    let efa = spec.node_pools.iter().any(|p| p.fabric.type_ == FabricType::Efa);
+    components::common(cloud)
+        .iter()
+        .chain(stack.components())
+        .filter(|c| match c.needs {
+            Needs::Always => true,
+            Needs::EfaPool => efa,
+        })
+        .map(|component| Planned {
+            component: *component,
+            keys: Vec::new(),
+        })
+        .collect()
+}
+
+/// The ClusterProviderConfig name (the same for provider-kubernetes and provider-helm) that reaches a cluster.
+pub fn provider_config_name(cluster: &str) -> String {
+    cluster.to_owned()
+}
+
+pub fn compose_provider_configs(out: &mut Output, name: &str, spec: &InferenceClusterSpec) {
+    let secret = match (&spec.cluster.source, &spec.cluster.existing) {
+        (Source::Existing, Some(existing)) => existing.kubeconfig_secret_ref.clone(),
+        _ => SecretKeyRef {
+            name: eks::kubeconfig_secret(name),
+            namespace: CONTROL_NAMESPACE.into(),
+            key: eks::KUBECONFIG_KEY.into(),
+        },
+    };
+    let credentials = json!({"source": "Secret",
+                             "secretRef": {"name": secret.name, "namespace": secret.namespace, "key": secret.key}});
+    for (key, api_version) in [
+        (KEY_KUBERNETES_PROVIDER_CONFIG, remote::OBJECT_API_VERSION),
+        (KEY_HELM_PROVIDER_CONFIG, HELM_API_VERSION),
+    ] {
+        let config = json!({
+            "apiVersion": api_version, "kind": "ClusterProviderConfig",
+            "metadata": {"name": provider_config_name(name)},
+            "spec": {"credentials": credentials},
+        });
+        out.compose(key, config, false);
+    }
+}
+
+pub fn compose_components(
+    out: &mut Output,
+    name: &str,
+    facts: &ClusterFacts,
+    stack: &dyn ServingStack,
+    plan: &mut [Planned],
+) {
+    let objects = stack.objects();
+    for planned in plan.iter_mut() {
+        let component = planned.component;
+        match component.install {
+            Install::Chart {
+                repository,
+                chart,
+                values,
+            } => {
+                let key = format!("release-{}", component.name);
+                out.compose(
+                    &key,
+                    release(name, &component, repository, chart, values(facts)),
+                    false,
+                );
+                planned.keys.push(key);
+            }
+            Install::Objects => {
+                let owned = objects.iter().filter(|(owner, _)| *owner == component.name);
+                for object in owned.flat_map(|(_, objects)| objects) {
+                    let key = format!("object-{}-{}", component.name, object.suffix);
+                    let wrapped = wrap(name, &format!("{}-{}", component.name, object.suffix), object);
+                    out.compose(&key, wrapped, false);
+                    planned.keys.push(key);
+                }
+            }
+        }
+    }
+}
+
+fn release(cluster: &str, component: &Component, repository: &str, chart: &str, values: Value) -> Value {
+    json!({
+        "apiVersion": HELM_API_VERSION, "kind": "Release",
+        "metadata": {
+            "name": format!("{cluster}-{}", component.name),
+            "namespace": CONTROL_NAMESPACE,
+            // The Helm release on the workload cluster keeps the component's own name.
+            "annotations": {"crossplane.io/external-name": component.name},
+        },
+        "spec": {
+            "forProvider": {
+                "chart": {"name": chart, "repository": repository, "version": component.version},
+                "namespace": component.namespace,
+                "values": values,
+            },
+            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config_name(cluster)},
+        },
+    })
+}
+
+/// Wraps a manifest in a provider-kubernetes Object that reports the remote object's readiness.
+fn wrap(cluster: &str, part: &str, object: &crate::stack::StackObject) -> Value {
+    let readiness = match object.readiness {
+        Readiness::Created => json!({"policy": "SuccessfulCreate"}),
+        Readiness::Available => json!({"policy": "DeriveFromCelQuery", "celQuery": DEPLOYMENT_AVAILABLE}),
+    };
+    let mut wrapped = remote::object(object.manifest.clone(), &provider_config_name(cluster));
+    wrapped["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});
+    wrapped["spec"]["readiness"] = readiness;
+    wrapped
+}

@@ -1,0 +1,137 @@
+//! Readiness and status, from observed state only: a composed resource is ready when Crossplane observes it
+//! with `Ready=True` (MRs, Releases, Objects, whose Deployments report `Available` through their readiness
+//! query), or merely observes it for kinds without conditions (provider configs, the activation policy). The
+//! cluster is ready only when all of it is; its pools are offered to the scheduler only then, and only pools
+//! whose NodePool is ready.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{components::Planned, components::provider_config_name, eks};
+use crate::{
+    api::{
+        inference_class::InferenceClassSpec,
+        inference_cluster::{
+            ComponentStatus, InferenceClusterSpec, InferenceClusterStatus, PoolStatus, Source,
+        },
+    },
+    compose::Output,
+    proto::v1::{RunFunctionRequest, Status},
+    sdk::request,
+    stack::ServingStack,
+};
+
+/// Kinds that never report conditions: existing is as ready as they get.
+const CONDITIONLESS_KINDS: &[&str] = &["ClusterProviderConfig", "ManagedResourceActivationPolicy"];
+
+pub fn report(
+    req: &RunFunctionRequest,
+    out: &mut Output,
+    name: &str,
+    spec: &InferenceClusterSpec,
+    stack: &dyn ServingStack,
+    plan: &[Planned],
+    classes: &BTreeMap<String, InferenceClassSpec>,
+) {
+    for (key, composed) in out.resources.iter_mut() {
+        let kind = composed
+            .object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        composed.ready = observed_ready(req, key, CONDITIONLESS_KINDS.contains(&kind));
+    }
+    let unready: Vec<&str> = out
+        .resources
+        .iter()
+        .filter(|(_, c)| !c.ready)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    let all_ready = unready.is_empty();
+    if all_ready {
+        out.condition("StackReady", Status::ConditionTrue, "Available", "");
+    } else {
+        out.condition(
+            "StackReady",
+            Status::ConditionFalse,
+            "Creating",
+            format!("waiting for {}", unready.join(", ")),
+        );
+    }
+
+    let pools = spec
+        .node_pools
+        .iter()
+        .filter(|pool| all_ready && pool_ready(out, spec, &pool.name))
+        .map(|pool| PoolStatus {
+            name: pool.name.clone(),
+            class_name: pool.class_name.clone(),
+            node_count: pool.node_count,
+            devices: classes
+                .get(&pool.class_name)
+                .map(|c| c.devices.clone())
+                .unwrap_or_default(),
+        })
+        .collect();
+    let components = plan
+        .iter()
+        .map(|p| ComponentStatus {
+            name: p.component.name.into(),
+            version: p.component.version.into(),
+            ready: p
+                .keys
+                .iter()
+                .all(|k| out.resources.get(k).is_some_and(|c| c.ready)),
+        })
+        .collect();
+    let status = InferenceClusterStatus {
+        stack: spec.stack,
+        provider_config_name: provider_config_name(name),
+        cache_storage_class: spec
+            .cluster
+            .existing
+            .as_ref()
+            .and_then(|e| e.cache_storage_class.clone())
+            .unwrap_or_default(),
+        model_express_address: stack.model_express_address(),
+        kai_queue: stack.kai_queue().map(str::to_owned),
+        pools,
+        components,
+    };
+    if let Ok(Value::Object(map)) = serde_json::to_value(&status) {
+        out.status = map;
+    }
+    out.ready = Some(all_ready);
+}
+
+fn pool_ready(out: &Output, spec: &InferenceClusterSpec, pool: &str) -> bool {
+    match spec.cluster.source {
+        Source::Eks => out
+            .resources
+            .get(&eks::node_pool_key(pool))
+            .is_some_and(|c| c.ready),
+        Source::Existing => true,
+    }
+}
+
+/// Whether Crossplane observes the resource under `key` as ready.
+fn observed_ready(req: &RunFunctionRequest, key: &str, conditionless: bool) -> bool {
+    let Some(object) = request::observed_composed(req, key)
+        .and_then(|r| r.resource.as_ref())
+        .and_then(|raw| raw.to_json().ok())
+    else {
+        return false;
+    };
+    conditionless || has_condition(&object, "Ready", "True")
+}
+
+fn has_condition(object: &Value, type_: &str, status: &str) -> bool {
+    object["status"]["conditions"]
+        .as_array()
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == json!(type_) && c["status"] == json!(status))
+        })
+}

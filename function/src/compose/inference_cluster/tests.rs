@@ -1,0 +1,393 @@
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::proto::v1::{Resource, Resources, State};
+
+fn h200() -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceClass", "metadata": {"name": "eks-h200-8x"},
+           "spec": {"devices": [{"name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com",
+                                 "count": 8, "capacity": {"memory": {"value": "141Gi"}}}],
+                    "provisioning": {"eks": {"instanceType": "p5en.48xlarge", "amiType": "AL2023_x86_64_NVIDIA",
+                                             "diskSizeGiB": 1024, "efaInterfaces": 16}}}})
+}
+
+fn eks(stack: &str) -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": "us-east"},
+           "spec": {"stack": stack,
+                    "cluster": {"source": "EKS", "eks": {"region": "us-east-1",
+                        "clusterRoleArn": "arn:aws:iam::123456789012:role/c",
+                        "nodeRoleArn": "arn:aws:iam::123456789012:role/n"}},
+                    "nodePools": [{"name": "gpu", "className": "eks-h200-8x", "nodeCount": 2, "maxNodeCount": 4,
+                                   "zones": ["us-east-1a"],
+                                   "capacityBlock": {"capacityReservationId": "cr-0abc"},
+                                   "fabric": {"type": "EFA"}}]}})
+}
+
+fn existing(stack: &str) -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": "onprem"},
+           "spec": {"stack": stack,
+                    "cluster": {"source": "Existing", "existing": {
+                        "kubeconfigSecretRef": {"name": "onprem-kubeconfig", "namespace": "platform"},
+                        "cacheStorageClass": "cephfs"}},
+                    "nodePools": [{"name": "gpu", "className": "eks-h200-8x", "nodeCount": 4}]}})
+}
+
+fn raw(value: &Value) -> RawStruct {
+    RawStruct::from_value(value).unwrap()
+}
+
+/// A request as Crossplane sends it once the classes are fetched, with `observed` composed resources.
+fn request(xr: &Value, classes: &[Value], observed: &[(&str, Value)]) -> RunFunctionRequest {
+    let mut req = RunFunctionRequest {
+        observed: Some(State {
+            composite: Some(Resource {
+                resource: Some(raw(xr)),
+                ..Default::default()
+            }),
+            resources: observed
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        (*k).to_owned(),
+                        Resource {
+                            resource: Some(raw(v)),
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect(),
+        }),
+        ..Default::default()
+    };
+    for class in classes {
+        let name = class["metadata"]["name"].as_str().unwrap();
+        req.required_resources.insert(
+            class_requirement(name),
+            Resources {
+                items: vec![Resource {
+                    resource: Some(raw(class)),
+                    ..Default::default()
+                }],
+            },
+        );
+    }
+    req
+}
+
+fn run(xr: &Value) -> Output {
+    let req = request(xr, &[h200()], &[]);
+    compose(&req, &raw(xr)).unwrap()
+}
+
+fn error(xr: &Value) -> ComposeError {
+    compose(&request(xr, &[h200()], &[]), &raw(xr)).unwrap_err()
+}
+
+/// Every manifest wrapped in a provider-kubernetes Object.
+fn manifests(out: &Output) -> Vec<&Value> {
+    out.resources
+        .values()
+        .filter_map(|c| c.object.get("spec")?.get("forProvider")?.get("manifest"))
+        .collect()
+}
+
+fn charts(out: &Output) -> BTreeSet<String> {
+    out.resources
+        .values()
+        .filter(|c| c.object["kind"] == "Release")
+        .map(|c| {
+            c.object["spec"]["forProvider"]["chart"]["name"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+fn component_names(out: &Output) -> BTreeSet<String> {
+    out.status["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn first_call_asks_for_each_distinct_class_once_and_composes_nothing() {
+    let mut xr = eks("Dynamo");
+    let second = json!({"name": "gpu2", "className": "eks-h200-8x", "nodeCount": 1});
+    xr["spec"]["nodePools"].as_array_mut().unwrap().push(second);
+    let out = compose(&request(&xr, &[], &[]), &raw(&xr)).unwrap();
+    assert_eq!(out.requirements.keys().collect::<Vec<_>>(), ["class-eks-h200-8x"]);
+    let selector = &out.requirements["class-eks-h200-8x"];
+    assert_eq!(
+        (selector.kind.as_str(), selector.api_version.as_str()),
+        ("InferenceClass", "modelplane.ai/v1alpha1")
+    );
+    assert_eq!(selector.r#match, Some(Match::MatchName("eks-h200-8x".into())));
+    assert!(out.resources.is_empty());
+    assert_eq!(out.conditions[0].reason, "WaitingForClasses");
+}
+
+#[test]
+fn requirements_are_the_same_before_and_after_the_classes_arrive() {
+    let xr = eks("Standard");
+    let before = compose(&request(&xr, &[], &[]), &raw(&xr)).unwrap();
+    assert_eq!(before.requirements, run(&xr).requirements);
+}
+
+#[test]
+fn composing_twice_gives_the_same_output() {
+    for xr in [eks("Dynamo"), eks("Standard"), existing("Dynamo")] {
+        assert_eq!(run(&xr), run(&xr));
+    }
+}
+
+#[test]
+fn a_missing_class_is_fatal_and_names_the_pool_field() {
+    let xr = eks("Standard");
+    let mut req = request(&xr, &[], &[]);
+    req.required_resources
+        .insert(class_requirement("eks-h200-8x"), Resources::default());
+    let err = compose(&req, &raw(&xr)).unwrap_err();
+    assert_eq!(err.path, "spec.nodePools[0].className");
+    assert!(err.reason.contains("\"eks-h200-8x\" not found"), "{}", err.reason);
+}
+
+#[test]
+fn dynamo_composes_grove_kai_and_exactly_one_model_express_server_and_no_lws() {
+    let out = run(&eks("Dynamo"));
+    let charts = charts(&out);
+    assert!(
+        charts.contains("grove-charts") && charts.contains("kai-scheduler"),
+        "{charts:?}"
+    );
+    assert!(!charts.contains("lws"));
+    let servers: Vec<_> = manifests(&out)
+        .into_iter()
+        .filter(|m| m["kind"] == "Deployment" && m["metadata"]["name"] == "modelexpress-server")
+        .collect();
+    assert_eq!(servers.len(), 1);
+    let service = manifests(&out)
+        .into_iter()
+        .find(|m| m["kind"] == "Service")
+        .unwrap();
+    assert_eq!(service["spec"]["ports"][0]["port"], 8001);
+    let queues: Vec<_> = manifests(&out)
+        .into_iter()
+        .filter(|m| m["kind"] == "Queue")
+        .collect();
+    assert_eq!(queues.len(), 2);
+    assert_eq!(out.status["kaiQueue"], "modelplane");
+    assert_eq!(
+        out.status["modelExpressAddress"],
+        "modelexpress-server.modelexpress-system.svc.cluster.local:8001"
+    );
+}
+
+#[test]
+fn standard_composes_lws_and_nothing_of_dynamo() {
+    let out = run(&eks("Standard"));
+    let charts = charts(&out);
+    assert!(charts.contains("lws"));
+    assert!(!charts.contains("grove-charts") && !charts.contains("kai-scheduler"));
+    assert!(manifests(&out).is_empty(), "Standard needs no plain objects");
+    assert!(out.status.get("kaiQueue").is_none() && out.status.get("modelExpressAddress").is_none());
+}
+
+#[test]
+fn both_stacks_share_every_common_component_and_differ_only_in_their_stack_rows() {
+    for (standard, dynamo) in [
+        (eks("Standard"), eks("Dynamo")),
+        (existing("Standard"), existing("Dynamo")),
+    ] {
+        let standard = component_names(&run(&standard));
+        let dynamo = component_names(&run(&dynamo));
+        let only_standard: BTreeSet<_> = standard.difference(&dynamo).cloned().collect();
+        let only_dynamo: BTreeSet<_> = dynamo.difference(&standard).cloned().collect();
+        assert_eq!(only_standard, BTreeSet::from(["lws".to_owned()]));
+        let dynamo_rows = ["grove", "kai-queues", "kai-scheduler", "modelexpress-server"];
+        assert_eq!(only_dynamo, dynamo_rows.iter().map(|s| (*s).to_owned()).collect());
+    }
+}
+
+#[test]
+fn existing_clusters_compose_no_eks_objects_and_no_activation_policy() {
+    let out = run(&existing("Dynamo"));
+    for composed in out.resources.values() {
+        let api_version = composed.object["apiVersion"].as_str().unwrap();
+        assert!(!api_version.starts_with("eks.m.modelplane.ai"), "{api_version}");
+        assert_ne!(composed.object["kind"], "ManagedResourceActivationPolicy");
+    }
+    let config = &out.resources["providerconfig-kubernetes"].object;
+    assert_eq!(
+        config["spec"]["credentials"]["secretRef"],
+        json!({"name": "onprem-kubeconfig", "namespace": "platform", "key": "kubeconfig"})
+    );
+    assert!(!charts(&out).contains("cluster-autoscaler"));
+    assert_eq!(out.status["cacheStorageClass"], "cephfs");
+}
+
+#[test]
+fn eks_clusters_compose_a_per_cluster_activation_policy_for_provider_eks() {
+    let out = run(&eks("Standard"));
+    let policy = &out.resources["activation-policy"].object;
+    assert_eq!(policy["metadata"]["name"], "us-east-provider-eks");
+    assert_eq!(
+        policy["spec"]["activate"],
+        json!(["clusters.eks.m.modelplane.ai", "nodepools.eks.m.modelplane.ai"])
+    );
+    assert!(
+        policy["metadata"].get("namespace").is_none(),
+        "the policy is cluster-scoped"
+    );
+    let config = &out.resources["providerconfig-helm"].object;
+    assert_eq!(
+        config["spec"]["credentials"]["secretRef"],
+        json!({"name": "us-east-kubeconfig", "namespace": CONTROL_NAMESPACE, "key": "kubeconfig"})
+    );
+    let cluster = &out.resources["eks-cluster"].object;
+    assert_eq!(
+        cluster["spec"]["writeConnectionSecretToRef"]["name"],
+        "us-east-kubeconfig"
+    );
+}
+
+#[test]
+fn a_gpu_pool_takes_its_hardware_from_the_class_and_its_placement_from_the_pool() {
+    let out = run(&eks("Dynamo"));
+    let pool = &out.resources["eks-nodepool-gpu"].object;
+    assert_eq!(
+        pool["metadata"],
+        json!({"name": "us-east-gpu", "namespace": CONTROL_NAMESPACE})
+    );
+    let p = &pool["spec"]["forProvider"];
+    assert_eq!(p["instanceTypes"], json!(["p5en.48xlarge"]));
+    assert_eq!(
+        (&p["amiType"], &p["diskSize"], &p["efaInterfaces"]),
+        (&json!("AL2023_x86_64_NVIDIA"), &json!(1024), &json!(16))
+    );
+    assert_eq!(p["labels"], json!({"modelplane.ai/pool": "gpu"}));
+    assert_eq!(
+        p["taints"],
+        json!([{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}])
+    );
+    assert_eq!(
+        p["scaling"],
+        json!({"minSize": 2, "maxSize": 4, "desiredSize": 2})
+    );
+    assert_eq!(
+        (&p["capacityType"], &p["capacityReservationId"]),
+        (&json!("CAPACITY_BLOCK"), &json!("cr-0abc"))
+    );
+    assert_eq!(p["zones"], json!(["us-east-1a"]));
+    assert_eq!(p["clusterRef"], json!({"name": "us-east"}));
+    let system = &out.resources["eks-nodepool-system"].object["spec"]["forProvider"];
+    assert_eq!(system["labels"], json!({"modelplane.ai/pool": "system"}));
+    assert!(
+        system.get("taints").is_none(),
+        "controllers must be able to run on the system pool"
+    );
+    assert!(
+        charts(&out).contains("aws-dranet"),
+        "an EFA pool brings the EFA DRA driver"
+    );
+}
+
+#[test]
+fn bad_pools_are_fatal_and_name_the_field() {
+    let mut duplicate = eks("Standard");
+    let copy = duplicate["spec"]["nodePools"][0].clone();
+    duplicate["spec"]["nodePools"].as_array_mut().unwrap().push(copy);
+    assert_eq!(error(&duplicate).path, "spec.nodePools[1].name");
+
+    let mut efa = existing("Standard");
+    efa["spec"]["nodePools"][0]["fabric"] = json!({"type": "EFA"});
+    assert_eq!(error(&efa).path, "spec.nodePools[0].fabric.type");
+
+    let mut unzoned = eks("Standard");
+    unzoned["spec"]["nodePools"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("zones");
+    assert_eq!(error(&unzoned).path, "spec.nodePools[0].zones");
+
+    let mut unknown = eks("Standard");
+    unknown["spec"]["stack"] = json!("Triton");
+    assert_eq!(error(&unknown).path, "spec.stack");
+
+    let mut no_eks = eks("Standard");
+    no_eks["spec"]["cluster"].as_object_mut().unwrap().remove("eks");
+    assert_eq!(error(&no_eks).path, "spec.cluster.eks");
+}
+
+#[test]
+fn efa_on_a_class_without_efa_interfaces_is_refused() {
+    let mut class = h200();
+    class["spec"]["provisioning"]["eks"]["efaInterfaces"] = json!(0);
+    let xr = eks("Standard");
+    let err = compose(&request(&xr, &[class], &[]), &raw(&xr)).unwrap_err();
+    assert_eq!(err.path, "spec.nodePools[0].fabric.type");
+}
+
+fn ready(object: &Value) -> Value {
+    let mut observed = object.clone();
+    observed["status"] = json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Available"}]});
+    observed
+}
+
+#[test]
+fn the_cluster_and_its_pools_are_ready_only_once_everything_is_observed_ready() {
+    let xr = eks("Dynamo");
+    let first = run(&xr);
+    assert_eq!(first.ready, Some(false));
+    assert_eq!(first.status["pools"], json!([]));
+    assert!(first.resources.values().all(|c| !c.ready));
+
+    let all: Vec<(String, Value)> = first
+        .resources
+        .iter()
+        .map(|(k, c)| (k.clone(), ready(&Value::Object(c.object.clone()))))
+        .collect();
+    let observed: Vec<(&str, Value)> = all.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let done = compose(&request(&xr, &[h200()], &observed), &raw(&xr)).unwrap();
+    assert_eq!(done.ready, Some(true));
+    assert!(done.resources.values().all(|c| c.ready));
+    assert_eq!(done.status["pools"][0]["name"], "gpu");
+    assert_eq!(done.status["pools"][0]["nodeCount"], 2);
+    assert_eq!(
+        done.status["pools"][0]["devices"][0]["capacity"]["memory"]["value"],
+        "141Gi"
+    );
+
+    let mut pool_down = observed.clone();
+    let at = pool_down
+        .iter()
+        .position(|(k, _)| *k == "eks-nodepool-gpu")
+        .unwrap();
+    pool_down[at].1["status"]["conditions"][0]["status"] = json!("False");
+    let waiting = compose(&request(&xr, &[h200()], &pool_down), &raw(&xr)).unwrap();
+    assert_eq!(waiting.ready, Some(false));
+    assert_eq!(
+        waiting.status["pools"],
+        json!([]),
+        "a pool is schedulable only once its NodePool is ready"
+    );
+}
+
+#[test]
+fn provider_configs_and_the_policy_are_ready_once_they_exist() {
+    let xr = eks("Standard");
+    let first = run(&xr);
+    let policy = Value::Object(first.resources["activation-policy"].object.clone());
+    let out = compose(
+        &request(&xr, &[h200()], &[("activation-policy", policy)]),
+        &raw(&xr),
+    )
+    .unwrap();
+    assert!(out.resources["activation-policy"].ready);
+    assert!(!out.resources["eks-cluster"].ready);
+}

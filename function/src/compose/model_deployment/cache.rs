@@ -1,0 +1,89 @@
+//! Holds engines back until their ModelCache is staged on their cluster.
+//!
+//! An engine started on an empty cache volume would download the model itself (slowly, per replica) or fail,
+//! so a placed replica whose cluster does not have the cache `Ready` gets its namespace but no engines, and
+//! the deployment says what it is waiting for. The ModelCache composer stages onto every cluster a replica is
+//! placed on (it reads `status.replicas`), which closes the loop. A replica whose engines already run is never
+//! stopped because its cache's status changed.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::CACHE;
+use crate::{
+    api::model_cache::{ModelCacheStatus, Phase},
+    proto::v1::RunFunctionRequest,
+    sdk::request,
+};
+
+/// What the deployment's cache allows, cluster by cluster.
+pub enum CacheGate {
+    /// No `modelCacheRef`: nothing to wait for.
+    NotUsed,
+    /// Crossplane has not fetched the ModelCache yet.
+    Unresolved,
+    /// The referenced ModelCache does not exist.
+    Missing { name: String },
+    /// The cache's phase on each cluster it is staged on.
+    Staged {
+        name: String,
+        phases: BTreeMap<String, (Phase, String)>,
+    },
+}
+
+#[derive(Deserialize)]
+struct CacheView {
+    #[serde(default)]
+    status: ModelCacheStatus,
+}
+
+impl CacheGate {
+    pub fn read(req: &RunFunctionRequest, cache_name: Option<&str>) -> Self {
+        let Some(name) = cache_name else {
+            return Self::NotUsed;
+        };
+        let Some(found) = request::required_resources(req, CACHE) else {
+            return Self::Unresolved;
+        };
+        let Some(cache) = found
+            .first()
+            .and_then(|c| c.resource.as_ref()?.parse::<CacheView>().ok())
+        else {
+            return Self::Missing {
+                name: name.to_owned(),
+            };
+        };
+        let phases = cache
+            .status
+            .clusters
+            .into_iter()
+            .map(|c| (c.cluster, (c.phase, c.reason)))
+            .collect();
+        Self::Staged {
+            name: name.to_owned(),
+            phases,
+        }
+    }
+
+    /// Why engines may not start on `cluster` yet, or `None` when they may.
+    pub fn blocks(&self, cluster: &str) -> Option<String> {
+        match self {
+            Self::NotUsed => None,
+            Self::Unresolved => Some("waiting for Crossplane to fetch the ModelCache".into()),
+            Self::Missing { name } => Some(format!(
+                "ModelCache {name:?} (spec.template.spec.modelCacheRef) not found"
+            )),
+            Self::Staged { name, phases } => match phases.get(cluster) {
+                Some((Phase::Ready, _)) => None,
+                Some((phase, reason)) if reason.is_empty() => {
+                    Some(format!("ModelCache {name:?} is {phase:?} on {cluster}"))
+                }
+                Some((phase, reason)) => {
+                    Some(format!("ModelCache {name:?} is {phase:?} on {cluster}: {reason}"))
+                }
+                None => Some(format!("ModelCache {name:?} is not staged on {cluster} yet")),
+            },
+        }
+    }
+}

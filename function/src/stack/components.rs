@@ -1,0 +1,320 @@
+//! The version-locked component table: what every cluster of a cloud runs, and what each serving stack adds.
+//!
+//! This is the one place versions live. A cluster's spec carries none; a release of Modelplane installs exactly
+//! these, tested together, the way NVIDIA AI Cluster Runtime (AICR) publishes one recipe per cloud. Where AICR
+//! has a pin that fits EKS's AL2023 NVIDIA AMI (driver on the host, no GPU Operator) we take it; each row says
+//! why it is pinned where it is.
+
+use serde_json::{Value, json};
+
+use crate::api::inference_cluster::{GPU_TAINT_EFFECT, GPU_TAINT_KEY};
+
+/// Kubernetes minor version of the EKS clusters this table was validated with: DRA (`resource.k8s.io/v1`) is GA
+/// from 1.34, and the scheduler's ResourceClaimTemplates use that API.
+pub const EKS_KUBERNETES_VERSION: &str = "1.34";
+
+/// Which cloud's table a cluster gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cloud {
+    /// Provisioned by provider-eks: the common rows plus EKS's own (autoscaler, EFA).
+    Eks,
+    /// A cluster Modelplane did not provision: only what any conformant GPU cluster needs.
+    Generic,
+}
+
+/// What Modelplane knows about a cluster when it renders chart values.
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterFacts<'a> {
+    /// The InferenceCluster's name, which is also the EKS cluster's name.
+    pub name: &'a str,
+    pub region: Option<&'a str>,
+}
+
+/// When a component is installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    Always,
+    /// Only when some pool sets `fabric.type: EFA`.
+    EfaPool,
+}
+
+/// How a component is installed.
+#[derive(Debug, Clone, Copy)]
+pub enum Install {
+    /// A Helm chart, as a provider-helm Release.
+    Chart {
+        /// `https://...` chart repository or `oci://...` registry path.
+        repository: &'static str,
+        chart: &'static str,
+        values: fn(&ClusterFacts) -> Value,
+    },
+    /// Plain objects the stack builds (see `ServingStack::objects`), as provider-kubernetes Objects.
+    Objects,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Component {
+    /// Helm release name and the name reported in the InferenceCluster's status.
+    pub name: &'static str,
+    pub version: &'static str,
+    /// Namespace on the workload cluster.
+    pub namespace: &'static str,
+    pub install: Install,
+    pub needs: Needs,
+    /// Why this component, and why this version.
+    pub why: &'static str,
+}
+
+fn no_values(_: &ClusterFacts) -> Value {
+    json!({})
+}
+
+fn gpu_toleration() -> Value {
+    json!({"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT})
+}
+
+pub const CERT_MANAGER: Component = Component {
+    name: "cert-manager",
+    version: "v1.17.2",
+    namespace: "cert-manager",
+    install: Install::Chart {
+        repository: "https://charts.jetstack.io",
+        chart: "cert-manager",
+        values: |_| json!({"crds": {"enabled": true, "keep": false}}),
+    },
+    needs: Needs::Always,
+    why: "webhook certificates for the gateway and scheduler controllers; AICR's EKS pin",
+};
+
+pub const NODE_FEATURE_DISCOVERY: Component = Component {
+    name: "node-feature-discovery",
+    version: "0.18.3",
+    namespace: "node-feature-discovery",
+    install: Install::Chart {
+        repository: "oci://registry.k8s.io/nfd/charts",
+        chart: "node-feature-discovery",
+        values: |_| json!({"worker": {"tolerations": [gpu_toleration()]}}),
+    },
+    needs: Needs::Always,
+    why: "pci-10de node labels the DRA kubelet plugin is scheduled by; must tolerate the GPU taint to reach GPU nodes",
+};
+
+pub const DRA_DRIVER_NVIDIA_GPU: Component = Component {
+    name: "dra-driver-nvidia-gpu",
+    version: "0.4.1",
+    namespace: "dra-driver-nvidia-gpu",
+    install: Install::Chart {
+        repository: "oci://registry.k8s.io/dra-driver-nvidia/charts",
+        chart: "dra-driver-nvidia-gpu",
+        values: |_| {
+            json!({
+                "nvidiaDriverRoot": "/",
+                "gpuResourcesEnabledOverride": true,
+                "resources": {"gpus": {"enabled": true}, "computeDomains": {"enabled": false}},
+                "kubeletPlugin": {"tolerations": [gpu_toleration()]},
+            })
+        },
+    },
+    needs: Needs::Always,
+    why: "publishes GPUs as DRA devices (the gpu.nvidia.com DeviceClass classes name); 0.4.1 is AICR's GA pin and \
+          fixes 0.4.0's duplicate label; driver root / because the NVIDIA AMI owns the driver; no ComputeDomains \
+          (no multi-node NVLink on p5/g6)",
+};
+
+pub const AWS_DRANET: Component = Component {
+    name: "aws-dranet",
+    version: "1.0.0",
+    namespace: "kube-system",
+    install: Install::Chart {
+        repository: "https://aws.github.io/eks-charts",
+        chart: "aws-dranet",
+        values: |_| json!({"tolerations": [gpu_toleration()]}),
+    },
+    needs: Needs::EfaPool,
+    why: "EFA interfaces as DRA devices next to the GPUs, AWS's recommendation from Kubernetes 1.34",
+};
+
+pub const CLUSTER_AUTOSCALER: Component = Component {
+    name: "cluster-autoscaler",
+    version: "9.57.0",
+    namespace: "kube-system",
+    install: Install::Chart {
+        repository: "https://kubernetes.github.io/autoscaler",
+        chart: "cluster-autoscaler",
+        values: |facts| {
+            json!({
+                "autoDiscovery": {"clusterName": facts.name},
+                "awsRegion": facts.region.unwrap_or_default(),
+                "extraArgs": {"balance-similar-node-groups": true},
+            })
+        },
+    },
+    needs: Needs::Always,
+    why: "scales the managed node groups between min and max; Karpenter and Auto Mode cannot provision for DRA claims",
+};
+
+pub const KUBE_PROMETHEUS_STACK: Component = Component {
+    name: "kube-prometheus-stack",
+    version: "72.6.2",
+    namespace: "monitoring",
+    install: Install::Chart {
+        repository: "https://prometheus-community.github.io/helm-charts",
+        chart: "kube-prometheus-stack",
+        values: |_| {
+            json!({
+                "fullnameOverride": "prometheus",
+                "grafana": {"enabled": false},
+                "alertmanager": {"enabled": false},
+                "prometheus": {"prometheusSpec": {"podMonitorSelectorNilUsesHelmValues": false,
+                                                  "serviceMonitorSelectorNilUsesHelmValues": false}},
+            })
+        },
+    },
+    needs: Needs::Always,
+    why: "metrics for the endpoint picker and autoscaling; Modelplane's validated values (AICR's 82.x is a major bump)",
+};
+
+pub const ENVOY_GATEWAY: Component = Component {
+    name: "envoy-gateway",
+    version: "v1.8.1",
+    namespace: "envoy-gateway-system",
+    install: Install::Chart {
+        repository: "oci://docker.io/envoyproxy",
+        chart: "gateway-helm",
+        values: |_| {
+            json!({"config": {"envoyGateway": {
+                "extensionApis": {"enableBackend": true},
+                "extensionManager": {
+                    "hooks": {"xdsTranslator": {"post": ["HTTPListener", "Translation"]}},
+                    "service": {"fqdn": {"hostname": "ai-gateway-controller.envoy-ai-gateway-system.svc.cluster.local",
+                                         "port": 1063}},
+                    "backendResources": [{"group": "inference.networking.k8s.io", "kind": "InferencePool",
+                                          "version": "v1"}],
+                },
+            }}})
+        },
+    },
+    needs: Needs::Always,
+    why: "fronts every replica; InferencePool backends through the AI gateway's extension server",
+};
+
+pub const AI_GATEWAY_CRDS: Component = Component {
+    name: "ai-gateway-crds",
+    version: "v0.7.0",
+    namespace: "envoy-ai-gateway-system",
+    install: Install::Chart {
+        repository: "oci://docker.io/envoyproxy",
+        chart: "ai-gateway-crds-helm",
+        values: no_values,
+    },
+    needs: Needs::Always,
+    why: "the AI gateway's APIs, released in lockstep with its controller",
+};
+
+pub const AI_GATEWAY: Component = Component {
+    name: "ai-gateway",
+    version: "v0.7.0",
+    namespace: "envoy-ai-gateway-system",
+    install: Install::Chart {
+        repository: "oci://docker.io/envoyproxy",
+        chart: "ai-gateway-helm",
+        values: no_values,
+    },
+    needs: Needs::Always,
+    why: "OpenAI-compatible routing onto InferencePools; the version Envoy Gateway v1.8 is tested with",
+};
+
+/// What every EKS cluster runs, whatever its stack.
+pub const EKS: &[Component] = &[
+    CERT_MANAGER,
+    NODE_FEATURE_DISCOVERY,
+    DRA_DRIVER_NVIDIA_GPU,
+    AWS_DRANET,
+    CLUSTER_AUTOSCALER,
+    KUBE_PROMETHEUS_STACK,
+    ENVOY_GATEWAY,
+    AI_GATEWAY_CRDS,
+    AI_GATEWAY,
+];
+
+/// What a cluster Modelplane did not provision runs: no cloud-specific autoscaler or fabric driver.
+pub const GENERIC: &[Component] = &[
+    CERT_MANAGER,
+    NODE_FEATURE_DISCOVERY,
+    DRA_DRIVER_NVIDIA_GPU,
+    KUBE_PROMETHEUS_STACK,
+    ENVOY_GATEWAY,
+    AI_GATEWAY_CRDS,
+    AI_GATEWAY,
+];
+
+/// The common rows of a cloud's table.
+pub fn common(cloud: Cloud) -> &'static [Component] {
+    match cloud {
+        Cloud::Eks => EKS,
+        Cloud::Generic => GENERIC,
+    }
+}
+
+// Stack rows. They are the same on every cloud, so they live once, here, next to the common rows they are
+// tested with.
+
+pub const LEADER_WORKER_SET: Component = Component {
+    name: "lws",
+    version: "v0.8.0",
+    namespace: "lws-system",
+    install: Install::Chart {
+        repository: "oci://registry.k8s.io/lws/charts",
+        chart: "lws",
+        values: no_values,
+    },
+    needs: Needs::Always,
+    why: "Standard's multi-node engines; the release Modelplane validated on EKS",
+};
+
+pub const GROVE: Component = Component {
+    name: "grove",
+    version: "v0.1.0-alpha.6",
+    namespace: "grove-system",
+    install: Install::Chart {
+        repository: "oci://ghcr.io/ai-dynamo/grove",
+        chart: "grove-charts",
+        values: no_values,
+    },
+    needs: Needs::Always,
+    why: "Dynamo's PodCliqueSet gangs; the release validated with the leader address Modelplane derives itself",
+};
+
+pub const KAI_SCHEDULER: Component = Component {
+    name: "kai-scheduler",
+    version: "v0.16.8",
+    namespace: "kai-scheduler",
+    install: Install::Chart {
+        repository: "oci://ghcr.io/kai-scheduler/kai-scheduler",
+        chart: "kai-scheduler",
+        // No GPU Operator, so no nvidia RuntimeClass: GPU pods keep the default runtime (as AICR sets it).
+        values: |_| json!({"admission": {"gpuPodRuntimeClassName": ""}}),
+    },
+    needs: Needs::Always,
+    why: "all-or-nothing gang binding for Grove; the first release under the kai-scheduler organisation",
+};
+
+pub const KAI_QUEUES: Component = Component {
+    name: "kai-queues",
+    version: KAI_SCHEDULER.version,
+    namespace: "",
+    install: Install::Objects,
+    needs: Needs::Always,
+    why: "the queue Modelplane submits engines to, under its own root; versioned with the scheduler's Queue API",
+};
+
+pub const MODEL_EXPRESS: Component = Component {
+    name: "modelexpress-server",
+    version: super::model_express::VERSION,
+    namespace: super::model_express::NAMESPACE,
+    install: Install::Objects,
+    needs: Needs::Always,
+    why: "brokers GPU-to-GPU weight transfer between replicas; the release whose CRDs the server's Kubernetes \
+          backend writes",
+};

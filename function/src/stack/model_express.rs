@@ -1,0 +1,176 @@
+//! The ModelExpress server a Dynamo cluster runs: exactly one per cluster, which remembers which replica holds
+//! a model in GPU memory so later replicas pull weights from a peer instead of storage. It never touches the
+//! weight bytes. With `MX_METADATA_BACKEND=kubernetes` it keeps that state in two CRDs in its own namespace.
+
+use serde_json::{Value, json};
+
+use super::StackObject;
+
+pub const VERSION: &str = "0.4.1";
+pub const NAMESPACE: &str = "modelexpress-system";
+pub const NAME: &str = "modelexpress-server";
+/// The server's gRPC port, which clients reach through `MX_SERVER_ADDRESS`.
+pub const GRPC_PORT: u16 = 8001;
+const IMAGE: &str = "nvcr.io/nvidia/ai-dynamo/modelexpress-server";
+const GROUP: &str = "modelexpress.nvidia.com";
+/// The server's scratch space for model metadata; weights stay on the engines' own cache volumes.
+const CACHE_DIR: &str = "/mnt/models";
+
+/// `host:port` engines on any namespace of the cluster use.
+pub fn address() -> String {
+    format!("{NAME}.{NAMESPACE}.svc.cluster.local:{GRPC_PORT}")
+}
+
+/// Everything the server needs, in the order an operator would apply it.
+pub fn objects() -> Vec<StackObject> {
+    let labels = json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "modelplane"});
+    vec![
+        StackObject::created(
+            "namespace",
+            json!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": labels},
+            }),
+        ),
+        StackObject::created(
+            "crd-modelmetadatas",
+            crd(
+                "ModelMetadata",
+                "modelmetadatas",
+                &["mxmeta"],
+                &["modelName", "sourceType"],
+                1,
+            ),
+        ),
+        StackObject::created(
+            "crd-modelcacheentries",
+            crd(
+                "ModelCacheEntry",
+                "modelcacheentries",
+                &["mxcache"],
+                &["modelName", "provider"],
+                2,
+            ),
+        ),
+        StackObject::created(
+            "serviceaccount",
+            json!({
+                "apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+            }),
+        ),
+        StackObject::created(
+            "role",
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+                "rules": [
+                    {"apiGroups": [GROUP],
+                     "resources": ["modelmetadatas", "modelmetadatas/status", "modelcacheentries", "modelcacheentries/status"],
+                     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                    // Tensor descriptors too large for a CR's status are kept in ConfigMaps the server owns.
+                    {"apiGroups": [""], "resources": ["configmaps"],
+                     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                ],
+            }),
+        ),
+        StackObject::created(
+            "rolebinding",
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+                "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+            }),
+        ),
+        StackObject::created(
+            "service",
+            json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+                "spec": {
+                    "selector": {"app.kubernetes.io/name": NAME},
+                    "ports": [{"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP",
+                               "appProtocol": "grpc"}],
+                },
+            }),
+        ),
+        StackObject::available("deployment", deployment(&labels)),
+    ]
+}
+
+fn deployment(labels: &Value) -> Value {
+    let probe = json!({"tcpSocket": {"port": "grpc"}, "periodSeconds": 10, "timeoutSeconds": 2});
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            // One server per cluster: it is the single source of truth for which peer holds which model.
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "containers": [{
+                        "name": "server",
+                        "image": format!("{IMAGE}:{VERSION}"),
+                        "ports": [{"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"}],
+                        "env": [
+                            {"name": "MX_METADATA_BACKEND", "value": "kubernetes"},
+                            {"name": "MODEL_EXPRESS_CACHE_DIRECTORY", "value": CACHE_DIR},
+                            {"name": "HF_HUB_CACHE", "value": CACHE_DIR},
+                            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                        ],
+                        "readinessProbe": probe,
+                        "livenessProbe": probe,
+                        "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
+                        "volumeMounts": [{"name": "cache", "mountPath": CACHE_DIR}],
+                    }],
+                    "volumes": [{"name": "cache", "emptyDir": {}}],
+                },
+            },
+        },
+    })
+}
+
+/// A CRD for the server's Kubernetes metadata backend. Written here, not vendored: `spec` declares the server's
+/// string fields (the first `required` of them required, as the server always sets them) and leaves the server's
+/// own status free-form, so a newer server's extra fields are kept rather than pruned.
+fn crd(kind: &str, plural: &str, short_names: &[&str], fields: &[&str], required: usize) -> Value {
+    let properties: serde_json::Map<String, Value> = fields
+        .iter()
+        .map(|f| ((*f).to_owned(), json!({"type": "string"})))
+        .collect();
+    let required = &fields[..required.min(fields.len())];
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{GROUP}"),
+                     "labels": {"app.kubernetes.io/name": "modelexpress", "app.kubernetes.io/component": "crd"}},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "shortNames": short_names},
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Model", "type": "string", "jsonPath": ".spec.modelName"},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                ],
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": {
+                            "type": "object",
+                            "required": required,
+                            "properties": properties,
+                            "x-kubernetes-preserve-unknown-fields": true,
+                        },
+                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    },
+                }},
+            }],
+        },
+    })
+}

@@ -1,0 +1,100 @@
+//! Shared helpers for tests that check objects against OpenAPI v3 schemas the way an API server would:
+//! structure (types, required, enums, patterns) with a JSON Schema validator, undeclared fields with a walk
+//! (CRD schemas never forbid them; the API server prunes or, with strict field validation, rejects them), and
+//! CEL rules with kube-cel.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Every YAML document in `path`.
+pub fn read_documents(path: &Path) -> Vec<Value> {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde_yaml::from_value::<Value>(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+/// Every YAML file under `dir`, sorted by path.
+pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Every problem an API server would find with `object` under `schema`, CEL rules included. `old` makes it an
+/// update, so transition rules (`oldSelf`) run.
+pub fn problems(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<String> {
+    let defaulted = kube_cel::apply_defaults(schema, object);
+    let mut found = structural_problems(schema, &defaulted);
+    if let Err(errors) = kube_cel::validate(schema, object, old) {
+        found.extend(errors.iter().map(|e| format!("{}: {}", e.field_path, e.message)));
+    }
+    found
+}
+
+/// Problems a JSON Schema validator and the undeclared-field walk find (no CEL).
+pub fn structural_problems(schema: &Value, object: &Value) -> Vec<String> {
+    let validator =
+        jsonschema::draft7::new(schema).unwrap_or_else(|e| panic!("schema does not compile: {e}"));
+    let mut found: Vec<String> = validator
+        .iter_errors(object)
+        .map(|e| format!("{}: {e}", e.instance_path))
+        .collect();
+    undeclared(schema, object, "", &mut found);
+    found
+}
+
+/// Properties the schema does not declare, unless a node preserves unknown fields or is a map
+/// (`additionalProperties`).
+pub fn undeclared(schema: &Value, value: &Value, path: &str, found: &mut Vec<String>) {
+    if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (key, child) in map {
+                // The API server owns metadata and apiVersion/kind on every object.
+                if path.is_empty() && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                let at = format!("{path}.{key}");
+                match (properties.and_then(|p| p.get(key)), additional) {
+                    (Some(child_schema), _) | (None, Some(child_schema)) => {
+                        undeclared(child_schema, child, &at, found)
+                    }
+                    (None, None) if properties.is_some() => found.push(format!("{at}: field not declared")),
+                    (None, None) => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    undeclared(item_schema, item, &format!("{path}[{i}]"), found);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The `openAPIV3Schema` of the first version of a CRD or XRD.
+pub fn version_schema(definition: &Value) -> Value {
+    definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+}

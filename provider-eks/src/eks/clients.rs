@@ -1,0 +1,220 @@
+//! AWS clients for a managed resource, built from its ProviderConfig or ClusterProviderConfig and cached per
+//! config version and region, so steady-state reconciles reuse one connection pool and credential cache.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use aws_config::profile::ProfileFileCredentialsProvider;
+use aws_config::timeout::TimeoutConfig;
+use aws_config::web_identity_token::{StaticConfiguration, WebIdentityTokenCredentialsProvider};
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_runtime::env_config::file::{EnvConfigFileKind, EnvConfigFiles};
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, ResourceExt};
+use modelplane_eks_api::{
+    ClusterProviderConfig, CredentialsSource, ProviderConfig, ProviderConfigReference, ProviderConfigSpec,
+};
+
+use crate::managed::external::ExternalError;
+
+/// Where Kubernetes projects the service-account token that web identity exchanges for AWS credentials.
+const WEB_IDENTITY_TOKEN_FILE: &str = "/var/run/secrets/eks.amazonaws.com/serviceaccount/token";
+const SESSION_NAME: &str = "modelplane-provider-eks";
+/// One AWS call may not hold a reconcile longer than this: a hung connection becomes a retryable error instead
+/// of a controller worker stuck forever. The SDK's own retries (with backoff) happen inside the overall limit.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Clone, Debug)]
+pub struct AwsClients {
+    pub eks: aws_sdk_eks::Client,
+    pub ec2: aws_sdk_ec2::Client,
+    pub sdk: SdkConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct CacheKey {
+    kind: String,
+    namespace: String,
+    name: String,
+    resource_version: String,
+    region: String,
+}
+
+/// Resolves ProviderConfigs and keeps one [`AwsClients`] per (config version, region).
+pub struct ClientCache {
+    kube: kube::Client,
+    clients: Mutex<HashMap<CacheKey, AwsClients>>,
+}
+
+impl ClientCache {
+    pub fn new(kube: kube::Client) -> Self {
+        Self {
+            kube,
+            clients: Mutex::default(),
+        }
+    }
+
+    pub fn kube(&self) -> &kube::Client {
+        &self.kube
+    }
+
+    pub async fn clients(
+        &self,
+        reference: &ProviderConfigReference,
+        namespace: &str,
+        region: &str,
+    ) -> Result<AwsClients, ExternalError> {
+        let (spec, resource_version, config_namespace) = self.provider_config(reference, namespace).await?;
+        let key = CacheKey {
+            kind: reference.kind.clone(),
+            namespace: config_namespace.clone().unwrap_or_default(),
+            name: reference.name.clone(),
+            resource_version,
+            region: region.to_string(),
+        };
+        if let Some(hit) = self.clients.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(hit.clone());
+        }
+        let sdk = self
+            .sdk_config(&spec, config_namespace.as_deref(), region)
+            .await?;
+        let clients = AwsClients {
+            eks: aws_sdk_eks::Client::new(&sdk),
+            ec2: aws_sdk_ec2::Client::new(&sdk),
+            sdk,
+        };
+        let mut cache = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        // Older versions of the same config are dead entries now.
+        cache.retain(|k, _| !(k.kind == key.kind && k.namespace == key.namespace && k.name == key.name));
+        cache.insert(key, clients.clone());
+        Ok(clients)
+    }
+
+    async fn provider_config(
+        &self,
+        reference: &ProviderConfigReference,
+        namespace: &str,
+    ) -> Result<(ProviderConfigSpec, String, Option<String>), ExternalError> {
+        let missing = |e: kube::Error| {
+            ExternalError::Waiting(format!("cannot get {} {}: {e}", reference.kind, reference.name))
+        };
+        match reference.kind.as_str() {
+            "ProviderConfig" => {
+                let pc = Api::<ProviderConfig>::namespaced(self.kube.clone(), namespace)
+                    .get(&reference.name)
+                    .await
+                    .map_err(missing)?;
+                Ok((
+                    pc.spec.clone(),
+                    pc.resource_version().unwrap_or_default(),
+                    Some(namespace.to_string()),
+                ))
+            }
+            "ClusterProviderConfig" => {
+                let pc = Api::<ClusterProviderConfig>::all(self.kube.clone())
+                    .get(&reference.name)
+                    .await
+                    .map_err(missing)?;
+                Ok((
+                    pc.spec.spec.clone(),
+                    pc.resource_version().unwrap_or_default(),
+                    None,
+                ))
+            }
+            other => Err(ExternalError::Rejected(format!(
+                "spec.providerConfigRef.kind: {other:?} is neither ProviderConfig nor ClusterProviderConfig"
+            ))),
+        }
+    }
+
+    async fn sdk_config(
+        &self,
+        spec: &ProviderConfigSpec,
+        config_namespace: Option<&str>,
+        region: &str,
+    ) -> Result<SdkConfig, ExternalError> {
+        let timeouts = TimeoutConfig::builder()
+            .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+            .operation_timeout(OPERATION_TIMEOUT)
+            .build();
+        let mut loader = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new(region.to_string()))
+            .timeout_config(timeouts);
+        if let Some(endpoint) = &spec.endpoint {
+            loader = loader.endpoint_url(endpoint);
+        }
+        match spec.credentials.source {
+            CredentialsSource::Default => {}
+            CredentialsSource::Secret => {
+                let contents = self.credentials_secret(spec, config_namespace).await?;
+                let files = EnvConfigFiles::builder()
+                    .with_contents(EnvConfigFileKind::Credentials, contents)
+                    .build();
+                let provider = ProfileFileCredentialsProvider::builder()
+                    .profile_files(files)
+                    .build();
+                loader = loader.credentials_provider(provider);
+            }
+            CredentialsSource::WebIdentity => {
+                let role_arn = spec.credentials.role_arn.clone().ok_or_else(|| {
+                    ExternalError::Rejected(
+                        "spec.credentials.roleArn: required for source WebIdentity".into(),
+                    )
+                })?;
+                let provider = WebIdentityTokenCredentialsProvider::builder()
+                    .static_configuration(StaticConfiguration {
+                        web_identity_token_file: WEB_IDENTITY_TOKEN_FILE.into(),
+                        role_arn,
+                        session_name: SESSION_NAME.into(),
+                    })
+                    .build();
+                loader = loader.credentials_provider(provider);
+            }
+        }
+        Ok(loader.load().await)
+    }
+
+    /// Reads the shared-credentials INI text. Never logged: it holds the secret access key.
+    async fn credentials_secret(
+        &self,
+        spec: &ProviderConfigSpec,
+        config_namespace: Option<&str>,
+    ) -> Result<String, ExternalError> {
+        let selector = spec.credentials.secret_ref.as_ref().ok_or_else(|| {
+            ExternalError::Rejected("spec.credentials.secretRef: required for source Secret".into())
+        })?;
+        let namespace = selector
+            .namespace
+            .as_deref()
+            .or(config_namespace)
+            .ok_or_else(|| {
+                ExternalError::Rejected(
+                    "spec.credentials.secretRef.namespace: required in a ClusterProviderConfig".into(),
+                )
+            })?;
+        let secret = Api::<Secret>::namespaced(self.kube.clone(), namespace)
+            .get(&selector.name)
+            .await
+            .map_err(|e| {
+                ExternalError::Waiting(format!("cannot get credentials secret {}: {e}", selector.name))
+            })?;
+        let bytes = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&selector.key))
+            .ok_or_else(|| {
+                ExternalError::Rejected(format!(
+                    "credentials secret {} has no key {}",
+                    selector.name, selector.key
+                ))
+            })?;
+        String::from_utf8(bytes.0.clone()).map_err(|_| {
+            ExternalError::Rejected(format!(
+                "credentials secret {} key {} is not UTF-8",
+                selector.name, selector.key
+            ))
+        })
+    }
+}

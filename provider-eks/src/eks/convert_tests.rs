@@ -1,0 +1,201 @@
+use modelplane_eks_api::TaintEffect;
+
+use super::*;
+
+#[test]
+fn every_eks_cluster_status_maps_to_a_ready_reason() {
+    let cases = [
+        ("CREATING", Readiness::Creating, true),
+        ("PENDING", Readiness::Creating, true),
+        ("ACTIVE", Readiness::Available, false),
+        ("UPDATING", Readiness::Available, true),
+        ("DELETING", Readiness::Deleting, true),
+        (
+            "FAILED",
+            Readiness::Unavailable("EKS cluster status is FAILED".into()),
+            false,
+        ),
+    ];
+    for (status, readiness, busy) in cases {
+        assert_eq!(cluster_phase(status), Phase { readiness, busy }, "{status}");
+    }
+}
+
+#[test]
+fn every_node_group_status_maps_to_a_ready_reason() {
+    let cases = [
+        ("CREATING", Readiness::Creating, true),
+        ("ACTIVE", Readiness::Available, false),
+        ("UPDATING", Readiness::Available, true),
+        ("DELETING", Readiness::Deleting, true),
+        (
+            "CREATE_FAILED",
+            Readiness::Unavailable("EKS node group status is CREATE_FAILED".into()),
+            false,
+        ),
+        (
+            "DELETE_FAILED",
+            Readiness::Unavailable("EKS node group status is DELETE_FAILED".into()),
+            false,
+        ),
+    ];
+    for (status, readiness, busy) in cases {
+        assert_eq!(
+            nodegroup_phase(status, &[]),
+            Phase { readiness, busy },
+            "{status}"
+        );
+    }
+}
+
+#[test]
+fn a_degraded_node_group_says_why() {
+    let p = nodegroup_phase(
+        "DEGRADED",
+        &["InsufficientFreeAddresses: subnet-1 is full".into()],
+    );
+    assert_eq!(
+        p.readiness,
+        Readiness::Unavailable(
+            "EKS node group status is DEGRADED: InsufficientFreeAddresses: subnet-1 is full".into()
+        )
+    );
+}
+
+fn cluster(version: &str) -> ClusterParameters {
+    ClusterParameters {
+        region: "us-east-1".into(),
+        version: version.into(),
+        role_arn: "arn:aws:iam::123456789012:role/eks".into(),
+        endpoint_public_access: true,
+        tags: [("team".to_string(), "ml".to_string())].into(),
+        ..Default::default()
+    }
+}
+
+fn running(version: &str) -> ObservedCluster {
+    ObservedCluster {
+        version: Some(version.into()),
+        endpoint_public_access: true,
+        endpoint_private_access: false,
+        tags: [
+            ("team".to_string(), "ml".to_string()),
+            ("aws:owner".to_string(), "x".to_string()),
+        ]
+        .into(),
+    }
+}
+
+#[test]
+fn a_matching_cluster_has_no_drift_and_foreign_tags_are_left_alone() {
+    assert!(cluster_drift(&cluster("1.34"), &running("1.34")).is_empty());
+}
+
+#[test]
+fn a_version_upgrade_goes_one_minor_version_at_a_time() {
+    assert_eq!(
+        cluster_drift(&cluster("1.34"), &running("1.32"))
+            .version
+            .as_deref(),
+        Some("1.33")
+    );
+    assert_eq!(
+        cluster_drift(&cluster("1.33"), &running("1.32"))
+            .version
+            .as_deref(),
+        Some("1.33")
+    );
+}
+
+#[test]
+fn an_older_desired_version_is_not_drift_because_eks_cannot_downgrade() {
+    assert!(cluster_drift(&cluster("1.31"), &running("1.34")).is_empty());
+}
+
+#[test]
+fn endpoint_access_and_changed_tags_are_drift() {
+    let mut desired = cluster("1.34");
+    desired.endpoint_private_access = true;
+    desired.tags.insert("team".into(), "platform".into());
+    let drift = cluster_drift(&desired, &running("1.34"));
+    assert_eq!(drift.endpoint_access, Some((true, true)));
+    assert_eq!(drift.tags, [("team".to_string(), "platform".to_string())].into());
+}
+
+fn pool() -> NodePoolParameters {
+    NodePoolParameters {
+        scaling: Scaling {
+            min_size: 1,
+            max_size: 4,
+            desired_size: 2,
+        },
+        labels: [("modelplane.ai/pool".to_string(), "h200".to_string())].into(),
+        taints: vec![Taint {
+            key: "nvidia.com/gpu".into(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        }],
+        ..Default::default()
+    }
+}
+
+fn group() -> ObservedNodeGroup {
+    ObservedNodeGroup {
+        scaling: Some(Scaling {
+            min_size: 1,
+            max_size: 4,
+            desired_size: 2,
+        }),
+        labels: pool().labels,
+        taints: pool().taints,
+        ami_type: Some("AL2023_x86_64_NVIDIA".into()),
+        disk_size: Some(20),
+    }
+}
+
+#[test]
+fn a_matching_node_group_has_no_drift() {
+    assert!(nodegroup_drift(&pool(), &group()).is_empty());
+}
+
+#[test]
+fn scaling_labels_and_taints_drift_is_corrected_in_both_directions() {
+    let mut observed = group();
+    observed.scaling = Some(Scaling {
+        min_size: 1,
+        max_size: 4,
+        desired_size: 3,
+    });
+    observed.labels.insert("stale".into(), "x".into());
+    observed.taints = vec![Taint {
+        key: "old".into(),
+        value: "1".into(),
+        effect: TaintEffect::NoExecute,
+    }];
+    let drift = nodegroup_drift(&pool(), &observed);
+    assert_eq!(drift.scaling, Some(pool().scaling));
+    assert_eq!(drift.labels_remove, vec!["stale".to_string()]);
+    assert_eq!(drift.taints_set, pool().taints);
+    assert_eq!(drift.taints_remove, observed.taints);
+}
+
+#[test]
+fn a_taint_whose_value_changed_is_set_not_removed() {
+    let mut observed = group();
+    observed.taints[0].value = "old".into();
+    let drift = nodegroup_drift(&pool(), &observed);
+    assert_eq!(drift.taints_set, pool().taints);
+    assert!(drift.taints_remove.is_empty());
+}
+
+#[test]
+fn open_ami_type_and_disk_size_are_late_initialized_once() {
+    assert_eq!(
+        nodegroup_late_init(&pool(), &group()),
+        Some(json!({"amiType": "AL2023_x86_64_NVIDIA", "diskSize": 20}))
+    );
+    let mut filled = pool();
+    filled.ami_type = Some("AL2023_x86_64_NVIDIA".into());
+    filled.disk_size = Some(20);
+    assert_eq!(nodegroup_late_init(&filled, &group()), None);
+}

@@ -1,0 +1,216 @@
+//! The EC2 launch template a node pool needs for capacity blocks and EFA: EKS managed node groups take those
+//! settings only through a launch template (and EFA wants a cluster placement group).
+
+use aws_sdk_ec2::types::{
+    CapacityReservationTarget, LaunchTemplateBlockDeviceMappingRequest,
+    LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateEbsBlockDeviceRequest,
+    LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest,
+    LaunchTemplatePlacementRequest, MarketType, PlacementStrategy, RequestLaunchTemplateData, VolumeType,
+};
+use modelplane_eks_api::{CapacityType, NodePoolParameters};
+
+use super::errors::{classify, is_code};
+use crate::managed::external::ExternalError;
+
+/// Root volume device of the EKS-optimised AMIs.
+const ROOT_DEVICE: &str = "/dev/xvda";
+
+pub fn needed(pool: &NodePoolParameters) -> bool {
+    pool.capacity_type == CapacityType::CapacityBlock || pool.efa_interfaces > 0
+}
+
+/// The template body. With a launch template EKS refuses the node group's own `diskSize`, so the root volume
+/// moves in here.
+pub fn data(
+    pool: &NodePoolParameters,
+    placement_group: &str,
+) -> Result<RequestLaunchTemplateData, ExternalError> {
+    let mut data = RequestLaunchTemplateData::builder();
+    if pool.capacity_type == CapacityType::CapacityBlock {
+        let reservation = pool.capacity_reservation_id.clone().ok_or_else(|| {
+            ExternalError::Rejected(
+                "spec.forProvider.capacityReservationId: required for capacityType CAPACITY_BLOCK".into(),
+            )
+        })?;
+        data = data
+            .instance_market_options(
+                LaunchTemplateInstanceMarketOptionsRequest::builder()
+                    .market_type(MarketType::CapacityBlock)
+                    .build(),
+            )
+            .capacity_reservation_specification(
+                LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                    .capacity_reservation_target(
+                        CapacityReservationTarget::builder()
+                            .capacity_reservation_id(reservation)
+                            .build(),
+                    )
+                    .build(),
+            );
+    }
+    for card in 0..pool.efa_interfaces {
+        let index = i32::try_from(card).unwrap_or(i32::MAX);
+        data = data.network_interfaces(
+            LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                .interface_type("efa")
+                .device_index(index.min(1))
+                .network_card_index(index)
+                .delete_on_termination(true)
+                .build(),
+        );
+    }
+    if pool.efa_interfaces > 0 {
+        data = data.placement(
+            LaunchTemplatePlacementRequest::builder()
+                .group_name(placement_group)
+                .build(),
+        );
+    }
+    if let Some(size) = pool.disk_size {
+        data = data.block_device_mappings(
+            LaunchTemplateBlockDeviceMappingRequest::builder()
+                .device_name(ROOT_DEVICE)
+                .ebs(
+                    LaunchTemplateEbsBlockDeviceRequest::builder()
+                        .volume_size(i32::try_from(size).unwrap_or(i32::MAX))
+                        .volume_type(VolumeType::Gp3)
+                        .build(),
+                )
+                .build(),
+        );
+    }
+    Ok(data.build())
+}
+
+/// Creates (or finds, after a lost answer) the placement group and launch template named `name`; returns the
+/// template id.
+pub async fn ensure(
+    ec2: &aws_sdk_ec2::Client,
+    name: &str,
+    pool: &NodePoolParameters,
+    token: &str,
+) -> Result<String, ExternalError> {
+    if pool.efa_interfaces > 0 {
+        match ec2
+            .create_placement_group()
+            .group_name(name)
+            .strategy(PlacementStrategy::Cluster)
+            .send()
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_code(&e, "InvalidPlacementGroup.Duplicate") => {}
+            Err(e) => return Err(classify(&format!("cannot create placement group {name}"), &e)),
+        }
+    }
+    let created = ec2
+        .create_launch_template()
+        .launch_template_name(name)
+        .launch_template_data(data(pool, name)?)
+        .client_token(token)
+        .send()
+        .await;
+    match created {
+        Ok(out) => out
+            .launch_template
+            .and_then(|t| t.launch_template_id)
+            .ok_or_else(|| {
+                ExternalError::Transient(format!("cannot create launch template {name}: no id returned"))
+            }),
+        Err(e) if is_code(&e, "InvalidLaunchTemplateName.AlreadyExistsException") => {
+            let found = ec2
+                .describe_launch_templates()
+                .launch_template_names(name)
+                .send()
+                .await
+                .map_err(|e| classify(&format!("cannot describe launch template {name}"), &e))?;
+            found
+                .launch_templates
+                .unwrap_or_default()
+                .into_iter()
+                .find_map(|t| t.launch_template_id)
+                .ok_or_else(|| {
+                    ExternalError::Transient(format!("launch template {name} exists but has no id"))
+                })
+        }
+        Err(e) => Err(classify(&format!("cannot create launch template {name}"), &e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool() -> NodePoolParameters {
+        NodePoolParameters {
+            instance_types: vec!["p5en.48xlarge".into()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_on_demand_pool_without_efa_needs_no_launch_template() {
+        assert!(!needed(&pool()));
+    }
+
+    #[test]
+    fn a_capacity_block_pool_targets_its_reservation() {
+        let p = NodePoolParameters {
+            capacity_type: CapacityType::CapacityBlock,
+            capacity_reservation_id: Some("cr-0123".into()),
+            ..pool()
+        };
+        assert!(needed(&p));
+        let d = data(&p, "pg").unwrap();
+        assert_eq!(
+            d.instance_market_options().and_then(|m| m.market_type()),
+            Some(&MarketType::CapacityBlock)
+        );
+        let target = d
+            .capacity_reservation_specification()
+            .and_then(|c| c.capacity_reservation_target());
+        assert_eq!(target.and_then(|t| t.capacity_reservation_id()), Some("cr-0123"));
+        assert!(d.placement().is_none());
+    }
+
+    #[test]
+    fn a_capacity_block_without_a_reservation_is_rejected_naming_the_field() {
+        let p = NodePoolParameters {
+            capacity_type: CapacityType::CapacityBlock,
+            ..pool()
+        };
+        let err = data(&p, "pg").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("spec.forProvider.capacityReservationId"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn efa_interfaces_get_one_network_card_each_in_a_cluster_placement_group() {
+        let p = NodePoolParameters {
+            efa_interfaces: 4,
+            disk_size: Some(500),
+            ..pool()
+        };
+        let d = data(&p, "pool-a").unwrap();
+        let cards: Vec<_> = d
+            .network_interfaces()
+            .iter()
+            .map(|n| (n.interface_type(), n.device_index(), n.network_card_index()))
+            .collect();
+        assert_eq!(
+            cards,
+            vec![
+                (Some("efa"), Some(0), Some(0)),
+                (Some("efa"), Some(1), Some(1)),
+                (Some("efa"), Some(1), Some(2)),
+                (Some("efa"), Some(1), Some(3)),
+            ]
+        );
+        assert_eq!(d.placement().and_then(|p| p.group_name()), Some("pool-a"));
+        let root = &d.block_device_mappings()[0];
+        assert_eq!(root.ebs().and_then(|e| e.volume_size()), Some(500));
+    }
+}

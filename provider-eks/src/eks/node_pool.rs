@@ -1,0 +1,398 @@
+//! `NodePool` <-> EKS managed node group. The pool joins the EKS cluster of the `Cluster` it references; that
+//! name is kept in `status.atProvider.clusterName`, so a pool can still be deleted after its Cluster object is gone.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use aws_sdk_eks::types::{
+    CapacityTypes, LaunchTemplateSpecification, NodegroupScalingConfig, Taint as EksTaint,
+    TaintEffect as EksEffect, UpdateLabelsPayload, UpdateTaintsPayload,
+};
+use kube::{Api, ResourceExt};
+use modelplane_eks_api::{
+    CapacityType, Cluster, ConditionStatus, NodePool, NodePoolObservation, Scaling, Taint, TaintEffect,
+};
+
+use super::clients::{AwsClients, ClientCache};
+use super::convert::{ObservedNodeGroup, nodegroup_drift, nodegroup_late_init, nodegroup_phase};
+use super::errors::{classify, is_code};
+use super::{external_name, launch_template, request_token};
+use crate::managed::conditions::READY;
+use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
+use crate::managed::reconciler::Connector;
+
+pub struct NodePoolConnector {
+    pub cache: Arc<ClientCache>,
+}
+
+/// The EKS cluster a pool belongs to. `subnet_ids` is known only while the Cluster object exists and is Ready.
+pub struct ClusterTarget {
+    pub name: String,
+    pub subnet_ids: Vec<String>,
+}
+
+async fn resolve_cluster(kube: &kube::Client, mr: &NodePool) -> Result<Option<ClusterTarget>, ExternalError> {
+    let namespace = mr.namespace().unwrap_or_default();
+    let reference = &mr.spec.for_provider.cluster_ref.name;
+    let recorded = mr
+        .status
+        .as_ref()
+        .and_then(|s| s.at_provider.cluster_name.clone());
+    let cluster = Api::<Cluster>::namespaced(kube.clone(), &namespace)
+        .get_opt(reference)
+        .await
+        .map_err(|e| ExternalError::Transient(format!("cannot get Cluster {reference}: {e}")))?;
+    let ready = cluster.as_ref().is_some_and(|c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == READY && c.status == ConditionStatus::True)
+        })
+    });
+    match (cluster, ready, recorded) {
+        (Some(c), true, _) => Ok(Some(ClusterTarget {
+            name: external_name(&c),
+            subnet_ids: c.status.map(|s| s.at_provider.subnet_ids).unwrap_or_default(),
+        })),
+        (_, _, Some(name)) => Ok(Some(ClusterTarget {
+            name,
+            subnet_ids: Vec::new(),
+        })),
+        (_, _, None) if mr.metadata.deletion_timestamp.is_some() => Ok(None),
+        (None, _, None) => Err(ExternalError::Waiting(format!(
+            "Cluster {reference} does not exist"
+        ))),
+        (Some(_), false, None) => Err(ExternalError::Waiting(format!(
+            "Cluster {reference} is not Ready yet"
+        ))),
+    }
+}
+
+#[async_trait]
+impl Connector<NodePool> for NodePoolConnector {
+    type Client = NodePoolClient;
+    type AtProvider = NodePoolObservation;
+
+    async fn connect(&self, mr: &NodePool) -> Result<NodePoolClient, ExternalError> {
+        let namespace = mr.namespace().unwrap_or_default();
+        let cluster = resolve_cluster(self.cache.kube(), mr).await?;
+        let clients = self
+            .cache
+            .clients(
+                &mr.spec.provider_config_ref,
+                &namespace,
+                &mr.spec.for_provider.region,
+            )
+            .await?;
+        Ok(NodePoolClient {
+            clients,
+            cluster,
+            observed: Mutex::default(),
+        })
+    }
+}
+
+pub struct NodePoolClient {
+    clients: AwsClients,
+    /// None only while deleting a pool whose cluster was never resolved: nothing can exist in AWS then.
+    cluster: Option<ClusterTarget>,
+    /// What the last Observe saw, so Update needs no second Describe.
+    observed: Mutex<Option<ObservedNodeGroup>>,
+}
+
+fn to_eks_taint(t: &Taint) -> EksTaint {
+    let effect = match t.effect {
+        TaintEffect::NoSchedule => EksEffect::NoSchedule,
+        TaintEffect::NoExecute => EksEffect::NoExecute,
+        TaintEffect::PreferNoSchedule => EksEffect::PreferNoSchedule,
+    };
+    EksTaint::builder()
+        .key(&t.key)
+        .value(&t.value)
+        .effect(effect)
+        .build()
+}
+
+fn from_eks_taint(t: &EksTaint) -> Option<Taint> {
+    let effect = match t.effect()? {
+        EksEffect::NoSchedule => TaintEffect::NoSchedule,
+        EksEffect::NoExecute => TaintEffect::NoExecute,
+        EksEffect::PreferNoSchedule => TaintEffect::PreferNoSchedule,
+        _ => return None,
+    };
+    Some(Taint {
+        key: t.key()?.to_string(),
+        value: t.value().unwrap_or_default().to_string(),
+        effect,
+    })
+}
+
+fn scaling_config(s: &Scaling) -> NodegroupScalingConfig {
+    let int = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+    NodegroupScalingConfig::builder()
+        .min_size(int(s.min_size))
+        .max_size(int(s.max_size))
+        .desired_size(int(s.desired_size))
+        .build()
+}
+
+impl NodePoolClient {
+    fn cluster(&self) -> Result<&ClusterTarget, ExternalError> {
+        self.cluster
+            .as_ref()
+            .ok_or_else(|| ExternalError::Waiting("the pool's Cluster is not resolved".into()))
+    }
+
+    /// The cluster's subnets in the pool's zones (all of them when no zones are given).
+    async fn subnets(&self, mr: &NodePool) -> Result<Vec<String>, ExternalError> {
+        let cluster = self.cluster()?;
+        let zones = &mr.spec.for_provider.zones;
+        if zones.is_empty() {
+            return Ok(cluster.subnet_ids.clone());
+        }
+        let described = self
+            .clients
+            .ec2
+            .describe_subnets()
+            .set_subnet_ids(Some(cluster.subnet_ids.clone()))
+            .send()
+            .await
+            .map_err(|e| {
+                classify(
+                    &format!("cannot describe subnets of EKS cluster {}", cluster.name),
+                    &e,
+                )
+            })?;
+        let chosen: Vec<String> = described
+            .subnets
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| s.availability_zone.as_ref().is_some_and(|z| zones.contains(z)))
+            .filter_map(|s| s.subnet_id)
+            .collect();
+        if chosen.is_empty() {
+            return Err(ExternalError::Rejected(format!(
+                "spec.forProvider.zones: EKS cluster {} has no subnet in {}",
+                cluster.name,
+                zones.join(", ")
+            )));
+        }
+        Ok(chosen)
+    }
+}
+
+#[async_trait]
+impl ExternalClient<NodePool> for NodePoolClient {
+    type AtProvider = NodePoolObservation;
+
+    async fn observe(&self, mr: &NodePool) -> Result<Observation<NodePoolObservation>, ExternalError> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(Observation::missing());
+        };
+        let name = external_name(mr);
+        let described = self
+            .clients
+            .eks
+            .describe_nodegroup()
+            .cluster_name(&cluster.name)
+            .nodegroup_name(&name)
+            .send();
+        let group = match described.await {
+            Ok(out) => out.nodegroup,
+            Err(e) if is_code(&e, "ResourceNotFoundException") => None,
+            Err(e) => return Err(classify(&format!("cannot describe EKS node group {name}"), &e)),
+        };
+        let Some(group) = group else {
+            return Ok(Observation::missing());
+        };
+        let status = group
+            .status
+            .as_ref()
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default();
+        let uint = |v: Option<i32>| v.and_then(|v| u32::try_from(v).ok()).unwrap_or_default();
+        let observed = ObservedNodeGroup {
+            scaling: group.scaling_config.as_ref().map(|s| Scaling {
+                min_size: uint(s.min_size),
+                max_size: uint(s.max_size),
+                desired_size: uint(s.desired_size),
+            }),
+            labels: group.labels.clone().unwrap_or_default().into_iter().collect(),
+            taints: group
+                .taints
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(from_eks_taint)
+                .collect(),
+            ami_type: group.ami_type.as_ref().map(|a| a.as_str().to_string()),
+            // With a launch template the disk size lives in the template, not on the group.
+            disk_size: group.disk_size.and_then(|d| u32::try_from(d).ok()),
+        };
+        let issues: Vec<String> = group
+            .health
+            .as_ref()
+            .map(|h| {
+                h.issues()
+                    .iter()
+                    .map(|i| {
+                        format!(
+                            "{}: {}",
+                            i.code().map(|c| c.as_str()).unwrap_or("Unknown"),
+                            i.message().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let phase = nodegroup_phase(&status, &issues);
+        let desired = &mr.spec.for_provider;
+        let up_to_date = nodegroup_drift(desired, &observed).is_empty();
+        let late_initialized = nodegroup_late_init(desired, &observed);
+        let scaling = observed.scaling;
+        *self.observed.lock().unwrap_or_else(|p| p.into_inner()) = Some(observed);
+        Ok(Observation {
+            exists: true,
+            up_to_date,
+            readiness: phase.readiness,
+            busy: phase.busy,
+            late_initialized,
+            at_provider: NodePoolObservation {
+                arn: group.nodegroup_arn.clone(),
+                status: Some(status),
+                cluster_name: Some(cluster.name.clone()),
+                scaling,
+                launch_template_id: group
+                    .launch_template
+                    .as_ref()
+                    .and_then(|l| l.id().map(str::to_string)),
+                subnet_ids: group.subnets.clone().unwrap_or_default(),
+            },
+            connection_details: ConnectionDetails::new(),
+        })
+    }
+
+    async fn create(&self, mr: &NodePool) -> Result<ConnectionDetails, ExternalError> {
+        let cluster = self.cluster()?;
+        let name = external_name(mr);
+        let spec = &mr.spec.for_provider;
+        let subnets = self.subnets(mr).await?;
+        let token = request_token(mr);
+        let template = if launch_template::needed(spec) {
+            let id = launch_template::ensure(&self.clients.ec2, &name, spec, &token).await?;
+            Some(
+                LaunchTemplateSpecification::builder()
+                    .id(id)
+                    .version("$Latest")
+                    .build(),
+            )
+        } else {
+            None
+        };
+        let capacity = match spec.capacity_type {
+            CapacityType::OnDemand => CapacityTypes::OnDemand,
+            CapacityType::CapacityBlock => CapacityTypes::CapacityBlock,
+        };
+        let disk_size = match template {
+            Some(_) => None,
+            None => spec.disk_size.and_then(|d| i32::try_from(d).ok()),
+        };
+        let result = self
+            .clients
+            .eks
+            .create_nodegroup()
+            .cluster_name(&cluster.name)
+            .nodegroup_name(&name)
+            .node_role(&spec.node_role_arn)
+            .set_subnets(Some(subnets))
+            .set_instance_types(Some(spec.instance_types.clone()))
+            .set_ami_type(spec.ami_type.as_deref().map(Into::into))
+            .set_disk_size(disk_size)
+            .scaling_config(scaling_config(&spec.scaling))
+            .set_labels((!spec.labels.is_empty()).then(|| spec.labels.clone().into_iter().collect()))
+            .set_taints((!spec.taints.is_empty()).then(|| spec.taints.iter().map(to_eks_taint).collect()))
+            .capacity_type(capacity)
+            .set_launch_template(template)
+            .set_tags((!spec.tags.is_empty()).then(|| spec.tags.clone().into_iter().collect()))
+            .client_request_token(token)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(ConnectionDetails::new()),
+            Err(e) if is_code(&e, "ResourceInUseException") => Ok(ConnectionDetails::new()),
+            Err(e) => Err(classify(&format!("cannot create EKS node group {name}"), &e)),
+        }
+    }
+
+    async fn update(&self, mr: &NodePool, _: &NodePoolObservation) -> Result<(), ExternalError> {
+        let cluster = self.cluster()?;
+        let name = external_name(mr);
+        let observed = self
+            .observed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default();
+        let drift = nodegroup_drift(&mr.spec.for_provider, &observed);
+        let mut request = self
+            .clients
+            .eks
+            .update_nodegroup_config()
+            .cluster_name(&cluster.name)
+            .nodegroup_name(&name);
+        if let Some(scaling) = &drift.scaling {
+            request = request.scaling_config(scaling_config(scaling));
+        }
+        if !drift.labels_set.is_empty() || !drift.labels_remove.is_empty() {
+            request = request.labels(
+                UpdateLabelsPayload::builder()
+                    .set_add_or_update_labels(
+                        (!drift.labels_set.is_empty())
+                            .then(|| drift.labels_set.clone().into_iter().collect()),
+                    )
+                    .set_remove_labels((!drift.labels_remove.is_empty()).then(|| drift.labels_remove.clone()))
+                    .build(),
+            );
+        }
+        if !drift.taints_set.is_empty() || !drift.taints_remove.is_empty() {
+            request = request.taints(
+                UpdateTaintsPayload::builder()
+                    .set_add_or_update_taints(
+                        (!drift.taints_set.is_empty())
+                            .then(|| drift.taints_set.iter().map(to_eks_taint).collect()),
+                    )
+                    .set_remove_taints(
+                        (!drift.taints_remove.is_empty())
+                            .then(|| drift.taints_remove.iter().map(to_eks_taint).collect()),
+                    )
+                    .build(),
+            );
+        }
+        request
+            .send()
+            .await
+            .map_err(|e| classify(&format!("cannot update EKS node group {name}"), &e))?;
+        Ok(())
+    }
+
+    async fn delete(&self, mr: &NodePool) -> Result<(), ExternalError> {
+        let cluster = self.cluster()?;
+        let name = external_name(mr);
+        match self
+            .clients
+            .eks
+            .delete_nodegroup()
+            .cluster_name(&cluster.name)
+            .nodegroup_name(&name)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_code(&e, "ResourceNotFoundException") => Ok(()),
+            Err(e) if is_code(&e, "ResourceInUseException") => {
+                Err(ExternalError::Waiting(format!("EKS node group {name} is busy")))
+            }
+            Err(e) => Err(classify(&format!("cannot delete EKS node group {name}"), &e)),
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! `modelplane-provider-eks [run]`: the provider. `modelplane-provider-eks crds`: print the CRDs.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use modelplane_provider_eks::activation::{self, ManagedKind};
+use modelplane_provider_eks::controllers::{self, Shared};
+use modelplane_provider_eks::crds;
+use modelplane_provider_eks::eks::clients::ClientCache;
+use modelplane_provider_eks::leader::Elector;
+use modelplane_provider_eks::managed::reconciler::Timing;
+use modelplane_provider_eks::metrics::{self, Metrics};
+
+#[derive(Parser)]
+#[command(version, about = "Crossplane provider for EKS clusters and node pools")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the provider (the default).
+    Run,
+    /// Print the CRDs generated from the Rust types, or write one file per CRD into --out-dir.
+    Crds {
+        #[arg(long)]
+        out_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Serve /metrics, /healthz and /readyz here.
+    #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
+    metrics_address: SocketAddr,
+    /// Seconds between observations of an up-to-date resource.
+    #[arg(long, env = "POLL_INTERVAL_SECONDS", default_value_t = 60)]
+    poll_interval_seconds: u64,
+    /// Seconds between observations while AWS is creating, updating or deleting.
+    #[arg(long, env = "BUSY_INTERVAL_SECONDS", default_value_t = 15)]
+    busy_interval_seconds: u64,
+    /// Start every controller at once instead of waiting for ManagedResourceDefinitions (Crossplane < v2).
+    #[arg(long, env = "ACTIVATE_ALL")]
+    activate_all: bool,
+    /// Act only while holding the Lease `modelplane-provider-eks` (run more than one replica safely).
+    #[arg(long, env = "LEADER_ELECTION")]
+    leader_election: bool,
+    /// Namespace of the leader Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "crossplane-system")]
+    namespace: String,
+    /// This replica's name in the Lease.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    #[arg(long, env = "DEBUG")]
+    debug: bool,
+}
+
+fn write_crds(out_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let Some(dir) = out_dir else {
+        print!("{}", crds::all_yaml()?);
+        return Ok(());
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for crd in crds::all() {
+        let path = dir.join(crds::file_name(&crd));
+        std::fs::write(&path, crds::to_yaml(&crd)?)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let filter = if args.debug {
+        "info,modelplane_provider_eks=debug"
+    } else {
+        "info"
+    };
+    tracing_subscriber::fmt().with_env_filter(filter).json().init();
+    // kube (ring) and the AWS SDK (aws-lc-rs) both link a rustls provider; rustls needs one chosen.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    let kube = kube::Client::try_default()
+        .await
+        .context("cannot build Kubernetes client")?;
+    let metrics = Arc::new(Metrics::default());
+    let shared = Shared {
+        aws: Arc::new(ClientCache::new(kube.clone())),
+        kube: kube.clone(),
+        metrics: metrics.clone(),
+        timing: Timing {
+            poll: Duration::from_secs(args.poll_interval_seconds),
+            busy: Duration::from_secs(args.busy_interval_seconds),
+            ..Timing::default()
+        },
+    };
+    let server = tokio::spawn(metrics::serve(args.metrics_address, metrics));
+    if args.leader_election {
+        let identity = args
+            .identity
+            .clone()
+            .unwrap_or_else(|| format!("provider-eks-{}", std::process::id()));
+        let elector = Elector::new(kube.clone(), &args.namespace, &identity);
+        tracing::info!(%identity, "waiting to lead");
+        elector.acquire().await;
+        tracing::info!(%identity, "leading");
+        tokio::spawn(async move {
+            elector.keep().await;
+            // Another replica may act from now on: stop at once rather than race it.
+            tracing::error!("lost the leader Lease; exiting");
+            std::process::exit(1);
+        });
+    }
+    if args.activate_all {
+        for kind in ManagedKind::ALL {
+            controllers::spawn(&shared, kind);
+        }
+    } else {
+        activation::run(kube, |kind| {
+            controllers::spawn(&shared, kind);
+        })
+        .await;
+    }
+    tokio::select! {
+        served = server => served.context("metrics server stopped")?.context("metrics server failed"),
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Crds { out_dir }) => write_crds(out_dir),
+        Some(Command::Run) | None => run(cli.run).await,
+    }
+}

@@ -1,0 +1,132 @@
+//! The reconciler's decisions, without I/O: given what the managed resource says and what Observe found,
+//! which single step comes next. `reconciler.rs` carries the step out.
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::annotations::CreationMarks;
+use super::external::Observation;
+use super::policy::Policies;
+
+/// How long a freshly created resource may be missing from Describe before we create it again. AWS APIs are
+/// eventually consistent; crossplane-runtime uses the same grace period.
+pub const CREATION_GRACE: SignedDuration = SignedDuration::from_secs(30);
+
+/// What the managed resource says about itself (metadata, spec policies, annotations).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Facts {
+    pub paused: bool,
+    pub policies: Result<Policies, &'static str>,
+    pub deleting: bool,
+    pub creation: CreationMarks,
+    /// The external name is known before Create (EKS names are chosen by the caller), so a lost Create result
+    /// can be recovered by observing that name instead of refusing to go on.
+    pub name_is_deterministic: bool,
+    pub now: Timestamp,
+}
+
+/// The observed facts that matter to the decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    pub exists: bool,
+    pub up_to_date: bool,
+    pub busy: bool,
+    pub late_initialized: Option<serde_json::Value>,
+}
+
+impl<O> From<&Observation<O>> for Observed {
+    fn from(o: &Observation<O>) -> Self {
+        Self {
+            exists: o.exists,
+            up_to_date: o.up_to_date,
+            busy: o.busy,
+            late_initialized: o.late_initialized.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Nothing decided yet that needs no external state: connect and Observe.
+    Observe,
+    /// Paused by annotation or an empty policy list: Synced=False/ReconcilePaused, touch nothing.
+    Pause,
+    /// The resource itself is invalid; report it and wait for a spec change.
+    Reject(String),
+    /// Deleted without the Delete policy: leave the external resource, unpublish, drop the finalizer.
+    Orphan,
+    /// Deleted and the external resource exists: ask AWS to delete it.
+    Delete,
+    /// Deleted and AWS is already deleting: wait.
+    WaitForDeletion,
+    /// Deleted and the external resource is gone: unpublish, drop the finalizer.
+    Finalize,
+    /// Missing shortly after a successful Create: give AWS time to show it.
+    WaitForCreationGrace,
+    Create,
+    /// Write what AWS chose into the spec (a merge patch for `spec.forProvider`).
+    LateInitialize(serde_json::Value),
+    /// AWS is still creating or updating: no change may be sent now.
+    WaitWhileBusy,
+    Update,
+    /// Up to date (or updates not allowed): check again after the poll interval.
+    Idle,
+}
+
+pub fn decide(facts: &Facts, observed: Option<&Observed>) -> Step {
+    if facts.paused {
+        return Step::Pause;
+    }
+    let policies = match facts.policies {
+        Ok(p) => p,
+        Err(why) => return Step::Reject(why.to_string()),
+    };
+    if facts.deleting && !policies.delete {
+        return Step::Orphan;
+    }
+    if !facts.deleting && facts.creation.incomplete() && !facts.name_is_deterministic {
+        return Step::Reject(
+            "cannot determine creation result: remove the crossplane.io/external-create-pending annotation if \
+             the external resource does not exist"
+                .into(),
+        );
+    }
+    let Some(observed) = observed else {
+        return Step::Observe;
+    };
+
+    if facts.deleting {
+        return match (observed.exists, observed.busy) {
+            (false, _) => Step::Finalize,
+            (true, true) => Step::WaitForDeletion,
+            (true, false) => Step::Delete,
+        };
+    }
+    if !observed.exists {
+        if !policies.create {
+            return Step::Reject("external resource does not exist".into());
+        }
+        let recently_created = facts
+            .creation
+            .succeeded
+            .is_some_and(|t| facts.now.duration_since(t) < CREATION_GRACE);
+        return if recently_created {
+            Step::WaitForCreationGrace
+        } else {
+            Step::Create
+        };
+    }
+    if let (Some(patch), true) = (&observed.late_initialized, policies.late_initialize) {
+        return Step::LateInitialize(patch.clone());
+    }
+    if observed.up_to_date || !policies.update {
+        return Step::Idle;
+    }
+    if observed.busy {
+        return Step::WaitWhileBusy;
+    }
+    Step::Update
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

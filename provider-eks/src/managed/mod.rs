@@ -1,0 +1,11 @@
+//! A generic managed-resource reconciler: crossplane-runtime's `pkg/reconciler/managed` loop in Rust, over an
+//! [`external::ExternalClient`] per kind. `decide` is pure; `reconciler` carries out its decision.
+
+pub mod annotations;
+pub mod conditions;
+pub mod decide;
+pub mod external;
+pub mod policy;
+pub mod reconciler;
+pub mod resource;
+pub mod writes;

@@ -1,0 +1,290 @@
+//! Carries out the step `decide` chose: the crossplane-runtime managed reconciler loop, for any kind that has a
+//! [`Connector`]. Every failure ends in [`Reconciler::fail`]: Synced=False/ReconcileError with the message, and a
+//! requeue with backoff. Kubernetes write errors go to the controller's error policy instead.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use serde::Serialize;
+use serde_json::json;
+
+use super::annotations::{
+    CREATE_FAILED, CREATE_PENDING, CREATE_SUCCEEDED, CreationMarks, EXTERNAL_NAME, is_paused, timestamp,
+};
+use super::conditions::{Outcome, Readiness, set_ready, set_synced};
+use super::decide::{Facts, Observed, Step, decide};
+use super::external::{ExternalClient, ExternalError, Observation};
+use super::policy::Policies;
+use super::resource::Managed;
+use super::writes;
+use crate::metrics::Metrics;
+
+/// Builds an [`ExternalClient`] for one managed resource from its ProviderConfig.
+#[async_trait]
+pub trait Connector<M>: Send + Sync + 'static {
+    type Client: ExternalClient<M, AtProvider = Self::AtProvider>;
+    type AtProvider: Serialize + Send + Sync;
+    async fn connect(&self, mr: &M) -> Result<Self::Client, ExternalError>;
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// How often an up-to-date resource is observed again: nothing else tells us about drift in AWS.
+    pub poll: Duration,
+    /// How soon to look again while AWS is creating, updating or deleting.
+    pub busy: Duration,
+    /// First retry after an error; doubles per consecutive failure up to `max_backoff`.
+    pub backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            poll: Duration::from_secs(60),
+            busy: Duration::from_secs(15),
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(120),
+        }
+    }
+}
+
+pub struct Reconciler<C> {
+    pub client: kube::Client,
+    pub connector: C,
+    pub timing: Timing,
+    pub metrics: Arc<Metrics>,
+    pub kind: &'static str,
+    pub clock: fn() -> Timestamp,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl<C> Reconciler<C> {
+    pub fn new(
+        client: kube::Client,
+        connector: C,
+        timing: Timing,
+        metrics: Arc<Metrics>,
+        kind: &'static str,
+    ) -> Self {
+        Self {
+            client,
+            connector,
+            timing,
+            metrics,
+            kind,
+            clock: Timestamp::now,
+            failures: Mutex::default(),
+        }
+    }
+
+    fn next_backoff(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let n = failures.entry(key.to_string()).or_insert(0);
+        *n = n.saturating_add(1);
+        let factor = 2u32.saturating_pow(n.saturating_sub(1).min(16));
+        self.timing
+            .backoff
+            .saturating_mul(factor)
+            .min(self.timing.max_backoff)
+    }
+
+    fn succeeded(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
+}
+
+fn key<M: Managed>(mr: &M) -> String {
+    format!("{}/{}", mr.namespace().unwrap_or_default(), mr.name_any())
+}
+
+fn facts_of<M: Managed>(mr: &M, now: Timestamp) -> Facts {
+    let policies = mr.management_policies();
+    let parsed = Policies::from_spec(policies);
+    Facts {
+        paused: is_paused(mr.annotations()) || Policies::pauses(policies),
+        policies: parsed.validate().map(|()| parsed),
+        deleting: mr.meta().deletion_timestamp.is_some(),
+        creation: CreationMarks::read(mr.annotations()),
+        name_is_deterministic: true,
+        now,
+    }
+}
+
+impl<C> Reconciler<C> {
+    async fn status<M: Managed, O: Serialize>(
+        &self,
+        mr: &M,
+        ready: Option<&Readiness>,
+        outcome: &Outcome,
+        at_provider: Option<&O>,
+    ) -> Result<(), kube::Error> {
+        let now = (self.clock)();
+        let generation = writes::generation(mr);
+        let mut conditions = set_synced(mr.conditions(), outcome, generation, now);
+        if let Some(ready) = ready {
+            conditions = set_ready(&conditions, ready, generation, now);
+        }
+        let mut status = json!({ "conditions": conditions });
+        if let Some(generation) = generation {
+            status["observedGeneration"] = generation.into();
+        }
+        if let Some(at) = at_provider.and_then(|a| serde_json::to_value(a).ok()) {
+            status["atProvider"] = at;
+        }
+        writes::write_status(&self.client, mr, status).await
+    }
+
+    /// The one failure epilogue: report the error on Synced and retry with backoff.
+    async fn fail<M: Managed>(&self, mr: &M, err: ExternalError) -> Result<Action, kube::Error> {
+        tracing::info!(kind = self.kind, name = %key(mr), error = %err, "reconcile failed");
+        self.metrics.reconcile_error(self.kind, err.metric_label());
+        self.status::<M, ()>(mr, None, &Outcome::Error(err.to_string()), None)
+            .await?;
+        let delay = match err {
+            ExternalError::Waiting(_) => self.timing.busy,
+            _ => self.next_backoff(&key(mr)),
+        };
+        Ok(Action::requeue(delay))
+    }
+
+    async fn done<M: Managed, O: Serialize>(
+        &self,
+        mr: &M,
+        observation: &Observation<O>,
+        ready: &Readiness,
+        requeue: Duration,
+    ) -> Result<Action, kube::Error> {
+        self.succeeded(&key(mr));
+        self.status(mr, Some(ready), &Outcome::Success, Some(&observation.at_provider))
+            .await?;
+        Ok(Action::requeue(requeue))
+    }
+}
+
+pub async fn reconcile<M, C>(mr: Arc<M>, r: Arc<Reconciler<C>>) -> Result<Action, kube::Error>
+where
+    M: Managed,
+    C: Connector<M>,
+{
+    let now = (r.clock)();
+    let facts = facts_of(mr.as_ref(), now);
+    let pre = decide(&facts, None);
+    r.metrics.reconcile(r.kind);
+    match pre {
+        Step::Pause => {
+            r.status::<M, ()>(&mr, None, &Outcome::Paused, None).await?;
+            return Ok(Action::await_change());
+        }
+        Step::Reject(why) => return r.fail(mr.as_ref(), ExternalError::Rejected(why)).await,
+        Step::Orphan => {
+            writes::unpublish(&r.client, mr.as_ref()).await?;
+            writes::remove_finalizer(&r.client, mr.as_ref()).await?;
+            return Ok(Action::await_change());
+        }
+        _ => {}
+    }
+
+    // Initialize: the external name defaults to the object's name, recorded before anything is created.
+    let mut mr = (*mr).clone();
+    if !facts.deleting && !mr.annotations().contains_key(EXTERNAL_NAME) {
+        mr = writes::set_annotations(&r.client, &mr, &[(EXTERNAL_NAME, mr.name_any())]).await?;
+    }
+
+    let external = match r.connector.connect(&mr).await {
+        Ok(c) => c,
+        Err(e) => return r.fail(&mr, e).await,
+    };
+    let observation = match external.observe(&mr).await {
+        Ok(o) => o,
+        Err(e) => return r.fail(&mr, e).await,
+    };
+    let step = decide(&facts, Some(&Observed::from(&observation)));
+    tracing::debug!(kind = r.kind, name = %key(&mr), ?step, "decided");
+    let busy = r.timing.busy;
+
+    match step {
+        Step::Finalize => {
+            writes::unpublish(&r.client, &mr).await?;
+            writes::remove_finalizer(&r.client, &mr).await?;
+            r.succeeded(&key(&mr));
+            Ok(Action::await_change())
+        }
+        Step::Delete => {
+            if let Err(e) = external.delete(&mr).await {
+                return r.fail(&mr, e).await;
+            }
+            r.done(&mr, &observation, &Readiness::Deleting, busy).await
+        }
+        Step::WaitForDeletion => r.done(&mr, &observation, &Readiness::Deleting, busy).await,
+        Step::WaitForCreationGrace => r.done(&mr, &observation, &Readiness::Creating, busy).await,
+        Step::Create => {
+            let mr = writes::add_finalizer(&r.client, &mr).await?;
+            // Fails with 409 when another reconcile got here first, so only one Create is ever in flight.
+            let mr = writes::set_annotations(&r.client, &mr, &[(CREATE_PENDING, timestamp(now))]).await?;
+            match external.create(&mr).await {
+                Err(e) => {
+                    writes::set_annotations(&r.client, &mr, &[(CREATE_FAILED, timestamp((r.clock)()))])
+                        .await?;
+                    r.fail(&mr, e).await
+                }
+                Ok(details) => {
+                    let mr = writes::set_annotations(
+                        &r.client,
+                        &mr,
+                        &[(CREATE_SUCCEEDED, timestamp((r.clock)()))],
+                    )
+                    .await?;
+                    writes::publish(&r.client, &mr, &details).await?;
+                    r.done(&mr, &observation, &Readiness::Creating, busy).await
+                }
+            }
+        }
+        Step::LateInitialize(patch) => {
+            let mr = writes::add_finalizer(&r.client, &mr).await?;
+            let mr = writes::patch_for_provider(&r.client, &mr, &patch).await?;
+            r.done(&mr, &observation, &observation.readiness, busy).await
+        }
+        Step::Update => {
+            let mr = writes::add_finalizer(&r.client, &mr).await?;
+            writes::publish(&r.client, &mr, &observation.connection_details).await?;
+            if let Err(e) = external.update(&mr, &observation.at_provider).await {
+                return r.fail(&mr, e).await;
+            }
+            r.done(&mr, &observation, &observation.readiness, busy).await
+        }
+        Step::WaitWhileBusy | Step::Idle => {
+            let mr = writes::add_finalizer(&r.client, &mr).await?;
+            writes::publish(&r.client, &mr, &observation.connection_details).await?;
+            let requeue = if observation.busy || observation.readiness != Readiness::Available {
+                busy
+            } else {
+                r.timing.poll
+            };
+            r.done(&mr, &observation, &observation.readiness, requeue).await
+        }
+        other @ (Step::Observe | Step::Pause | Step::Reject(_) | Step::Orphan) => {
+            // decide() returns these only before observing.
+            r.fail(
+                &mr,
+                ExternalError::Rejected(format!("unexpected step {other:?} after observe")),
+            )
+            .await
+        }
+    }
+}
+
+/// Kubernetes API errors (conflicts, outages) land here: retry soon; a 409 means a newer version is on its way.
+pub fn error_policy<M: Managed, C>(mr: Arc<M>, err: &kube::Error, r: Arc<Reconciler<C>>) -> Action {
+    tracing::warn!(kind = r.kind, name = %key(mr.as_ref()), error = %err, "kubernetes write failed");
+    r.metrics.reconcile_error(r.kind, "kubernetes");
+    Action::requeue(r.next_backoff(&key(mr.as_ref())))
+}

@@ -1,0 +1,334 @@
+//! ExternalClients for Cluster and NodePool against a real moto server (AWS) and kube-fake-client (the
+//! ProviderConfig, its credentials Secret and the referenced Cluster).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::ObjectMeta;
+use modelplane_eks_api::*;
+use modelplane_provider_eks::eks::clients::ClientCache;
+use modelplane_provider_eks::eks::cluster::ClusterConnector;
+use modelplane_provider_eks::eks::node_pool::NodePoolConnector;
+use modelplane_provider_eks::managed::conditions::Readiness;
+use modelplane_provider_eks::managed::external::{ExternalClient, ExternalError};
+use modelplane_provider_eks::managed::reconciler::Connector;
+use support::{MOTO_CREDENTIALS, Peer};
+use tokio::sync::Mutex;
+
+const NS: &str = "team-a";
+const REGION: &str = "us-east-1";
+
+/// One moto for this test binary; tests take turns and reset it first.
+static MOTO: OnceLock<Option<Mutex<Peer>>> = OnceLock::new();
+
+fn moto() -> Option<&'static Mutex<Peer>> {
+    MOTO.get_or_init(|| support::start_moto().map(Mutex::new))
+        .as_ref()
+}
+
+fn cluster_mr(name: &str) -> Cluster {
+    let mut c = Cluster::new(
+        name,
+        ClusterSpec {
+            for_provider: ClusterParameters {
+                region: REGION.into(),
+                version: "1.34".into(),
+                role_arn: "arn:aws:iam::123456789012:role/eks-cluster".into(),
+                networking: Networking {
+                    subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
+                    vpc: None,
+                },
+                endpoint_public_access: true,
+                endpoint_private_access: false,
+                tags: [("team".to_string(), "a".to_string())].into(),
+            },
+            provider_config_ref: ProviderConfigReference {
+                kind: "ProviderConfig".into(),
+                name: "moto".into(),
+            },
+            management_policies: vec![ManagementPolicy::All],
+            write_connection_secret_to_ref: Some(SecretReference {
+                name: format!("{name}-kubeconfig"),
+            }),
+        },
+    );
+    c.metadata.namespace = Some(NS.into());
+    c.metadata.uid = Some(format!("uid-{name}"));
+    c.metadata.generation = Some(1);
+    c
+}
+
+fn ready_cluster(name: &str, subnets: Vec<String>) -> Cluster {
+    let mut c = cluster_mr(name);
+    c.status = Some(ClusterStatus {
+        at_provider: ClusterObservation {
+            subnet_ids: subnets,
+            ..Default::default()
+        },
+        conditions: vec![Condition {
+            type_: "Ready".into(),
+            status: ConditionStatus::True,
+            reason: "Available".into(),
+            message: None,
+            last_transition_time: "2026-01-01T00:00:00Z".into(),
+            observed_generation: None,
+        }],
+        observed_generation: None,
+    });
+    c
+}
+
+fn pool_mr(name: &str, cluster: &str) -> NodePool {
+    let mut p = NodePool::new(
+        name,
+        NodePoolSpec {
+            for_provider: NodePoolParameters {
+                region: REGION.into(),
+                cluster_ref: LocalReference { name: cluster.into() },
+                node_role_arn: "arn:aws:iam::123456789012:role/eks-node".into(),
+                instance_types: vec!["p5.48xlarge".into()],
+                scaling: Scaling {
+                    min_size: 1,
+                    max_size: 4,
+                    desired_size: 2,
+                },
+                labels: [("modelplane.ai/pool".to_string(), name.to_string())].into(),
+                taints: vec![Taint {
+                    key: "nvidia.com/gpu".into(),
+                    value: String::new(),
+                    effect: TaintEffect::NoSchedule,
+                }],
+                ..Default::default()
+            },
+            provider_config_ref: ProviderConfigReference {
+                kind: "ProviderConfig".into(),
+                name: "moto".into(),
+            },
+            management_policies: vec![ManagementPolicy::All],
+            write_connection_secret_to_ref: None,
+        },
+    );
+    p.metadata.namespace = Some(NS.into());
+    p.metadata.uid = Some(format!("uid-{name}"));
+    p.metadata.generation = Some(1);
+    p
+}
+
+async fn kube_with(moto: &Peer, clusters: Vec<Cluster>) -> kube::Client {
+    let mut pc = ProviderConfig::new(
+        "moto",
+        ProviderConfigSpec {
+            credentials: Credentials {
+                source: CredentialsSource::Secret,
+                secret_ref: Some(SecretKeySelector {
+                    name: "aws".into(),
+                    namespace: None,
+                    key: "credentials".into(),
+                }),
+                role_arn: None,
+            },
+            endpoint: Some(moto.url()),
+        },
+    );
+    pc.metadata.namespace = Some(NS.into());
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("aws".into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "credentials".to_string(),
+            ByteString(MOTO_CREDENTIALS.into()),
+        )])),
+        ..Default::default()
+    };
+    kube_fake_client::ClientBuilder::new()
+        .with_resource::<Cluster>()
+        .with_resource::<NodePool>()
+        .with_resource::<ProviderConfig>()
+        .with_object(pc)
+        .with_object(secret)
+        .with_objects(clusters)
+        .build()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_cluster_is_created_observed_with_a_kubeconfig_and_deleted_in_moto() {
+    let Some(moto) = moto() else { return };
+    let moto = moto.lock().await;
+    support::reset_moto(&moto);
+    let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![]).await));
+    let mr = cluster_mr("demo");
+    let client = ClusterConnector { cache }.connect(&mr).await.unwrap();
+
+    assert!(!client.observe(&mr).await.unwrap().exists);
+    client.create(&mr).await.unwrap();
+    // A second Create (a lost answer, a restart) adopts the cluster instead of failing or duplicating it.
+    client.create(&mr).await.unwrap();
+
+    let seen = client.observe(&mr).await.unwrap();
+    assert!(seen.exists && seen.up_to_date, "{seen:?}");
+    assert_eq!(seen.readiness, Readiness::Available);
+    assert_eq!(seen.at_provider.version.as_deref(), Some("1.34"));
+    assert_eq!(
+        seen.at_provider.subnet_ids,
+        vec!["subnet-a".to_string(), "subnet-b".to_string()]
+    );
+    let kubeconfig: serde_json::Value =
+        serde_yaml::from_slice(&seen.connection_details["kubeconfig"]).unwrap();
+    assert_eq!(
+        kubeconfig["clusters"][0]["cluster"]["server"].as_str(),
+        seen.at_provider.endpoint.as_deref()
+    );
+    let token = kubeconfig["users"][0]["user"]["token"].as_str().unwrap();
+    assert!(token.starts_with("k8s-aws-v1."));
+
+    client.delete(&mr).await.unwrap();
+    assert!(!client.observe(&mr).await.unwrap().exists);
+}
+
+#[tokio::test]
+async fn changed_cluster_tags_are_drift_and_update_corrects_them() {
+    let Some(moto) = moto() else { return };
+    let moto = moto.lock().await;
+    support::reset_moto(&moto);
+    let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![]).await));
+    let mut mr = cluster_mr("tagged");
+    let client = ClusterConnector { cache }.connect(&mr).await.unwrap();
+    client.create(&mr).await.unwrap();
+
+    mr.spec
+        .for_provider
+        .tags
+        .insert("cost-center".into(), "42".into());
+    let seen = client.observe(&mr).await.unwrap();
+    assert!(!seen.up_to_date);
+    client.update(&mr, &seen.at_provider).await.unwrap();
+    assert!(client.observe(&mr).await.unwrap().up_to_date);
+}
+
+#[tokio::test]
+async fn a_cluster_without_subnets_is_rejected_naming_the_field() {
+    let Some(moto) = moto() else { return };
+    let moto = moto.lock().await;
+    support::reset_moto(&moto);
+    let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![]).await));
+    let mut mr = cluster_mr("novpc");
+    mr.spec.for_provider.networking = Networking {
+        subnet_ids: vec![],
+        vpc: Some(VpcNetwork {
+            cidr_block: "10.0.0.0/16".into(),
+            zones: vec!["us-east-1a".into()],
+        }),
+    };
+    let client = ClusterConnector { cache }.connect(&mr).await.unwrap();
+    let err = client.create(&mr).await.unwrap_err();
+    assert!(
+        matches!(&err, ExternalError::Rejected(m) if m.starts_with("spec.forProvider.networking.vpc")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_node_pool_is_created_scaled_relabelled_and_deleted_before_its_cluster() {
+    let Some(moto) = moto() else { return };
+    let moto = moto.lock().await;
+    support::reset_moto(&moto);
+
+    // Real subnets in two zones, so the pool's zone filter goes through EC2.
+    let ec2 = {
+        let cache = ClientCache::new(kube_with(&moto, vec![]).await);
+        let reference = ProviderConfigReference {
+            kind: "ProviderConfig".into(),
+            name: "moto".into(),
+        };
+        cache.clients(&reference, NS, REGION).await.unwrap().ec2
+    };
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block("10.0.0.0/16")
+        .send()
+        .await
+        .unwrap()
+        .vpc
+        .unwrap()
+        .vpc_id
+        .unwrap();
+    let mut subnets = Vec::new();
+    for (i, zone) in ["us-east-1a", "us-east-1b"].iter().enumerate() {
+        let s = ec2
+            .create_subnet()
+            .vpc_id(&vpc)
+            .cidr_block(format!("10.0.{i}.0/24"))
+            .availability_zone(*zone)
+            .send()
+            .await
+            .unwrap();
+        subnets.push(s.subnet.unwrap().subnet_id.unwrap());
+    }
+
+    let cluster = ready_cluster("gpu", subnets.clone());
+    let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![cluster.clone()]).await));
+    let cluster_client = ClusterConnector { cache: cache.clone() }
+        .connect(&cluster)
+        .await
+        .unwrap();
+    cluster_client.create(&cluster).await.unwrap();
+
+    let mut pool = pool_mr("h200", "gpu");
+    pool.spec.for_provider.zones = vec!["us-east-1b".into()];
+    let client = NodePoolConnector { cache: cache.clone() }
+        .connect(&pool)
+        .await
+        .unwrap();
+    assert!(!client.observe(&pool).await.unwrap().exists);
+    client.create(&pool).await.unwrap();
+
+    let seen = client.observe(&pool).await.unwrap();
+    assert!(seen.exists && seen.up_to_date, "{seen:?}");
+    assert_eq!(seen.at_provider.cluster_name.as_deref(), Some("gpu"));
+    assert_eq!(seen.at_provider.subnet_ids, vec![subnets[1].clone()]);
+    assert_eq!(seen.at_provider.scaling, Some(pool.spec.for_provider.scaling));
+    // moto fills in the AMI type and disk size the spec left open: late initialization picks them up.
+    assert!(seen.late_initialized.is_some());
+
+    pool.spec.for_provider.scaling.desired_size = 3;
+    pool.spec.for_provider.labels.insert("tier".into(), "gold".into());
+    let drifted = client.observe(&pool).await.unwrap();
+    assert!(!drifted.up_to_date);
+    client.update(&pool, &drifted.at_provider).await.unwrap();
+    let after = client.observe(&pool).await.unwrap();
+    assert!(after.up_to_date, "{after:?}");
+    assert_eq!(after.at_provider.scaling.map(|s| s.desired_size), Some(3));
+
+    let waiting = cluster_client.delete(&cluster).await.unwrap_err();
+    assert!(matches!(waiting, ExternalError::Waiting(_)), "{waiting}");
+    client.delete(&pool).await.unwrap();
+    assert!(!client.observe(&pool).await.unwrap().exists);
+    cluster_client.delete(&cluster).await.unwrap();
+    assert!(!cluster_client.observe(&cluster).await.unwrap().exists);
+}
+
+#[tokio::test]
+async fn a_node_pool_waits_for_its_cluster_to_be_ready() {
+    let Some(moto) = moto() else { return };
+    let moto = moto.lock().await;
+    support::reset_moto(&moto);
+    let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![cluster_mr("slow")]).await));
+    let err = NodePoolConnector { cache }
+        .connect(&pool_mr("p", "slow"))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        err,
+        ExternalError::Waiting("Cluster slow is not Ready yet".into())
+    );
+}

@@ -1,0 +1,263 @@
+//! RunFunction round trips over loopback: our server against no-op functions on Crossplane's Rust and Python
+//! SDKs, in one run, at 1 and 16 concurrent callers, for the requests in `modelplane_tests::fleet`.
+//!
+//! Run it through `tests/bench.sh`, which builds the three servers and the Python venv. Every call count and the
+//! time spent per measurement are bounded, and only loopback addresses are used.
+
+mod load;
+mod micro;
+mod report;
+mod servers;
+
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use bytes::Bytes;
+use clap::Parser;
+use modelplane_tests::fleet::{FLEET_CLUSTERS, Scenario};
+use tonic::transport::Channel;
+
+use crate::{
+    load::{Caller, Load},
+    report::Row,
+    servers::Spec,
+};
+
+#[derive(Parser)]
+#[command(about = "Benchmark RunFunction against no-op functions on Crossplane's Rust and Python SDKs")]
+struct Cli {
+    /// The modelplane-function binary (release build).
+    #[arg(long, required_unless_present = "micro_only")]
+    ours: Option<PathBuf>,
+    /// The no-op function built on crates.io function-sdk-rust (tests/peers/noop-rust).
+    #[arg(long, required_unless_present = "micro_only")]
+    rust_noop: Option<PathBuf>,
+    /// Python interpreter with crossplane-function-sdk-python installed.
+    #[arg(long, required_unless_present = "micro_only")]
+    python: Option<PathBuf>,
+    /// The Python no-op function (tests/peers/noop_python.py).
+    #[arg(long, required_unless_present = "micro_only")]
+    python_noop: Option<PathBuf>,
+    /// Multiplies every call count; 0.1 gives a quick smoke run.
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Only the in-process decode comparison; starts no server (handy under a profiler).
+    #[arg(long)]
+    micro_only: bool,
+    /// Where the servers' logs go.
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("modelplane-bench"))]
+    log_dir: PathBuf,
+}
+
+/// Calls per measurement. Small requests take ~0.2-0.6 ms, fleet requests 5-30 ms, so the counts differ to keep
+/// the whole run to a few minutes; `TIME_LIMIT` caps any one measurement regardless.
+struct Plan {
+    warmup: usize,
+    sequential: usize,
+    concurrent: usize,
+}
+
+const CONCURRENCY: [usize; 2] = [1, 16];
+const TIME_LIMIT: Duration = Duration::from_secs(20);
+
+fn plan(scenario: Scenario) -> Plan {
+    match scenario {
+        Scenario::Trivial | Scenario::Gang => Plan {
+            warmup: 300,
+            sequential: 2_000,
+            concurrent: 20_000,
+        },
+        Scenario::Fleet { clusters } if clusters < FLEET_CLUSTERS => Plan {
+            warmup: 30,
+            sequential: 300,
+            concurrent: 1_600,
+        },
+        Scenario::Fleet { .. } => Plan {
+            warmup: 15,
+            sequential: 150,
+            concurrent: 800,
+        },
+    }
+}
+
+struct Request {
+    scenario: Scenario,
+    tag: String,
+    bytes: Bytes,
+}
+
+fn requests() -> Vec<Request> {
+    Scenario::ALL
+        .into_iter()
+        .map(|scenario| {
+            let request = scenario.request();
+            let tag = request.meta.as_ref().map(|m| m.tag.clone()).unwrap_or_default();
+            let bytes = Bytes::from(prost::Message::encode_to_vec(&request));
+            Request { scenario, tag, bytes }
+        })
+        .collect()
+}
+
+fn given(path: &Option<PathBuf>, flag: &str) -> Result<PathBuf, String> {
+    path.clone().ok_or_else(|| format!("{flag} is required"))
+}
+
+fn scaled(calls: usize, scale: f64) -> usize {
+    ((calls as f64 * scale).round() as usize).max(1)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Stopping early must still stop the servers: leaving `run` drops them, and dropping kills them.
+    let outcome = tokio::select! {
+        outcome = run(&cli) => outcome,
+        () = interrupted() => Err("interrupted; servers stopped".into()),
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("bench: some calls failed; the numbers above do not stand");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn interrupted() {
+    #[cfg(unix)]
+    if let Ok(mut terminate) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        tokio::select! {
+            _ = terminate.recv() => {},
+            _ = tokio::signal::ctrl_c() => {},
+        }
+        return;
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Returns whether every call succeeded.
+async fn run(cli: &Cli) -> Result<bool, String> {
+    let requests = requests();
+
+    // In-process numbers first, while no server competes for the cores.
+    for request in &requests {
+        if let Scenario::Fleet { .. } = request.scenario {
+            micro::print(&request.scenario.label(), &request.bytes, scaled(50, cli.scale));
+        }
+    }
+
+    if cli.micro_only {
+        return Ok(true);
+    }
+    std::fs::create_dir_all(&cli.log_dir)
+        .map_err(|e| format!("cannot create {}: {e}", cli.log_dir.display()))?;
+    let specs = [
+        Spec {
+            name: "ours",
+            program: given(&cli.ours, "--ours")?,
+            args: vec!["serve".into(), "--insecure".into()],
+        },
+        Spec {
+            name: "rust-sdk no-op",
+            program: given(&cli.rust_noop, "--rust-noop")?,
+            args: vec!["--insecure".into(), "--metrics-address=".into()],
+        },
+        Spec {
+            name: "python-sdk no-op",
+            program: given(&cli.python, "--python")?,
+            args: vec![
+                given(&cli.python_noop, "--python-noop")?.display().to_string(),
+                "--insecure".into(),
+            ],
+        },
+    ];
+    let mut running = Vec::new();
+    for spec in &specs {
+        running.push(servers::start(spec, &cli.log_dir)?);
+    }
+    let mut channels = Vec::new();
+    for server in &mut running {
+        channels.push(servers::ready(server, &requests[0].bytes).await?);
+        println!(
+            "started {} on 127.0.0.1:{} (log: {})",
+            server.name,
+            server.port,
+            server.log.display()
+        );
+    }
+
+    let mut rows = Vec::new();
+    let mut answers = Vec::new();
+    for request in &requests {
+        let plan = plan(request.scenario);
+        for (server, channel) in running.iter().zip(&channels) {
+            let answer = warm_up(channel, &request.bytes, scaled(plan.warmup, cli.scale)).await?;
+            answers.push(format!(
+                "- {}, {}: {}",
+                request.scenario.label(),
+                server.name,
+                report::describe_answer(&request.tag, &answer)
+            ));
+        }
+        for concurrency in CONCURRENCY {
+            let calls = if concurrency == 1 {
+                plan.sequential
+            } else {
+                plan.concurrent
+            };
+            let load = Load {
+                concurrency,
+                calls: scaled(calls, cli.scale),
+                time_limit: TIME_LIMIT,
+            };
+            let mut samples = Vec::new();
+            for channel in &channels {
+                samples.push(load::measure(channel, &request.bytes, load).await);
+            }
+            rows.push(Row {
+                request: request.scenario.label(),
+                request_bytes: request.bytes.len(),
+                concurrency,
+                samples,
+            });
+        }
+    }
+    drop(running);
+
+    let names: Vec<&str> = specs.iter().map(|spec| spec.name).collect();
+    println!();
+    report::print_table(&names, &rows);
+    println!("\nWhat each server answered (one response per request, decoded after warm-up):");
+    for answer in &answers {
+        println!("{answer}");
+    }
+    let mut all_succeeded = true;
+    for row in &rows {
+        for (name, sample) in names.iter().zip(&row.samples) {
+            if let Some(error) = &sample.first_error {
+                all_succeeded = false;
+                eprintln!(
+                    "{} x{} on {name}: {} errors, first: {error}",
+                    row.request, row.concurrency, sample.errors
+                );
+            }
+        }
+    }
+    Ok(all_succeeded)
+}
+
+/// Sends `calls` requests one after another and returns the last answer.
+async fn warm_up(channel: &Channel, request: &Bytes, calls: usize) -> Result<Bytes, String> {
+    let mut caller = Caller::new(channel);
+    let mut last = Bytes::new();
+    for _ in 0..calls {
+        last = caller
+            .call(request)
+            .await
+            .map_err(|e| format!("warm-up call failed: {e}"))?;
+    }
+    Ok(last)
+}

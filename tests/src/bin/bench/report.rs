@@ -1,0 +1,117 @@
+//! The printed results: one markdown table of round trips, and what each server actually answered, so a fast
+//! number from a server that only returned an error cannot pass for real work.
+
+use std::time::Duration;
+
+use modelplane_function::proto::v1::{RunFunctionResponse, Severity};
+use prost::Message;
+
+use crate::load::Sample;
+
+/// Index of our server in every per-server list; the other entries are what it is compared against.
+pub const OURS: usize = 0;
+
+/// The measurements of one request at one concurrency, one sample per server.
+pub struct Row {
+    pub request: String,
+    pub request_bytes: usize,
+    pub concurrency: usize,
+    pub samples: Vec<Sample>,
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1e3)
+}
+
+fn rate(per_second: f64) -> String {
+    if per_second >= 1000.0 {
+        format!("{:.1}k", per_second / 1000.0)
+    } else {
+        format!("{per_second:.0}")
+    }
+}
+
+fn size(bytes: usize) -> String {
+    if bytes >= 1024 {
+        format!("{:.0} KB", bytes as f64 / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+pub fn print_table(servers: &[&str], rows: &[Row]) {
+    let mut header = String::from("| request | callers |");
+    let mut rule = String::from("|---|---:|");
+    for name in servers {
+        header.push_str(&format!(" {name} p50 / p99 ms, req/s |"));
+        rule.push_str("---|");
+    }
+    for name in &servers[OURS + 1..] {
+        header.push_str(&format!(" ours vs {name}: p50, req/s |"));
+        rule.push_str("---|");
+    }
+    println!("{header}\n{rule}");
+    for row in rows {
+        let mut line = format!(
+            "| {} ({}) | {} |",
+            row.request,
+            size(row.request_bytes),
+            row.concurrency
+        );
+        for sample in &row.samples {
+            let errors = if sample.errors > 0 {
+                format!(", **{} errors**", sample.errors)
+            } else {
+                String::new()
+            };
+            line.push_str(&format!(
+                " {} / {}, {}{errors} |",
+                ms(sample.percentile(50.0)),
+                ms(sample.percentile(99.0)),
+                rate(sample.throughput())
+            ));
+        }
+        let ours = &row.samples[OURS];
+        for theirs in &row.samples[OURS + 1..] {
+            let p50 = ours.percentile(50.0).as_secs_f64() / theirs.percentile(50.0).as_secs_f64().max(1e-9);
+            let throughput = ours.throughput() / theirs.throughput().max(1e-9);
+            line.push_str(&format!(" {p50:.2}x, {throughput:.2}x |"));
+        }
+        println!("{line}");
+    }
+    println!(
+        "\nRatios are ours ÷ theirs: a p50 ratio under 1 means we answer faster, a req/s ratio over 1 means we \
+         serve more."
+    );
+}
+
+/// A one-line account of a response: how big, whether the tag came back, and what the function decided.
+pub fn describe_answer(request_tag: &str, encoded: &[u8]) -> String {
+    let response = match RunFunctionResponse::decode(encoded) {
+        Ok(response) => response,
+        Err(e) => return format!("undecodable response ({} bytes): {e}", encoded.len()),
+    };
+    let tag_echoed = response.meta.as_ref().is_some_and(|meta| meta.tag == request_tag);
+    let desired = response.desired.unwrap_or_default();
+    let status_set = desired
+        .composite
+        .and_then(|composite| composite.resource)
+        .is_some_and(|raw| !raw.is_empty());
+    let mut summary = format!(
+        "{}, tag {}, {} desired resources, composite status {}, {} conditions, {} requirements",
+        size(encoded.len()),
+        if tag_echoed { "echoed" } else { "NOT echoed" },
+        desired.resources.len(),
+        if status_set { "set" } else { "untouched" },
+        response.conditions.len(),
+        response.requirements.map_or(0, |r| r.resources.len()
+            + r.extra_resources.len()
+            + r.schemas.len()),
+    );
+    for result in &response.results {
+        let severity = Severity::try_from(result.severity).map_or("UNKNOWN", |s| s.as_str_name());
+        let message: String = result.message.chars().take(110).collect();
+        summary.push_str(&format!("; {severity}: {message}"));
+    }
+    summary
+}
