@@ -34,7 +34,7 @@ fn cluster(i: usize, stack: &str) -> Value {
     let pools: Vec<Value> = (0..8)
         .map(|p| {
             let (class, memory, cc) = CLASSES[(i + p) % CLASSES.len()];
-            json!({"name": format!("pool-{p}"), "className": class, "nodeCount": 4, "devices": [
+            json!({"name": format!("pool-{p}"), "className": class, "nodeCount": 8, "devices": [
                 {"name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com", "count": 8,
                  "attributes": {"productName": {"string": class}, "cudaComputeCapability": {"version": cc}},
                  "capacity": {"memory": {"value": memory}}},
@@ -42,7 +42,7 @@ fn cluster(i: usize, stack: &str) -> Value {
         })
         .collect();
     json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
-        "metadata": {"name": format!("cluster-{i:04}"), "labels": {"region": if i % 2 == 0 { "us-east-1" } else { "us-west-2" }}},
+        "metadata": {"name": format!("cluster-{i:04}"), "labels": {"region": if i.is_multiple_of(2) { "us-east-1" } else { "us-west-2" }}},
         "spec": {"stack": stack, "cluster": {"source": "EKS", "eks": {"region": "us-east-1"}},
                  "nodePools": (0..8).map(|p| json!({"name": format!("pool-{p}"), "className": "h200", "nodeCount": 4})).collect::<Vec<_>>()},
         "status": {"stack": stack, "providerConfigName": format!("cluster-{i:04}"), "cacheStorageClass": "efs",
@@ -118,7 +118,12 @@ fn run_function_on_a_hundred_clusters() {
         ..Default::default()
     };
     let clusters = (0..100)
-        .map(|i| resource(&cluster(i, if i % 2 == 0 { "Standard" } else { "Dynamo" })))
+        .map(|i| {
+            resource(&cluster(
+                i,
+                if i.is_multiple_of(2) { "Standard" } else { "Dynamo" },
+            ))
+        })
         .collect();
     req.required_resources
         .insert(CLUSTERS.into(), Resources { items: clusters });

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use modelplane_function::{
-    compose::model_deployment::{CLUSTERS, DEPLOYMENTS, compose},
+    compose::model_deployment::{CACHE, CLUSTERS, DEPLOYMENTS, compose},
     proto::v1::{Resource, Resources, RunFunctionRequest, State},
     wire::RawStruct,
 };
@@ -50,6 +50,16 @@ fn gang_workload(cluster: &str, copies: u32, workers: u32) -> Value {
     );
     req.required_resources
         .insert(DEPLOYMENTS.into(), Resources::default());
+    // The seed references a ModelCache; engines start only where it is staged.
+    let cache = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelCache",
+        "metadata": {"name": "qwen3-coder", "namespace": "ml-team"},
+        "status": {"clusters": [{"cluster": cluster["metadata"]["name"], "phase": "Ready"}]}});
+    req.required_resources.insert(
+        CACHE.into(),
+        Resources {
+            items: vec![resource(&cache)],
+        },
+    );
     let out = compose(&req, &RawStruct::from_value(&xr).unwrap()).unwrap();
     Value::Object(out.resources["replica-0-qwen3-coder"].object.clone())["spec"]["forProvider"]["manifest"]
         .clone()

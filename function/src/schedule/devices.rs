@@ -91,6 +91,9 @@ pub struct Matcher<'a> {
     /// Distinct device lists seen so far.
     sets: Vec<DeviceSet<'a>>,
     sets_by_class: HashMap<&'a str, Vec<usize>>,
+    /// Which set each pool (by address: pools live as long as the request) has, so equal device lists are
+    /// compared once per pool rather than once per lookup.
+    set_of_pool: HashMap<*const PoolStatus, usize>,
     fits: HashMap<(usize, usize), Fit>,
 }
 
@@ -103,13 +106,14 @@ impl<'a> Matcher<'a> {
             semver: Program::compile("semver(s)").ok(),
             sets: Vec::new(),
             sets_by_class: HashMap::new(),
+            set_of_pool: HashMap::new(),
             fits: HashMap::new(),
         }
     }
 
     /// Whether `engines[engine]` fits `pool`'s devices, and with which devices.
     pub fn fit(&mut self, pool: &'a PoolStatus, engine: usize, spec: &Engine) -> Fit {
-        let set = self.device_set(pool);
+        let set = self.set_of(pool);
         if let Some(fit) = self.fits.get(&(set, engine)) {
             return fit.clone();
         }
@@ -118,7 +122,18 @@ impl<'a> Matcher<'a> {
         fit
     }
 
-    fn device_set(&mut self, pool: &'a PoolStatus) -> usize {
+    /// The distinct device list `pool` has, as an index.
+    pub fn set_of(&mut self, pool: &'a PoolStatus) -> usize {
+        let key = std::ptr::from_ref(pool);
+        if let Some(&set) = self.set_of_pool.get(&key) {
+            return set;
+        }
+        let set = self.intern(pool);
+        self.set_of_pool.insert(key, set);
+        set
+    }
+
+    fn intern(&mut self, pool: &'a PoolStatus) -> usize {
         let candidates = self.sets_by_class.entry(pool.class_name.as_str()).or_default();
         if let Some(&set) = candidates
             .iter()

@@ -12,7 +12,10 @@
 //! for availability), then to the cluster whose name sorts first; an engine goes to the fitting pool that leaves
 //! the fewest nodes free (keeping big pools whole for big engines), then by pool name.
 
-use std::{collections::BTreeMap, rc::Rc};
+use std::{
+    collections::{BTreeMap, HashMap},
+    rc::Rc,
+};
 
 use crate::{
     api::{
@@ -49,7 +52,7 @@ pub struct Input<'a> {
 #[derive(Debug)]
 pub enum Outcome<'a> {
     Placed(Placement<'a>),
-    Unplaced(Unplaced),
+    Unplaced(Rc<Unplaced>),
 }
 
 #[derive(Debug)]
@@ -109,10 +112,16 @@ pub fn schedule<'a>(input: &Input<'a>) -> Result<Vec<Outcome<'a>>, ComposeError>
             *slot = Some(Outcome::Placed(placement));
         }
     }
+    // Replicas are identical, so once one does not fit, none after it does: explain once and share it.
+    let mut failed: Option<Rc<Unplaced>> = None;
     for slot in outcomes.iter_mut().filter(|slot| slot.is_none()) {
+        if let Some(unplaced) = &failed {
+            *slot = Some(Outcome::Unplaced(unplaced.clone()));
+            continue;
+        }
         *slot = Some(match state.place() {
             Some(placement) => Outcome::Placed(placement),
-            None => Outcome::Unplaced(state.explain()),
+            None => Outcome::Unplaced(failed.insert(Rc::new(state.explain())).clone()),
         });
     }
     Ok(outcomes.into_iter().flatten().collect())
@@ -270,6 +279,8 @@ impl<'i, 'a> State<'i, 'a> {
     fn explain(&mut self) -> Unplaced {
         let mut rejections = Vec::new();
         let mut short_of_nodes = false;
+        // Pools of one device list fail the same engines for the same reasons: say it once per list.
+        let mut device_reasons: HashMap<usize, (Option<String>, Vec<bool>)> = HashMap::new();
         if self.order.is_empty() {
             rejections.push(Rejection {
                 cluster: String::new(),
@@ -296,20 +307,21 @@ impl<'i, 'a> State<'i, 'a> {
                 });
             }
             for (p, pool) in cluster.status.pools.iter().enumerate() {
-                let mut why = Vec::new();
+                let set = self.matcher.set_of(pool);
+                if let std::collections::hash_map::Entry::Vacant(entry) = device_reasons.entry(set) {
+                    entry.insert(self.device_reasons(pool));
+                }
+                let (devices_why, fits) = &device_reasons[&set];
+                let mut why: Vec<String> = devices_why.iter().cloned().collect();
                 for (e, engine) in self.input.spec.engines.iter().enumerate() {
-                    match self.matcher.fit(pool, e, engine) {
-                        Err(reason) => why.push(format!("engine {:?}: {reason}", engine.name)),
-                        Ok(_) if self.free[c][p] < self.needs[e] => {
-                            short_of_nodes = true;
-                            why.push(format!(
-                                "engine {:?}: needs {} nodes, {} free",
-                                engine.name,
-                                self.needs[e],
-                                self.free[c][p].max(0)
-                            ));
-                        }
-                        Ok(_) => {}
+                    if fits[e] && self.free[c][p] < self.needs[e] {
+                        short_of_nodes = true;
+                        why.push(format!(
+                            "engine {:?}: needs {} nodes, {} free",
+                            engine.name,
+                            self.needs[e],
+                            self.free[c][p].max(0)
+                        ));
                     }
                 }
                 if !why.is_empty() {
@@ -327,6 +339,24 @@ impl<'i, 'a> State<'i, 'a> {
             UnplacedReason::NoMatchingCluster
         };
         Unplaced { reason, rejections }
+    }
+}
+
+impl<'a> State<'_, 'a> {
+    /// Which engines fit `pool`'s devices, and why the others do not.
+    fn device_reasons(&mut self, pool: &'a PoolStatus) -> (Option<String>, Vec<bool>) {
+        let mut why = Vec::new();
+        let mut fits = Vec::with_capacity(self.input.spec.engines.len());
+        for (e, engine) in self.input.spec.engines.iter().enumerate() {
+            match self.matcher.fit(pool, e, engine) {
+                Ok(_) => fits.push(true),
+                Err(reason) => {
+                    fits.push(false);
+                    why.push(format!("engine {:?}: {reason}", engine.name));
+                }
+            }
+        }
+        ((!why.is_empty()).then(|| why.join("; ")), fits)
     }
 }
 
