@@ -4,6 +4,9 @@
 //!
 //! `cargo test --release -p modelplane-provider-eks --test bench -- --ignored --nocapture`
 
+// Test helpers outside #[test] functions may fail loudly too (clippy.toml covers only the test bodies).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::time::{Duration, Instant};
