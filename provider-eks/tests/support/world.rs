@@ -240,7 +240,7 @@ where
             "timed out waiting for {what}\nprovider log:\n{}",
             world.log()
         );
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
