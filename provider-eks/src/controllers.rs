@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use kube::Api;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
+use kube::{Api, ResourceExt};
 use modelplane_eks_api::{Cluster, NodePool};
 
 use crate::activation::ManagedKind;
@@ -24,12 +25,11 @@ pub struct Shared {
     pub timing: Timing,
 }
 
-async fn run<M, C>(shared: Shared, connector: C, kind: &'static str)
+async fn run<M, C>(shared: Shared, controller: Controller<M>, connector: C, kind: &'static str)
 where
     M: Managed,
     C: Connector<M>,
 {
-    let api = Api::<M>::all(shared.kube.clone());
     let reconciler = Arc::new(Reconciler::new(
         shared.kube.clone(),
         connector,
@@ -38,7 +38,7 @@ where
         kind,
     ));
     shared.metrics.controller_started();
-    Controller::new(api, watcher::Config::default())
+    controller
         .run(reconcile::<M, C>, error_policy::<M, C>, reconciler)
         .for_each(|_| async {})
         .await;
@@ -52,13 +52,42 @@ pub fn spawn(shared: &Shared, kind: ManagedKind) -> tokio::task::JoinHandle<()> 
             let connector = ClusterConnector {
                 cache: shared.aws.clone(),
             };
-            tokio::spawn(run::<Cluster, _>(shared, connector, kind.label()))
+            let controller = Controller::new(
+                Api::<Cluster>::all(shared.kube.clone()),
+                watcher::Config::default(),
+            );
+            tokio::spawn(run(shared, controller, connector, kind.label()))
         }
         ManagedKind::NodePool => {
             let connector = NodePoolConnector {
                 cache: shared.aws.clone(),
             };
-            tokio::spawn(run::<NodePool, _>(shared, connector, kind.label()))
+            let controller = node_pool_controller(&shared);
+            tokio::spawn(run(shared, controller, connector, kind.label()))
         }
     }
+}
+
+/// Node pools also wake up when their Cluster changes (becomes Ready, gets deleted), so a pool waiting for its
+/// cluster needs no tight polling: hundreds of waiting pools would otherwise poll the API server every second.
+fn node_pool_controller(shared: &Shared) -> Controller<NodePool> {
+    let controller = Controller::new(
+        Api::<NodePool>::all(shared.kube.clone()),
+        watcher::Config::default(),
+    );
+    let pools = controller.store();
+    controller.watches(
+        Api::<Cluster>::all(shared.kube.clone()),
+        watcher::Config::default(),
+        move |cluster| {
+            let namespace = cluster.namespace();
+            let name = cluster.name_any();
+            pools
+                .state()
+                .into_iter()
+                .filter(|p| p.namespace() == namespace && p.spec.for_provider.cluster_ref.name == name)
+                .map(|p| ObjectRef::from_obj(p.as_ref()))
+                .collect::<Vec<_>>()
+        },
+    )
 }

@@ -4,6 +4,9 @@
 //!
 //! `cargo test --release -p modelplane-provider-eks --test bench -- --ignored --nocapture`
 
+// Test helpers outside #[test] functions may fail loudly too (clippy.toml covers only the test bodies).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod support;
 
 use std::time::{Duration, Instant};
@@ -12,6 +15,7 @@ use futures::future::join_all;
 use kube::api::PostParams;
 use support::world::*;
 
+/// `BENCH_POOLS` overrides the pool count.
 const POOLS: usize = 200;
 const POLL_SECONDS: u64 = 10;
 const STEADY_POLLS: u64 = 6;
@@ -30,15 +34,25 @@ fn peak_rss_mib(pid: u32) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: run explicitly with --ignored"]
 async fn bench_200_node_pools_against_moto() {
+    let pools_wanted: usize = std::env::var("BENCH_POOLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(POOLS);
     let Some(mut world) = World::start().await else {
         return;
     };
     let poll = POLL_SECONDS.to_string();
-    world.start_provider_with(&["--poll-interval-seconds", &poll, "--busy-interval-seconds", "1"]);
+    world.start_provider_with(&[
+        "--poll-interval-seconds",
+        &poll,
+        "--busy-interval-seconds",
+        "1",
+        "--debug",
+    ]);
     let pp = PostParams::default();
     world.clusters().create(&pp, &cluster("bench")).await.unwrap();
     let pools = world.pools();
-    let creates = (0..POOLS).map(|i| {
+    let creates = (0..pools_wanted).map(|i| {
         let pools = pools.clone();
         let pp = pp.clone();
         async move {
@@ -73,11 +87,11 @@ async fn bench_200_node_pools_against_moto() {
     let before = world.proxy.requests().len();
     tokio::time::sleep(Duration::from_secs(STEADY_POLLS * POLL_SECONDS)).await;
     let steady = world.proxy.requests().len() - before;
-    let resources = (POOLS + 1) as f64;
+    let resources = (pools_wanted + 1) as f64;
     let per_mr_per_poll = steady as f64 / (resources * STEADY_POLLS as f64);
     let rss = world.provider_pid().map(peak_rss_mib).unwrap_or_default();
 
-    println!("provider-eks benchmark: 1 Cluster + {POOLS} NodePools against moto (through kmock)");
+    println!("provider-eks benchmark: 1 Cluster + {pools_wanted} NodePools against moto (through kmock)");
     println!(
         "  time to converge (activation -> all Ready): {:.1} s",
         converged.as_secs_f64()

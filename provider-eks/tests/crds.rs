@@ -1,6 +1,9 @@
 //! The CRDs committed in `package/provider-eks/crds/` are exactly what the Rust types generate.
 //! Regenerate with `cargo run -p modelplane-provider-eks -- crds --out-dir package/provider-eks/crds`.
 
+// Test helpers outside #[test] functions may fail loudly too (clippy.toml covers only the test bodies).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 

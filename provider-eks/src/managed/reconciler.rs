@@ -149,10 +149,8 @@ impl<C> Reconciler<C> {
         self.metrics.reconcile_error(self.kind, err.metric_label());
         self.status::<M, ()>(mr, None, &Outcome::Error(err.to_string()), None)
             .await?;
-        let delay = match err {
-            ExternalError::Waiting(_) => self.timing.busy,
-            _ => self.next_backoff(&key(mr)),
-        };
+        // Waiting resources back off too: what they wait for (their Cluster) wakes them through a watch.
+        let delay = self.next_backoff(&key(mr));
         Ok(Action::requeue(delay))
     }
 

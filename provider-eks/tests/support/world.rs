@@ -234,13 +234,17 @@ where
     Fut: std::future::Future<Output = bool>,
 {
     let deadline = Instant::now() + CONVERGE;
-    while !check().await {
+    // A check that hangs (a stand-in that stopped answering) counts as "not yet", so the deadline still holds.
+    while !tokio::time::timeout(Duration::from_secs(10), check())
+        .await
+        .unwrap_or(false)
+    {
         assert!(
             Instant::now() < deadline,
             "timed out waiting for {what}\nprovider log:\n{}",
             world.log()
         );
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
