@@ -93,7 +93,12 @@ pub fn report(
             .existing
             .as_ref()
             .and_then(|e| e.cache_storage_class.clone())
-            .or_else(|| spec.cluster.eks.as_ref().and_then(|e| e.cache_storage_class.clone()))
+            .or_else(|| {
+                spec.cluster
+                    .eks
+                    .as_ref()
+                    .and_then(|e| e.cache_storage_class.clone())
+            })
             .unwrap_or_default(),
         model_express_address: stack.model_express_address(),
         kai_queue: stack.kai_queue().map(str::to_owned),
