@@ -22,7 +22,7 @@ def test_example_stages_a_volume_and_a_job_that_kubernetes_accepts(tmp_path):
     docs = render(EXAMPLE, FLEET)
     objects = composed(docs)
     kinds = sorted(manifests.unwrap(o)["kind"] for o in objects)
-    assert kinds == ["Job", "PersistentVolumeClaim"], kinds
+    assert kinds == ["Job", "Namespace", "PersistentVolumeClaim"], kinds
     for obj in objects:
         manifests.assert_valid(manifests.unwrap(obj))
     status = docs[0]["status"]

@@ -24,6 +24,16 @@ pub fn object(manifest: Value, provider_config: &str) -> Value {
     })
 }
 
+/// A workload namespace on a cluster. Several composites share it (every deployment and cache of one team), so
+/// none may delete it: the Object leaves `Delete` out of its management policies, and it is ready once created.
+pub fn namespace_object(namespace: &str, provider_config: &str) -> Value {
+    let manifest = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+    let mut object = object(manifest, provider_config);
+    object["spec"]["managementPolicies"] = json!(["Observe", "Create", "Update", "LateInitialize"]);
+    object["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"});
+    object
+}
+
 /// The parts of an observed composed resource readiness is judged on.
 #[derive(Debug, Deserialize)]
 pub struct Observed<M> {

@@ -18,6 +18,7 @@ use crate::{
         model_cache::{ClusterCache, ModelCacheSpec, ModelCacheStatus, Phase},
     },
     proto::v1::{ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
+    schedule::ClusterView,
     sdk::request,
     wire::RawStruct,
 };
@@ -35,23 +36,6 @@ struct ModelCache {
     spec: ModelCacheSpec,
     #[serde(default)]
     status: ModelCacheStatus,
-}
-
-#[derive(Deserialize)]
-struct ClusterView {
-    #[serde(default)]
-    metadata: ObjectMeta,
-    #[serde(default)]
-    status: ClusterStatusView,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ClusterStatusView {
-    #[serde(default)]
-    provider_config_name: String,
-    #[serde(default)]
-    cache_storage_class: String,
 }
 
 /// Where a ModelDeployment's replicas are and which cache it uses; nothing else of it is read.
@@ -296,6 +280,12 @@ fn stage(
     let pc = status.provider_config_name.as_str();
     let key = |what: &str| format!("{what}-{name}");
 
+    // Staging ahead of any deployment may find no namespace yet on the cluster.
+    out.compose(
+        key("namespace"),
+        remote::namespace_object(namespace, pc),
+        observed_ready(req, &key("namespace")),
+    );
     let volume = hydrate::volume_claim(
         cache_name,
         namespace,

@@ -179,7 +179,10 @@ fn ready_cluster_stays_ready_without_its_job() {
     let mut xr = cache(json!({}));
     xr["status"] = json!({"clusters": [{"cluster": "eks-a", "phase": "Ready"}]});
     let out = run(compose, &resolved(xr, &[cluster("eks-a", "efs")])).unwrap();
-    assert_eq!(out.resources.keys().collect::<Vec<_>>(), ["volume-eks-a"]);
+    assert_eq!(
+        out.resources.keys().collect::<Vec<_>>(),
+        ["namespace-eks-a", "volume-eks-a"]
+    );
     assert_eq!(out.status["clusters"][0]["phase"], "Ready");
 }
 

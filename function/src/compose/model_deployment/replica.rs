@@ -153,8 +153,8 @@ fn wrap(
 /// The workload namespace on the cluster, named like the deployment's own so that tenancy carries over and a
 /// ModelCache's claim is found by name. It is never deleted: other deployments and caches share it.
 pub fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
-    let manifest = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.xr_namespace}});
-    let mut object = remote::object(manifest, &placement.cluster.status.provider_config_name);
+    let mut object =
+        remote::namespace_object(ctx.xr_namespace, &placement.cluster.status.provider_config_name);
     object["metadata"] = json!({
         "namespace": ctx.xr_namespace,
         "annotations": {
@@ -162,8 +162,6 @@ pub fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
             CLUSTER_ANNOTATION: placement.cluster.metadata.name,
         },
     });
-    object["spec"]["managementPolicies"] = json!(["Observe", "Create", "Update", "LateInitialize"]);
-    object["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"});
     Desired {
         key: format!("replica-{}-namespace", ctx.replica),
         object,
