@@ -15,8 +15,11 @@ use serde_json::Value;
 
 pub use objects::{GPU_CLASSES, inference_class, inference_cluster, model_deployment, tiny_class};
 
-/// Requirement name under which the ModelDeployment composer receives the fleet's InferenceClusters.
-pub const CLUSTERS_REQUIREMENT: &str = "clusters";
+/// Requirement names under which the ModelDeployment composer receives the fleet's InferenceClusters, the other
+/// ModelDeployments and its ModelCache.
+pub use modelplane_function::compose::model_deployment::{
+    CACHE as CACHE_REQUIREMENT, CLUSTERS as CLUSTERS_REQUIREMENT, DEPLOYMENTS as DEPLOYMENTS_REQUIREMENT,
+};
 /// Requirement name under which it receives the InferenceClasses their pools point at.
 pub const CLASSES_REQUIREMENT: &str = "classes";
 
@@ -77,17 +80,30 @@ impl Scenario {
 
 /// A ModelDeployment over `clusters` clusters of `pools` pools each, with every requirement already resolved.
 pub fn fleet_request(clusters: usize, pools: usize) -> RunFunctionRequest {
+    let fleet: Vec<Value> = (0..clusters).map(|i| inference_cluster(i, pools)).collect();
     let required = vec![
-        (
-            CLUSTERS_REQUIREMENT,
-            (0..clusters).map(|i| inference_cluster(i, pools)).collect(),
-        ),
+        (CACHE_REQUIREMENT, vec![staged_cache(&fleet)]),
+        (CLUSTERS_REQUIREMENT, fleet),
+        (DEPLOYMENTS_REQUIREMENT, Vec::new()),
         (
             CLASSES_REQUIREMENT,
             (0..GPU_CLASSES.len()).map(inference_class).collect(),
         ),
     ];
     request(&model_deployment(FLEET_REPLICAS), required)
+}
+
+/// The deployment's ModelCache, Ready on every cluster, so the composer composes engines rather than waiting.
+fn staged_cache(fleet: &[Value]) -> Value {
+    let clusters: Vec<Value> = fleet
+        .iter()
+        .map(|c| serde_json::json!({"cluster": c["metadata"]["name"], "phase": "Ready"}))
+        .collect();
+    serde_json::json!({
+        "apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelCache",
+        "metadata": {"name": "qwen3-coder", "namespace": "ml-team"},
+        "status": {"clusters": clusters},
+    })
 }
 
 /// The request Crossplane v2.2+ sends for the first pipeline step: every capability, an empty desired state and
@@ -169,6 +185,24 @@ mod tests {
             (650_000..=850_000).contains(&sizes[3]),
             "100-cluster fleet request is {} bytes",
             sizes[3]
+        );
+    }
+
+    #[test]
+    fn the_fleet_request_makes_the_composer_place_every_replica() {
+        // The benchmark must measure real composition, not an early return for a missing requirement.
+        let rsp = modelplane_function::run_function(fleet_request(FLEET_300KB_CLUSTERS, POOLS_PER_CLUSTER));
+        assert!(rsp.results.iter().all(|r| r.severity != 1), "{:?}", rsp.results);
+        let desired = rsp.desired.unwrap_or_default();
+        let workloads = desired
+            .resources
+            .keys()
+            .filter(|k| !k.ends_with("namespace"))
+            .count();
+        assert!(
+            workloads >= FLEET_REPLICAS as usize,
+            "{:?}",
+            desired.resources.keys().collect::<Vec<_>>()
         );
     }
 
