@@ -93,6 +93,14 @@ pub struct Engine {
     pub members: Vec<Member>,
 }
 
+impl Engine {
+    /// Index of the member playing `role`, or 0 when none does: the XRD's CEL rules make a gang exactly one
+    /// Leader and one Worker, so a gang's builders can rely on both existing.
+    pub fn member_index(&self, role: Role) -> usize {
+        self.members.iter().position(|m| m.role == role).unwrap_or(0)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
 pub enum Role {
     Standalone,

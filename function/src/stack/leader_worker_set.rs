@@ -11,16 +11,8 @@ use crate::api::model_deployment::Role;
 
 pub fn leader_worker_set(w: &EngineWorkload) -> Value {
     let engine = w.engine;
-    let leader = engine
-        .members
-        .iter()
-        .position(|m| m.role == Role::Leader)
-        .unwrap_or(0);
-    let worker = engine
-        .members
-        .iter()
-        .position(|m| m.role == Role::Worker)
-        .unwrap_or(0);
+    let leader = engine.member_index(Role::Leader);
+    let worker = engine.member_index(Role::Worker);
     let template = |m: usize| {
         let member = &engine.members[m];
         let mut env = gang_env();

@@ -53,16 +53,8 @@ fn worker_nodes(engine: &Engine) -> u32 {
 pub fn pod_clique_set(w: &EngineWorkload) -> Value {
     let engine = w.engine;
     let queue = w.cluster.status.kai_queue.as_deref().unwrap_or(DEFAULT_KAI_QUEUE);
-    let leader = engine
-        .members
-        .iter()
-        .position(|m| m.role == Role::Leader)
-        .unwrap_or(0);
-    let worker = engine
-        .members
-        .iter()
-        .position(|m| m.role == Role::Worker)
-        .unwrap_or(0);
+    let leader = engine.member_index(Role::Leader);
+    let worker = engine.member_index(Role::Worker);
     let names = clique_names(engine);
     let cliques: Vec<Value> = names
         .iter()
