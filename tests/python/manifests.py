@@ -2,7 +2,7 @@
 
 Core kinds are checked against the strict JSON Schemas shipped in the PyPI package `kubernetes-validate`
 (unknown fields rejected, as `kubectl apply --validate=strict` does). Custom kinds (LeaderWorkerSet, Grove,
-KAI, ModelExpress) are checked against the upstream CRDs in `$MODELPLANE_SHARED/crds`, after rewriting the
+KAI, ModelExpress) are checked against the upstream CRDs vendored in `tests/crds/`, after rewriting the
 OpenAPI 3.0 dialect a CRD uses into JSON Schema, plus a walk that reports fields the CRD does not declare
 (the API server would silently prune them, so a misspelt field would be lost without a word).
 
@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import jsonschema
-import pytest
 import yaml
 from referencing import Registry, Resource
 
@@ -47,12 +45,9 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_1035_NAMED_KINDS = {("", "Service")}
 
 
-def shared_dir() -> Path:
-    return Path(os.environ.get("MODELPLANE_SHARED", REPO_ROOT.parent / "shared"))
-
-
 def crd_dir() -> Path:
-    return shared_dir() / "crds"
+    """The upstream CRDs, vendored verbatim (tests/crds/SOURCES.md says where each came from)."""
+    return REPO_ROOT / "tests" / "crds"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -60,10 +55,7 @@ def crd_dir() -> Path:
 
 
 def validate(obj: dict) -> list[str]:
-    """Human-readable reasons the API server would refuse `obj` (or silently drop part of it); empty if none.
-
-    Skips the calling test (with the reason) when `obj` is a custom kind and the shared CRD directory is absent.
-    """
+    """Human-readable reasons the API server would refuse `obj` (or silently drop part of it); empty if none."""
     if not isinstance(obj, dict):
         return [f"(object): a manifest must be a mapping, got {type(obj).__name__}"]
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
@@ -76,8 +68,6 @@ def validate(obj: dict) -> list[str]:
         return errors + _schema_errors(core, obj)
     crds = _crds_for(group, kind)
     if not crds:
-        if not crd_dir().is_dir():
-            pytest.skip(f"{kind} ({api_version}) needs the upstream CRDs in {crd_dir()} (set MODELPLANE_SHARED)")
         return errors + [f"(object): no schema is known for {kind} in {api_version!r} (neither a Kubernetes "
                          f"{KUBERNETES_VERSION} kind nor a CRD in {crd_dir()})"]
     served = [crd for crd in crds if crd.version == version]
@@ -213,8 +203,6 @@ class _CrdVersion:
 @functools.cache
 def _all_crds() -> tuple[_CrdVersion, ...]:
     found = []
-    if not crd_dir().is_dir():
-        return ()
     for path in sorted(crd_dir().glob("*.yaml")):
         for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
             if not doc or doc.get("kind") != "CustomResourceDefinition":

@@ -51,12 +51,6 @@ PROVIDER_KUBERNETES_OBJECT = {
 }
 
 
-@pytest.fixture
-def crds():
-    if not manifests.crd_dir().is_dir():
-        pytest.skip(f"the upstream CRDs are not in {manifests.crd_dir()} (set MODELPLANE_SHARED)")
-
-
 def with_change(obj, change):
     changed = copy.deepcopy(obj)
     change(changed)
@@ -106,32 +100,32 @@ def test_an_invalid_label_value_is_named():
     assert manifests.validate(bad) == ["metadata.labels.pool: value 'gpu pool' is not a valid label value"]
 
 
-def test_a_sub_type_is_not_mistaken_for_a_kind(crds):
+def test_a_sub_type_is_not_mistaken_for_a_kind():
     errors = manifests.validate({"apiVersion": "apps/v1", "kind": "DeploymentSpec"})
     assert errors and "no schema is known for DeploymentSpec" in errors[0]
 
 
-def test_an_unknown_kind_is_an_error_not_a_pass(crds):
+def test_an_unknown_kind_is_an_error_not_a_pass():
     errors = manifests.validate({"apiVersion": "example.org/v1", "kind": "Widget", "metadata": {"name": "w"}})
     assert len(errors) == 1 and "no schema is known for Widget" in errors[0]
 
 
-def test_a_valid_leader_worker_set_passes(crds):
+def test_a_valid_leader_worker_set_passes():
     assert manifests.validate(LEADER_WORKER_SET) == []
 
 
-def test_a_leader_worker_set_with_a_wrong_type_fails(crds):
+def test_a_leader_worker_set_with_a_wrong_type_fails():
     bad = with_change(LEADER_WORKER_SET, lambda o: o["spec"]["leaderWorkerTemplate"].update(size="two"))
     assert manifests.validate(bad) == ["spec.leaderWorkerTemplate.size: 'two' is not of type 'integer'"]
 
 
-def test_a_leader_worker_set_field_the_crd_does_not_declare_is_flagged(crds):
+def test_a_leader_worker_set_field_the_crd_does_not_declare_is_flagged():
     bad = with_change(LEADER_WORKER_SET, lambda o: o["spec"].update(startupType="LeaderReady"))
     assert manifests.validate(bad) == [
         "spec.startupType: field is not declared in the schema (the API server would drop it)"]
 
 
-def test_a_misspelt_field_inside_an_embedded_pod_template_is_flagged(crds):
+def test_a_misspelt_field_inside_an_embedded_pod_template_is_flagged():
     bad = with_change(LEADER_WORKER_SET, lambda o: o["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
                       ["containers"][0].update(imagee="x"))
     errors = manifests.validate(bad)
@@ -139,13 +133,13 @@ def test_a_misspelt_field_inside_an_embedded_pod_template_is_flagged(crds):
                       "in the schema (the API server would drop it)"]
 
 
-def test_a_wrong_custom_resource_version_names_the_served_ones(crds):
+def test_a_wrong_custom_resource_version_names_the_served_ones():
     bad = with_change(LEADER_WORKER_SET, lambda o: o.update(apiVersion="leaderworkerset.x-k8s.io/v2"))
     assert manifests.validate(bad) == [
         "apiVersion: LeaderWorkerSet is served as leaderworkerset.x-k8s.io/v1, not leaderworkerset.x-k8s.io/v2"]
 
 
-def test_a_pod_clique_set_is_checked_against_every_grove_release_we_ship(crds):
+def test_a_pod_clique_set_is_checked_against_every_grove_release_we_ship():
     pcs = {
         "apiVersion": "grove.io/v1alpha1",
         "kind": "PodCliqueSet",
@@ -162,7 +156,7 @@ def test_a_pod_clique_set_is_checked_against_every_grove_release_we_ship(crds):
     assert all("spec.template.cliques[0].spec: 'roleName' is a required property" in e for e in errors)
 
 
-def test_a_kai_queue_is_cluster_scoped(crds):
+def test_a_kai_queue_is_cluster_scoped():
     queue = {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "inference"},
              "spec": {"resources": {r: {"quota": -1, "limit": -1, "overQuotaWeight": 1}
                                     for r in ("gpu", "cpu", "memory")}}}
@@ -172,7 +166,7 @@ def test_a_kai_queue_is_cluster_scoped(crds):
         "metadata.namespace: Queue is cluster-scoped; it cannot have a namespace"]
 
 
-def test_metadata_of_a_custom_resource_is_checked_as_object_meta(crds):
+def test_metadata_of_a_custom_resource_is_checked_as_object_meta():
     bad = with_change(LEADER_WORKER_SET, lambda o: o["metadata"].update(label={"a": "b"}))
     assert manifests.validate(bad) == ["metadata.label: unknown field"]
 

@@ -34,12 +34,6 @@ def workload_manifests(rendered: list[dict]) -> list[dict]:
     return manifests.unwrap_all(objects)
 
 
-@pytest.fixture
-def crds():
-    if not manifests.crd_dir().is_dir():
-        pytest.skip(f"the upstream CRDs are not in {manifests.crd_dir()} (set MODELPLANE_SHARED)")
-
-
 def kinds(found: list[dict]) -> list[str]:
     return sorted(m["kind"] for m in found)
 
@@ -47,14 +41,14 @@ def kinds(found: list[dict]) -> list[str]:
 @pytest.mark.parametrize(
     ("stack", "gang"), [("standard", "LeaderWorkerSet"), ("dynamo", "PodCliqueSet")]
 )
-def test_the_seed_renders_valid_manifests_on_each_stack(crds, stack, gang):
+def test_the_seed_renders_valid_manifests_on_each_stack(stack, gang):
     found = workload_manifests(render(SEED, CLUSTERS / stack))
     assert kinds(found) == sorted(["Namespace", gang, "ResourceClaimTemplate", "ResourceClaimTemplate", "Service"])
     for manifest in found:
         manifests.assert_valid(manifest)
 
 
-def test_a_wide_gang_with_many_copies_is_valid_on_every_grove_release(crds, tmp_path):
+def test_a_wide_gang_with_many_copies_is_valid_on_every_grove_release(tmp_path):
     seed = yaml.safe_load(SEED.read_text())
     wide = copy.deepcopy(seed)
     wide["spec"]["template"]["spec"]["engines"][0]["copies"] = 3
@@ -85,14 +79,14 @@ def test_a_wide_gang_with_many_copies_is_valid_on_every_grove_release(crds, tmp_
         manifests.assert_valid(manifest)
 
 
-def test_the_small_standalone_model_renders_deployments_on_both_stacks(crds):
+def test_the_small_standalone_model_renders_deployments_on_both_stacks():
     found = workload_manifests(render(SMALL, CLUSTERS / "standard", CLUSTERS / "dynamo"))
     assert kinds(found).count("Deployment") == 2
     for manifest in found:
         manifests.assert_valid(manifest)
 
 
-def test_a_misspelt_field_would_be_caught(crds):
+def test_a_misspelt_field_would_be_caught():
     # The check must be able to fail: a composed gang with a field its CRD lacks is refused.
     found = workload_manifests(render(SEED, CLUSTERS / "dynamo"))
     pcs = next(m for m in found if m["kind"] == "PodCliqueSet")

@@ -8,4 +8,5 @@ pub mod meta;
 pub mod package;
 pub mod schema;
 pub mod structural;
+pub mod vendored;
 pub mod xrd;
