@@ -52,10 +52,7 @@ fn compose_request(composers: &[(&str, ComposeFn)], req: &RunFunctionRequest) ->
     let subject = format!("{} {}", type_meta.kind, qualified_name(&meta));
     tracing::debug!(%subject, "composing");
     match catch_unwind(AssertUnwindSafe(|| compose(req, xr))) {
-        Ok(Ok(mut out)) => {
-            place_in_claim_namespace(&mut out, &meta);
-            Ok(out)
-        }
+        Ok(Ok(out)) => Ok(out),
         Ok(Err(e)) => Err(format!("{subject}: {e}")),
         Err(panic) => {
             let what = panic
@@ -113,24 +110,6 @@ impl Caller {
 struct MetadataOnly {
     #[serde(default)]
     metadata: ObjectMeta,
-}
-
-/// A claim-backed (legacy) composite is cluster-scoped, so Crossplane does not default its composed resources'
-/// namespace the way it does for a v2 namespaced composite. Its kinds are namespaced in v2 and so compose only
-/// namespaced resources: give each the claim's namespace unless the composer chose one.
-fn place_in_claim_namespace(out: &mut Output, meta: &ObjectMeta) {
-    let (None, Some(namespace)) = (&meta.namespace, meta.effective_namespace()) else {
-        return;
-    };
-    for composed in out.resources.values_mut() {
-        let metadata = composed
-            .object
-            .entry("metadata")
-            .or_insert_with(|| serde_json::json!({}));
-        if let Some(metadata) = metadata.as_object_mut() {
-            metadata.entry("namespace").or_insert_with(|| namespace.into());
-        }
-    }
 }
 
 fn qualified_name(meta: &ObjectMeta) -> String {

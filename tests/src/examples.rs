@@ -9,15 +9,8 @@ use crate::{
     xrd::{self, Definition},
 };
 
-/// Validates `examples` against `definitions` (the v2 Configuration's XRDs and the providers' CRDs) and, for
-/// every example that passes, against the legacy variant's XRDs too, so the generated variant accepts the same
-/// manifests (as claims where the kind became one).
-pub fn check(
-    examples: &[Manifest],
-    definitions: &[Definition],
-    legacy: &[Definition],
-    problems: &mut Vec<Problem>,
-) {
+/// Validates `examples` against `definitions` (the Configuration's XRDs and the providers' CRDs).
+pub fn check(examples: &[Manifest], definitions: &[Definition], problems: &mut Vec<Problem>) {
     let own: Vec<Definition> = examples
         .iter()
         .filter(|m| xrd::is_xrd(m) || xrd::is_crd(m))
@@ -56,30 +49,11 @@ pub fn check(
         if m.name().is_empty() {
             problems.push(m.problem("metadata.name", "required"));
         }
-        let findings = schema.validate(&m.value);
-        let valid = findings.is_empty();
         problems.extend(
-            findings
-                .into_iter()
-                .map(|(field, message)| m.problem(field, message)),
-        );
-        if !valid {
-            continue;
-        }
-        let Some(legacy_schema) = legacy
-            .iter()
-            .find_map(|d| d.serves(api_version, kind))
-            .and_then(Option::as_ref)
-        else {
-            continue;
-        };
-        problems.extend(
-            legacy_schema
+            schema
                 .validate(&m.value)
                 .into_iter()
-                .map(|(field, message)| {
-                    m.problem(field, format!("{message} (against the generated legacy XRD)"))
-                }),
+                .map(|(field, message)| m.problem(field, message)),
         );
     }
 }

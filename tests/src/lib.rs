@@ -2,7 +2,6 @@
 
 pub mod examples;
 pub mod fleet;
-pub mod legacy;
 pub mod manifest;
 pub mod meta;
 pub mod package;

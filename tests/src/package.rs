@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::{
-    legacy,
-    manifest::{self, Manifest, Problem, Severity},
+    manifest::{self, Manifest, Problem},
     meta::{self, Expect},
     xrd::{self, Definition},
 };
@@ -70,7 +69,6 @@ impl Package {
 /// Everything the checks read, loaded from a repository root.
 pub struct Repo {
     pub configuration: Package,
-    pub legacy: Package,
     pub function: Package,
     pub provider_eks: Package,
     /// `examples/` and the default classes: objects users apply.
@@ -89,13 +87,7 @@ impl Repo {
                 Vec::new()
             })
         };
-        let metas = [
-            "configuration",
-            "configuration-legacy",
-            "function",
-            "provider-eks",
-        ]
-        .map(&mut read_meta);
+        let metas = ["configuration", "function", "provider-eks"].map(&mut read_meta);
         let mut read_dirs = |dirs: &[PathBuf]| {
             dirs.iter()
                 .flat_map(|d| {
@@ -111,18 +103,12 @@ impl Repo {
         let provider_objects = read_dirs(&[pkg.join("provider-eks/crds")]);
         let examples = read_dirs(&[root.join("examples"), config_dir.join("classes")]);
         let activation = read_dirs(&[config_dir.join("activation")]);
-        let [config_meta, legacy_meta, function_meta, provider_meta] = metas;
-        let legacy_objects = legacy_objects(&config_objects);
+        let [config_meta, function_meta, provider_meta] = metas;
         Self {
             configuration: Package {
                 name: "configuration",
                 meta: config_meta,
                 objects: config_objects,
-            },
-            legacy: Package {
-                name: "configuration-legacy",
-                meta: legacy_meta,
-                objects: legacy_objects,
             },
             function: Package {
                 name: "function",
@@ -140,28 +126,9 @@ impl Repo {
         }
     }
 
-    pub fn packages(&self) -> [&Package; 4] {
-        [
-            &self.configuration,
-            &self.legacy,
-            &self.function,
-            &self.provider_eks,
-        ]
+    pub fn packages(&self) -> [&Package; 3] {
+        [&self.configuration, &self.function, &self.provider_eks]
     }
-}
-
-/// The legacy variant's objects, derived from the v2 Configuration's (see [`legacy`]).
-fn legacy_objects(v2: &[Manifest]) -> Vec<Manifest> {
-    let xrds: Vec<Manifest> = v2.iter().filter(|m| xrd::is_xrd(m)).cloned().collect();
-    v2.iter()
-        .filter_map(|m| {
-            if xrd::is_xrd(m) {
-                legacy::xrd(m)
-            } else {
-                Some(legacy::composition(m, &xrds))
-            }
-        })
-        .collect()
 }
 
 /// Writes `<out>/<package>/package.yaml` for every package and returns the files written.
@@ -189,8 +156,7 @@ pub fn build(root: &Path, out: &Path) -> Result<Vec<PathBuf>, Vec<Problem>> {
 /// * each package holds only what Crossplane accepts in it;
 /// * every XRD and CRD schema is structural and every CEL rule compiles (kube-cel);
 /// * every Composition targets an XRD of its package, runs our function in every step, and every XRD has one;
-/// * every example whose kind has a definition validates against it (schema, unknown fields, CEL), in both the
-///   v2 and the legacy variant;
+/// * every example whose kind has a definition validates against it (schema, unknown fields, CEL);
 /// * the default activation policies leave provider-eks's kinds inactive.
 pub fn check(root: &Path) -> Vec<Problem> {
     let mut problems = check_repo(&Repo::load(root));
@@ -212,11 +178,6 @@ fn check_repo(repo: &Repo) -> Vec<Problem> {
             depends_on: CONFIGURATION_DEPENDENCIES,
         },
         Expect {
-            kind: "Configuration",
-            capabilities: &[],
-            depends_on: CONFIGURATION_DEPENDENCIES,
-        },
-        Expect {
             kind: "Function",
             capabilities: &["composition"],
             depends_on: &[],
@@ -231,7 +192,6 @@ fn check_repo(repo: &Repo) -> Vec<Problem> {
         problems.extend(meta::check(&package.meta, expect));
     }
     let v2 = configuration(&repo.configuration, &function, &mut problems);
-    let legacy = configuration(&repo.legacy, &function, &mut problems);
     let mut crds = Vec::new();
     for package in [&repo.function, &repo.provider_eks] {
         crds.extend(package.objects.iter().filter_map(|m| {
@@ -267,14 +227,13 @@ fn check_repo(repo: &Repo) -> Vec<Problem> {
     }
     let mut definitions = v2;
     definitions.extend(crds);
-    crate::examples::check(&repo.examples, &definitions, &legacy, &mut problems);
+    crate::examples::check(&repo.examples, &definitions, &mut problems);
     problems.extend(repo.activation.iter().flat_map(activation_policy));
     problems
 }
 
 /// Checks one Configuration's contents and returns the definitions its XRDs make.
 fn configuration(package: &Package, function: &str, problems: &mut Vec<Problem>) -> Vec<Definition> {
-    let generated = package.name == "configuration-legacy";
     let mut found = Vec::new();
     let definitions: Vec<Definition> = package
         .objects
@@ -294,9 +253,7 @@ fn configuration(package: &Package, function: &str, problems: &mut Vec<Problem>)
         let kind = m.str_at(&["spec", "compositeTypeRef", "kind"]);
         composed.insert(kind.to_owned());
         let target_missing = !definitions.iter().any(|d| d.kind == kind);
-        let expected = EXPECTED_KINDS
-            .iter()
-            .any(|k| *k == kind || legacy::composite_kind(k, true) == kind);
+        let expected = EXPECTED_KINDS.contains(&kind);
         found.extend(
             xrd::composition(m, &definitions, Some(function))
                 .into_iter()
@@ -315,13 +272,6 @@ fn configuration(package: &Package, function: &str, problems: &mut Vec<Problem>)
                 d.source
                     .problem("spec.names.kind", format!("no Composition targets {}", d.kind)),
             );
-        }
-    }
-    if generated {
-        // What is missing from the v2 Configuration is reported there; here it would only repeat.
-        found.retain(|p| p.severity == Severity::Error);
-        for p in &mut found {
-            p.file = format!("{} (generated legacy variant)", p.file);
         }
     }
     problems.extend(found);

@@ -4,6 +4,7 @@
 use std::{fs, path::Path};
 
 use super::*;
+use crate::manifest::Severity;
 
 const CONFIGURATION: &str = r#"
 apiVersion: meta.pkg.crossplane.io/v1
@@ -107,13 +108,11 @@ fn meta(kind: &str, extra: &str) -> String {
 /// Writes a repository whose every check passes.
 fn good_repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let legacy = CONFIGURATION.replace("name: c\n", "name: c-legacy\n");
     for (path, text) in [
         ("package/configuration/crossplane.yaml", CONFIGURATION.to_owned()),
         ("package/configuration/xrds/widget.yaml", XRD.to_owned()),
         ("package/configuration/compositions/widget.yaml", COMPOSITION.to_owned()),
         ("package/configuration/activation/workload.yaml", ACTIVATION.to_owned()),
-        ("package/configuration-legacy/crossplane.yaml", legacy),
         ("package/function/crossplane.yaml", meta("Function", "  capabilities: [composition]\n")),
         ("package/provider-eks/crossplane.yaml", meta("Provider", "  capabilities: [SafeStart]\n")),
         ("package/provider-eks/crds/cluster.yaml", CRD.to_owned()),
@@ -246,8 +245,7 @@ fn a_composition_calling_another_function_fails() {
         "function-modelplane",
     );
     let found = errors(repo.path());
-    // Once for the v2 Configuration, once for its generated legacy variant.
-    assert_eq!(found.len(), 2, "{found:#?}");
+    assert_eq!(found.len(), 1, "{found:#?}");
     assert!(found[0].contains("spec.pipeline[0].functionRef.name: \"function-modelplane\" is not \"modelplaneai-function-modelplane\""));
 }
 
@@ -338,11 +336,11 @@ fn kinds_the_configuration_should_define_are_reported_missing_not_failed() {
 }
 
 #[test]
-fn build_writes_each_stream_meta_first_and_derives_the_legacy_claims() {
+fn build_writes_each_stream_meta_first() {
     let repo = good_repo();
     let out = repo.path().join("out");
     let files = build(repo.path(), &out).unwrap();
-    assert_eq!(files.len(), 4);
+    assert_eq!(files.len(), 3);
     let parse = |name: &str| {
         let file = out.join(name).join("package.yaml");
         manifest::parse_stream(&file, &fs::read_to_string(&file).unwrap()).unwrap()
@@ -353,38 +351,11 @@ fn build_writes_each_stream_meta_first_and_derives_the_legacy_claims() {
         kinds,
         ["Configuration", "CompositeResourceDefinition", "Composition"]
     );
-    let legacy = parse("configuration-legacy");
-    assert_eq!(legacy[0].name(), "c-legacy");
-    let xrd = legacy.iter().find(|m| xrd::is_xrd(m)).unwrap();
-    assert_eq!(xrd.api_version(), xrd::XRD_V1);
-    assert_eq!(xrd.value["spec"]["names"]["kind"], "XWidget");
-    assert_eq!(xrd.value["spec"]["claimNames"]["kind"], "Widget");
-    let composition = legacy.iter().find(|m| m.kind() == "Composition").unwrap();
-    assert_eq!(composition.value["spec"]["compositeTypeRef"]["kind"], "XWidget");
     assert_eq!(
         parse("provider-eks")
             .iter()
             .map(Manifest::kind)
             .collect::<Vec<_>>(),
         ["Provider", "CustomResourceDefinition"]
-    );
-}
-
-#[test]
-fn an_xrd_declaring_a_field_crossplane_owns_fails_in_the_variant_that_owns_it() {
-    let repo = good_repo();
-    edit(
-        repo.path(),
-        "package/configuration/xrds/widget.yaml",
-        "max: {type: integer}",
-        "max: {type: integer}\n              claimRef: {type: string}",
-    );
-    let found = errors(repo.path());
-    assert_eq!(found.len(), 1, "{found:#?}");
-    assert!(found[0].contains("(generated legacy variant)"), "{}", found[0]);
-    assert!(
-        found[0].contains("spec.properties.claimRef: Crossplane owns this field"),
-        "{}",
-        found[0]
     );
 }

@@ -50,12 +50,7 @@ fn the_binary_exits_non_zero_and_names_the_field_on_a_bad_example() {
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
         std::fs::copy(source, target).unwrap();
     };
-    for meta in [
-        "configuration",
-        "configuration-legacy",
-        "function",
-        "provider-eks",
-    ] {
+    for meta in ["configuration", "function", "provider-eks"] {
         copy(&format!("package/{meta}/crossplane.yaml"));
     }
     copy("package/configuration/compositions/modelcache.yaml");
