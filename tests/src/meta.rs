@@ -14,6 +14,17 @@ pub const REQUIRED_ANNOTATIONS: &[&str] = &[
     "meta.crossplane.io/description",
 ];
 const DEPENDENCY_KINDS: &[&str] = &["Provider", "Function", "Configuration"];
+
+/// The capabilities Crossplane acts on, per package kind (`pkg/meta/v1`): a Function is used in Compositions
+/// and/or Operations, a Provider may start safely (inactive ManagedResourceDefinitions). Anything else is ignored
+/// by Crossplane, so declaring it is a mistake (a misspelt `SafeStart` leaves every kind active).
+pub fn known_capabilities(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "Function" => &["composition", "operation"],
+        "Provider" => &["safe-start"],
+        _ => &[],
+    }
+}
 /// The pre-v2 dependency form names the package under its kind.
 const LEGACY_DEPENDENCY_KEYS: &[&str] = &["provider", "function", "configuration"];
 
@@ -79,6 +90,23 @@ pub fn check(metas: &[Manifest], expect: &Expect) -> Vec<Problem> {
         .filter_map(Value::as_str)
         .map(normalize)
         .collect();
+    let known = known_capabilities(expect.kind);
+    for (i, capability) in declared.iter().enumerate() {
+        if !known.iter().any(|k| normalize(k) == *capability) {
+            let names = if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            };
+            problems.push(meta.problem(
+                format!("spec.capabilities[{i}]"),
+                format!(
+                    "{capability:?} is not a capability Crossplane knows for a {} (known: {names})",
+                    expect.kind
+                ),
+            ));
+        }
+    }
     for capability in expect.capabilities {
         if !declared.contains(&normalize(capability)) {
             problems.push(meta.problem("spec.capabilities", format!("must include {capability}")));
@@ -166,32 +194,9 @@ pub fn dependency_object_name(package: &str) -> String {
     path.replace(['/', '.', '_'], "-").to_ascii_lowercase()
 }
 
-/// Accepts Masterminds/semver constraints as Crossplane uses them: comparisons joined by `,` or spaces, `||`
-/// between alternatives, versions with an optional `v` and pre-release.
+/// Accepts Masterminds/semver constraints as Crossplane uses them (see [`crate::semver`]).
 pub fn is_constraint(constraint: &str) -> bool {
-    // An operator may be separated from its version by spaces (`>= 1.2.3`).
-    let mut joined = String::new();
-    for c in constraint.chars() {
-        if !(c == ' ' && joined.ends_with(['>', '<', '=', '~', '^'])) {
-            joined.push(c);
-        }
-    }
-    !joined.trim().is_empty()
-        && joined.split("||").all(|alternative| {
-            let terms: Vec<&str> = alternative.split([',', ' ']).filter(|t| !t.is_empty()).collect();
-            !terms.is_empty() && terms.iter().all(|t| is_term(t))
-        })
-}
-
-fn is_term(term: &str) -> bool {
-    let version = term.trim_start_matches(['>', '<', '=', '!', '~', '^']);
-    let version = version.strip_prefix('v').unwrap_or(version);
-    let core = version.split(['-', '+']).next().unwrap_or_default();
-    let parts: Vec<&str> = core.split('.').collect();
-    (1..=3).contains(&parts.len())
-        && parts
-            .iter()
-            .all(|p| *p == "x" || *p == "*" || (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())))
+    crate::semver::Constraint::parse(constraint).is_ok()
 }
 
 #[cfg(test)]
@@ -248,15 +253,38 @@ mod tests {
     #[test]
     fn capabilities_match_the_way_crossplane_matches_them() {
         let mut metas = configuration(json!([]));
+        metas[0].value["kind"] = json!("Provider");
         metas[0].value["spec"]["capabilities"] = json!(["safe-start"]);
         let expect = Expect {
-            kind: "Configuration",
+            kind: "Provider",
             capabilities: &["SafeStart"],
             depends_on: &[],
         };
         assert_eq!(check(&metas, &expect), []);
-        metas[0].value["spec"]["capabilities"] = json!(["composition"]);
+        metas[0].value["spec"]["capabilities"] = json!(["Safe_Start"]);
+        assert_eq!(check(&metas, &expect), []);
+        metas[0].value["spec"]["capabilities"] = json!([]);
         assert_eq!(check(&metas, &expect)[0].message, "must include SafeStart");
+    }
+
+    #[test]
+    fn a_capability_crossplane_does_not_know_for_the_kind_is_named() {
+        let mut metas = configuration(json!([]));
+        metas[0].value["kind"] = json!("Provider");
+        metas[0].value["spec"]["capabilities"] = json!(["SafeStart", "composition"]);
+        let expect = Expect {
+            kind: "Provider",
+            capabilities: &["SafeStart"],
+            depends_on: &[],
+        };
+        let found = check(&metas, &expect);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].field, "spec.capabilities[1]");
+        assert!(
+            found[0].message.contains("known: safe-start"),
+            "{}",
+            found[0].message
+        );
     }
 
     #[test]

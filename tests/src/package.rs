@@ -157,18 +157,23 @@ pub fn build(root: &Path, out: &Path) -> Result<Vec<PathBuf>, Vec<Problem>> {
 /// * every XRD and CRD schema is structural and every CEL rule compiles (kube-cel);
 /// * every Composition targets an XRD of its package, runs our function in every step, and every XRD has one;
 /// * every example whose kind has a definition validates against it (schema, unknown fields, CEL);
-/// * the default activation policies leave provider-eks's kinds inactive.
+/// * the default activation policies leave provider-eks's kinds inactive;
+/// * every dependency range is satisfiable, capped below the next major, and what it admits accepts our objects:
+///   the XRDs, Compositions and policies, and everything the function composes for the examples, validated against
+///   the vendored CRDs of the oldest allowed and every vendored newer release (see [`crate::ranges`]).
 pub fn check(root: &Path) -> Vec<Problem> {
-    let mut problems = check_repo(&Repo::load(root));
+    let mut problems = check_repo(root, &Repo::load(root));
     for p in &mut problems {
         if let Some(relative) = p.file.strip_prefix(&format!("{}/", root.display())) {
             p.file = relative.to_owned();
         }
+        // Range problems name the objects they found wrong by file too.
+        p.message = p.message.replace(&format!("{}/", root.display()), "");
     }
     problems
 }
 
-fn check_repo(repo: &Repo) -> Vec<Problem> {
+fn check_repo(root: &Path, repo: &Repo) -> Vec<Problem> {
     let mut problems = repo.problems.clone();
     let function = function_name();
     let expectations = [
@@ -229,6 +234,7 @@ fn check_repo(repo: &Repo) -> Vec<Problem> {
     definitions.extend(crds);
     crate::examples::check(&repo.examples, &definitions, &mut problems);
     problems.extend(repo.activation.iter().flat_map(activation_policy));
+    problems.extend(crate::ranges::check(root, repo));
     problems
 }
 

@@ -17,12 +17,12 @@ metadata:
     meta.crossplane.io/license: Apache-2.0
     meta.crossplane.io/description: d
 spec:
-  crossplane: {version: ">=v2.0.0-0"}
+  crossplane: {version: ">=v2.0.0-0, <v3.0.0-0"}
   dependsOn:
-  - {apiVersion: pkg.crossplane.io/v1, kind: Function, package: ghcr.io/modelplaneai/function-modelplane, version: ">=v0.1.0"}
-  - {apiVersion: pkg.crossplane.io/v1, kind: Provider, package: ghcr.io/modelplaneai/provider-eks, version: ">=v0.1.0"}
-  - {apiVersion: pkg.crossplane.io/v1, kind: Provider, package: xpkg.crossplane.io/crossplane-contrib/provider-kubernetes, version: ">=v1.0.0"}
-  - {apiVersion: pkg.crossplane.io/v1, kind: Provider, package: xpkg.crossplane.io/crossplane-contrib/provider-helm, version: ">=v1.0.0"}
+  - {apiVersion: pkg.crossplane.io/v1, kind: Function, package: ghcr.io/modelplaneai/function-modelplane, version: ">=v0.1.0, <v1.0.0"}
+  - {apiVersion: pkg.crossplane.io/v1, kind: Provider, package: ghcr.io/modelplaneai/provider-eks, version: ">=v0.1.0, <v1.0.0"}
+  - {apiVersion: pkg.crossplane.io/v1, kind: Provider, package: xpkg.crossplane.io/crossplane-contrib/provider-kubernetes, version: ">=v1.0.0, <v2.0.0"}
+  - {apiVersion: pkg.crossplane.io/v1, kind: Provider, package: xpkg.crossplane.io/crossplane-contrib/provider-helm, version: ">=v1.0.2, <v2.0.0"}
 "#;
 
 const XRD: &str = r#"
@@ -101,7 +101,7 @@ fn meta(kind: &str, extra: &str) -> String {
     format!(
         "apiVersion: meta.pkg.crossplane.io/v1\nkind: {kind}\nmetadata:\n  name: x\n  annotations:\n    \
          meta.crossplane.io/maintainer: m\n    meta.crossplane.io/source: s\n    meta.crossplane.io/license: l\n    \
-         meta.crossplane.io/description: d\nspec:\n  crossplane: {{version: \">=v2.0.0-0\"}}\n{extra}"
+         meta.crossplane.io/description: d\nspec:\n  crossplane: {{version: \">=v2.0.0-0, <v3.0.0-0\"}}\n{extra}"
     )
 }
 
@@ -124,7 +124,18 @@ fn good_repo() -> tempfile::TempDir {
     ] {
         write(dir.path(), path, &text);
     }
+    // The vendored upstream CRDs the dependency ranges are checked against.
+    fs::create_dir_all(dir.path().join("tests")).unwrap();
+    std::os::unix::fs::symlink(
+        repo_root().join(crate::vendored::VENDORED_DIR),
+        dir.path().join("tests/crds"),
+    )
+    .unwrap();
     dir
+}
+
+fn repo_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
 fn write(root: &Path, path: &str, text: &str) {
@@ -357,5 +368,64 @@ fn build_writes_each_stream_meta_first() {
             .map(Manifest::kind)
             .collect::<Vec<_>>(),
         ["Provider", "CustomResourceDefinition"]
+    );
+}
+
+#[test]
+fn a_dependency_range_admitting_a_release_that_prunes_a_composed_field_fails_naming_both() {
+    let repo = good_repo();
+    for example in [
+        "examples/clusters/existing-onprem.yaml",
+        "examples/classes/eks-h200-8x.yaml",
+    ] {
+        write(
+            repo.path(),
+            example,
+            &fs::read_to_string(repo_root().join(example)).unwrap(),
+        );
+    }
+    assert_eq!(errors(repo.path()), Vec::<String>::new());
+    edit(
+        repo.path(),
+        "package/configuration/crossplane.yaml",
+        ">=v1.0.2, <v2.0.0",
+        ">=v1.0.0, <v2.0.0",
+    );
+    let found = only_error(repo.path());
+    assert!(found.contains("spec.dependsOn[3].version: provider-helm \">=v1.0.0, <v2.0.0\": admits v1.0.0, whose Release CRD rejects"), "{found}");
+    assert!(
+        found.contains("examples/clusters/existing-onprem.yaml → "),
+        "{found}"
+    );
+    assert!(
+        found.contains("at spec.forProvider.namespace: unknown field"),
+        "{found}"
+    );
+}
+
+#[test]
+fn a_range_without_a_cap_or_below_what_the_function_needs_fails() {
+    let repo = good_repo();
+    edit(
+        repo.path(),
+        "package/function/crossplane.yaml",
+        ">=v2.0.0-0, <v3.0.0-0",
+        ">=v1.17.0-0, <v3.0.0-0",
+    );
+    let found = errors(repo.path());
+    assert!(
+        found.iter().any(|e| e.contains("spec.crossplane.version: Crossplane \">=v1.17.0-0, <v3.0.0-0\": admits v1.17.0, older than any vendored Crossplane CRDs")),
+        "{found:#?}"
+    );
+    let repo = good_repo();
+    edit(
+        repo.path(),
+        "package/configuration/crossplane.yaml",
+        "provider-kubernetes, version: \">=v1.0.0, <v2.0.0\"",
+        "provider-kubernetes, version: \">=v1.0.0\"",
+    );
+    assert!(
+        only_error(repo.path())
+            .contains("spec.dependsOn[2].version: provider-kubernetes \">=v1.0.0\": has no upper bound")
     );
 }

@@ -17,6 +17,8 @@ pub enum Layout {
     Modern,
     /// Legacy (Crossplane 1.x style) XRs and claims keep them directly under `spec`.
     Legacy,
+    /// A plain CRD (a provider's, Crossplane's own): nothing beyond its schema.
+    Plain,
 }
 
 /// Fields Crossplane adds to a legacy composite's or claim's `spec` (crossplane-runtime's unstructured
@@ -93,6 +95,7 @@ impl Layout {
     pub fn reserved_spec_fields(self) -> &'static [&'static str] {
         match self {
             Layout::Modern => &["crossplane"],
+            Layout::Plain => &[],
             Layout::Legacy => LEGACY_SPEC_FIELDS,
         }
     }
