@@ -184,7 +184,8 @@ fn compose_node_pool(
 }
 
 /// The ManagedResourceActivationPolicy that activates provider-eks's kinds. Named per cluster, so clusters never
-/// fight over one policy and deleting the last EKS cluster removes the last reason to run the provider.
+/// fight over one policy. Activation is one-way (an Active ManagedResourceDefinition never returns to Inactive):
+/// deleting the last EKS cluster deletes its policy but leaves provider-eks's controllers running.
 pub fn activation_policy(cluster: &str) -> Value {
     json!({
         "apiVersion": "apiextensions.crossplane.io/v1alpha1",
