@@ -3,9 +3,12 @@
 //! Examples may bring their own XRDs and Compositions (a platform team's API built on ours): those are checked
 //! like ours, except that their Compositions may call any function.
 
+use serde_json::Value;
+
 use crate::{
     manifest::{Manifest, Problem},
-    package::{EXPECTED_KINDS, GROUP},
+    meta::{self, Expect},
+    package::{CONFIGURATION_PACKAGE, EXPECTED_KINDS, GROUP},
     xrd::{self, Definition},
 };
 
@@ -17,8 +20,11 @@ pub fn check(examples: &[Manifest], definitions: &[Definition], problems: &mut V
         .filter_map(|m| xrd::definition(m, problems))
         .collect();
     let all: Vec<&Definition> = definitions.iter().chain(&own).collect();
+    for package in examples.iter().filter(|m| m.is(meta::META_V1, "Configuration")) {
+        platform_package(package, examples, problems);
+    }
     for m in examples {
-        if xrd::is_xrd(m) || xrd::is_crd(m) {
+        if xrd::is_xrd(m) || xrd::is_crd(m) || m.api_version().starts_with("meta.pkg.crossplane.io/") {
             continue;
         }
         if m.kind() == "Composition" {
@@ -55,5 +61,55 @@ pub fn check(examples: &[Manifest], definitions: &[Definition], problems: &mut V
                 .into_iter()
                 .map(|(field, message)| m.problem(field, message)),
         );
+    }
+}
+
+/// A platform team's package among the examples (its `crossplane.yaml`): valid metadata depending on our
+/// Configuration, and every Composition step beside it calling a Function the package depends on, by the name
+/// Crossplane gives that dependency.
+fn platform_package(package: &Manifest, examples: &[Manifest], problems: &mut Vec<Problem>) {
+    let expect = Expect {
+        kind: "Configuration",
+        capabilities: &[],
+        depends_on: &[CONFIGURATION_PACKAGE],
+    };
+    problems.extend(meta::check(std::slice::from_ref(package), &expect));
+    let functions: Vec<String> = package
+        .value
+        .pointer("/spec/dependsOn")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|dep| match dep.get("kind").and_then(Value::as_str) {
+            Some("Function") => dep.get("package").and_then(Value::as_str),
+            _ => dep.get("function").and_then(Value::as_str),
+        })
+        .map(meta::dependency_object_name)
+        .collect();
+    let folder = package.file.parent();
+    for composition in examples
+        .iter()
+        .filter(|m| m.kind() == "Composition" && m.file.parent() == folder)
+    {
+        let steps = composition
+            .value
+            .pointer("/spec/pipeline")
+            .and_then(Value::as_array);
+        for (i, step) in steps.into_iter().flatten().enumerate() {
+            let called = step
+                .pointer("/functionRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if !functions.iter().any(|f| f == called) {
+                problems.push(composition.problem(
+                    format!("spec.pipeline[{i}].functionRef.name"),
+                    format!(
+                        "{called:?} is not a Function {} depends on (it depends on: {})",
+                        package.file.display(),
+                        functions.join(", ")
+                    ),
+                ));
+            }
+        }
     }
 }

@@ -14,6 +14,8 @@ use crate::{
     xrd::{self, Definition},
 };
 
+/// The Configuration's own package, which a platform team's Configuration depends on.
+pub const CONFIGURATION_PACKAGE: &str = "ghcr.io/modelplaneai/modelplane";
 pub const FUNCTION_PACKAGE: &str = "ghcr.io/modelplaneai/function-modelplane";
 pub const PROVIDER_EKS_PACKAGE: &str = "ghcr.io/modelplaneai/provider-eks";
 pub const PROVIDER_KUBERNETES_PACKAGE: &str = "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes";

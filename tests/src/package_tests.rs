@@ -429,3 +429,56 @@ fn a_range_without_a_cap_or_below_what_the_function_needs_fails() {
             .contains("spec.dependsOn[2].version: provider-kubernetes \">=v1.0.0\": has no upper bound")
     );
 }
+
+/// The good repository with the platform team's example package (`examples/platform/`) copied in.
+fn repo_with_platform_example() -> tempfile::TempDir {
+    let repo = good_repo();
+    let from = repo_root().join("examples/platform");
+    for file in crate::vendored::files(&from).unwrap() {
+        let text = fs::read_to_string(from.join(&file)).unwrap();
+        write(
+            repo.path(),
+            &format!("examples/platform/{}", file.display()),
+            &text,
+        );
+    }
+    repo
+}
+
+#[test]
+fn a_platform_package_must_depend_on_the_functions_its_compositions_call() {
+    let repo = repo_with_platform_example();
+    assert_eq!(errors(repo.path()), Vec::<String>::new());
+    edit(
+        repo.path(),
+        "examples/platform/composition.yaml",
+        "name: crossplane-contrib-function-go-templating",
+        "name: function-go-templating",
+    );
+    let found = only_error(repo.path());
+    assert!(
+        found.contains("spec.pipeline[0].functionRef.name: \"function-go-templating\" is not a Function"),
+        "{found}"
+    );
+    assert!(
+        found.contains("crossplane-contrib-function-go-templating"),
+        "{found}"
+    );
+}
+
+#[test]
+fn a_platform_package_range_without_a_cap_fails() {
+    let repo = repo_with_platform_example();
+    edit(
+        repo.path(),
+        "examples/platform/crossplane.yaml",
+        "\">=v0.11.0, <v1.0.0-0\"",
+        "\">=v0.11.0\"",
+    );
+    let found = only_error(repo.path());
+    assert!(found.contains("examples/platform/crossplane.yaml#0"), "{found}");
+    assert!(
+        found.contains("spec.dependsOn[1].version: \">=v0.11.0\": has no upper bound"),
+        "{found}"
+    );
+}

@@ -9,6 +9,7 @@ use crate::{
     composed,
     dependencies::{self, CROSSPLANE, Declared, Dependency, Vendored},
     manifest::{Manifest, Problem},
+    meta,
     package::Repo,
     semver::{Constraint, Version},
     vendored::VENDORED_DIR,
@@ -98,12 +99,23 @@ pub fn check(root: &Path, repo: &Repo) -> Vec<Problem> {
     let groups: Vec<&str> = objects.iter().map(Manifest::group).collect();
     let mut vendored: BTreeMap<&str, Vendored> = BTreeMap::new();
     let needs = crossplane_needs(repo);
-    for package in repo.packages() {
-        let [meta] = package.meta.as_slice() else {
-            continue; // reported by meta::check
-        };
+    // A platform team's package among the examples is checked for its ranges only: its objects are examples,
+    // already validated against our Configuration's range.
+    let platform = repo
+        .examples
+        .iter()
+        .filter(|m| m.is(meta::META_V1, "Configuration"));
+    let ours = repo
+        .packages()
+        .into_iter()
+        .filter_map(|p| match p.meta.as_slice() {
+            [meta] => Some(meta),
+            _ => None, // reported by meta::check
+        });
+    for meta in ours.chain(platform) {
+        let ours = !meta.file.starts_with(root.join("examples"));
         // Only the Configuration brings objects to check; the others' Crossplane ranges are checked for shape.
-        let checked: &[Manifest] = if meta.kind() == "Configuration" {
+        let checked: &[Manifest] = if ours && meta.kind() == "Configuration" {
             &objects
         } else {
             &[]
@@ -155,7 +167,7 @@ fn crossplane_needs(repo: &Repo) -> Vec<(Version, String)> {
         FUNCTION_NEEDS_CROSSPLANE,
         "the function asks for required resources in Requirements.resources, which Crossplane reads from v2.0".to_owned(),
     )];
-    for package in [&repo.function, &repo.provider_eks] {
+    for package in [&repo.configuration, &repo.function, &repo.provider_eks] {
         let Some(meta) = package.meta.first() else {
             continue;
         };
