@@ -299,6 +299,14 @@ const EVERY_CAPABILITY: &[Capability] = &[
     Capability::RequiredSchemas,
 ];
 
+fn every_capability_but(missing: Capability) -> Vec<Capability> {
+    EVERY_CAPABILITY
+        .iter()
+        .copied()
+        .filter(|c| *c != missing)
+        .collect()
+}
+
 #[test]
 fn a_caller_advertising_every_capability_gets_requirements_and_conditions() {
     let rsp = run_with(TEST_COMPOSERS, from_caller("Succeeds", EVERY_CAPABILITY));
@@ -314,11 +322,7 @@ fn a_caller_advertising_every_capability_gets_requirements_and_conditions() {
 
 #[test]
 fn a_caller_without_required_resources_gets_a_fatal_naming_them_not_a_partial_desired_state() {
-    let without: Vec<Capability> = EVERY_CAPABILITY
-        .iter()
-        .copied()
-        .filter(|c| *c != Capability::RequiredResources)
-        .collect();
+    let without = every_capability_but(Capability::RequiredResources);
     let rsp = run_with(TEST_COMPOSERS, from_caller("Succeeds", &without));
     let message = single_fatal(&rsp);
     assert!(message.contains("required-resources capability"), "{message}");
@@ -348,11 +352,7 @@ fn a_real_composite_needing_classes_is_fatal_for_a_caller_that_cannot_fetch_them
 
 #[test]
 fn a_caller_without_conditions_gets_everything_but_conditions() {
-    let without: Vec<Capability> = EVERY_CAPABILITY
-        .iter()
-        .copied()
-        .filter(|c| *c != Capability::Conditions)
-        .collect();
+    let without = every_capability_but(Capability::Conditions);
     let rsp = run_with(TEST_COMPOSERS, from_caller("Succeeds", &without));
     assert!(fatal_messages(&rsp).is_empty());
     assert!(rsp.conditions.is_empty());
