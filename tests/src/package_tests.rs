@@ -478,7 +478,7 @@ fn a_platform_package_range_without_a_cap_fails() {
     let found = only_error(repo.path());
     assert!(found.contains("examples/platform/crossplane.yaml#0"), "{found}");
     assert!(
-        found.contains("spec.dependsOn[1].version: \">=v0.11.0\": has no upper bound"),
+        found.contains("spec.dependsOn[1].version: xpkg.crossplane.io/crossplane-contrib/function-go-templating \">=v0.11.0\": has no upper bound"),
         "{found}"
     );
 }

@@ -24,6 +24,8 @@ struct Range<'a> {
     declared: Declared<'a>,
     /// Crossplane or a dependency whose CRDs we vendor; None for our own packages.
     vendored: Option<&'static Dependency>,
+    /// The package reference (empty for Crossplane itself), for messages.
+    package: &'a str,
 }
 
 fn ranges(meta: &Manifest) -> Vec<Range<'_>> {
@@ -37,6 +39,7 @@ fn ranges(meta: &Manifest) -> Vec<Range<'_>> {
                 constraint: crossplane,
             },
             vendored: Some(&CROSSPLANE),
+            package: "",
         });
     }
     let deps = meta.value.pointer("/spec/dependsOn").and_then(Value::as_array);
@@ -61,6 +64,7 @@ fn ranges(meta: &Manifest) -> Vec<Range<'_>> {
                 .iter()
                 .copied()
                 .find(|d| d.package == Some(package)),
+            package,
         });
     }
     out
@@ -122,7 +126,7 @@ pub fn check(root: &Path, repo: &Repo) -> Vec<Problem> {
         };
         for range in ranges(meta) {
             let Some(dependency) = range.vendored else {
-                problems.extend(shape(&range.declared));
+                problems.extend(shape(&range.declared, range.package));
                 continue;
             };
             let loaded = match vendored.entry(dependency.name) {
@@ -146,12 +150,14 @@ pub fn check(root: &Path, repo: &Repo) -> Vec<Problem> {
     problems
 }
 
-/// A range of a package we do not vendor CRDs for (our own): well-formed, satisfiable, capped.
-fn shape(declared: &Declared) -> Vec<Problem> {
+/// A range of a package we do not vendor CRDs for (ours, or a platform package's function): well-formed,
+/// satisfiable, capped.
+fn shape(declared: &Declared, package: &str) -> Vec<Problem> {
     let problem = |message: String| {
-        declared
-            .meta
-            .problem(&declared.field, format!("{:?}: {message}", declared.constraint))
+        declared.meta.problem(
+            &declared.field,
+            format!("{package} {:?}: {message}", declared.constraint),
+        )
     };
     match Constraint::parse(declared.constraint) {
         Err(e) => vec![problem(format!("not a semver constraint ({e})"))],
