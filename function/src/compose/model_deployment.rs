@@ -208,11 +208,11 @@ struct PlacementUsage {
 #[derive(Deserialize)]
 struct EngineUsage {
     pool: String,
-    nodes: u32,
+    nodes: u64,
 }
 
 /// Nodes every other ModelDeployment's placed replicas hold, by (cluster, pool), from their status.
-fn used_by_others(items: &[Resource], name: &str, namespace: &str) -> BTreeMap<(String, String), u32> {
+fn used_by_others(items: &[Resource], name: &str, namespace: &str) -> BTreeMap<(String, String), u64> {
     let mut used = BTreeMap::new();
     for item in items {
         let Some(Ok(other)) = item.resource.as_ref().map(RawStruct::parse::<DeploymentUsage>) else {
@@ -226,7 +226,8 @@ fn used_by_others(items: &[Resource], name: &str, namespace: &str) -> BTreeMap<(
                 continue;
             };
             for engine in placement.engines {
-                *used.entry((cluster.clone(), engine.pool)).or_insert(0) += engine.nodes;
+                let held = used.entry((cluster.clone(), engine.pool)).or_insert(0u64);
+                *held = held.saturating_add(engine.nodes);
             }
         }
     }
@@ -292,7 +293,7 @@ fn placed_status(index: u32, placement: &Placement, spec: &ModelDeploymentSpec, 
         .iter()
         .zip(&placement.engines)
         .map(|(engine, at)| {
-            let nodes = engine.copies * engine.members.iter().map(|m| m.pods()).sum::<u32>();
+            let nodes = schedule::engine_nodes(engine);
             json!({"name": engine.name, "pool": at.pool.name, "nodes": nodes})
         })
         .collect();

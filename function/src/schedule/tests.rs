@@ -105,7 +105,7 @@ struct Case {
     spec: Value,
     replicas: u32,
     pins: BTreeMap<u32, Pin>,
-    used: BTreeMap<(String, String), u32>,
+    used: BTreeMap<(String, String), u64>,
     want: &'static [&'static str],
 }
 
