@@ -9,7 +9,7 @@ use crate::{
     api::{ObjectMeta, TypeMeta},
     compose::{self, ComposeFn, Output},
     limits::{self, Deadline},
-    proto::v1::{Ready, Requirements, ResponseMeta, RunFunctionRequest, RunFunctionResponse, Status},
+    proto::v1::{Capability, Ready, Requirements, ResponseMeta, RunFunctionRequest, RunFunctionResponse, Status},
     sdk::{request, response},
 };
 
@@ -37,16 +37,17 @@ pub fn run_function_until(req: RunFunctionRequest, deadline: Deadline) -> RunFun
 
 /// [`run_function`] with its table of composers given (tests inject composers that misbehave).
 pub fn run_with(composers: &[(&str, ComposeFn)], req: RunFunctionRequest) -> RunFunctionResponse {
-    let outcome = compose_request(composers, &req);
+    let caller = Caller::of(&req);
+    let outcome = compose_request(composers, &req).and_then(|out| caller.can_answer(out));
     let mut rsp = response::to(req, response::DEFAULT_TTL);
-    match outcome.and_then(|out| apply(&mut rsp, out)) {
-        Ok(()) => limit_size(rsp),
+    match outcome.and_then(|out| apply(&mut rsp, out, caller)) {
+        Ok(()) => limit_size(rsp, caller),
         Err(message) => {
             let message = limits::bound_message(message);
             // Not `message`: that is the event's own key in JSON logs, and a second one would shadow it.
             tracing::warn!(reason = %message, "composition failed");
             response::fatal(&mut rsp, message);
-            limit_size(rsp)
+            limit_size(rsp, caller)
         }
     }
 }
@@ -85,6 +86,44 @@ fn compose_request(composers: &[(&str, ComposeFn)], req: &RunFunctionRequest) ->
     }
 }
 
+/// What the caller can do, from `RequestMeta.capabilities` (Crossplane v2.2 and later). An older caller
+/// advertises nothing and is assumed able to do what every Crossplane the packages allow can do.
+#[derive(Clone, Copy)]
+struct Caller {
+    lacks_required_resources: bool,
+    lacks_conditions: bool,
+}
+
+impl Caller {
+    fn of(req: &RunFunctionRequest) -> Self {
+        Self {
+            lacks_required_resources: request::lacks_capability(req, Capability::RequiredResources),
+            lacks_conditions: request::lacks_capability(req, Capability::Conditions),
+        }
+    }
+
+    /// A composite that needs required resources cannot be composed by a caller that will never fetch them.
+    /// Answering with what could be composed without them would be an incomplete (often empty) desired state,
+    /// and Crossplane deletes every composed resource a desired state leaves out: fail instead, which keeps
+    /// what exists.
+    fn can_answer(self, out: Output) -> Result<Output, String> {
+        if !self.lacks_required_resources || out.requirements.is_empty() {
+            return Ok(out);
+        }
+        let wanted: Vec<String> = out
+            .requirements
+            .iter()
+            .map(|(name, selector)| format!("{name} ({} {})", selector.api_version, selector.kind))
+            .collect();
+        Err(format!(
+            "this composite needs required resources ({}), but the calling Crossplane does not advertise the \
+             required-resources capability, so it would never send them; run the function from a Crossplane that \
+             supports required resources (v2.0 or later)",
+            wanted.join(", ")
+        ))
+    }
+}
+
 #[derive(serde::Deserialize)]
 struct MetadataOnly {
     #[serde(default)]
@@ -116,8 +155,8 @@ fn qualified_name(meta: &ObjectMeta) -> String {
     }
 }
 
-/// Writes a composer's output into the response.
-fn apply(rsp: &mut RunFunctionResponse, out: Output) -> Result<(), String> {
+/// Writes a composer's output into the response. Conditions go only to a caller that can set them.
+fn apply(rsp: &mut RunFunctionResponse, out: Output, caller: Caller) -> Result<(), String> {
     for (key, composed) in &out.resources {
         let ready = if composed.ready {
             Ready::True
@@ -135,7 +174,12 @@ fn apply(rsp: &mut RunFunctionResponse, out: Output) -> Result<(), String> {
         response::set_desired_composite_status(rsp, out.status, ready)
             .map_err(|e| format!("cannot read the desired composite from earlier steps: {e}"))?;
     }
-    for condition in out.conditions {
+    let conditions = if caller.lacks_conditions {
+        Vec::new()
+    } else {
+        out.conditions
+    };
+    for condition in conditions {
         response::set_condition(
             rsp,
             condition.type_,
@@ -159,7 +203,7 @@ fn apply(rsp: &mut RunFunctionResponse, out: Output) -> Result<(), String> {
 /// Replaces a response Crossplane could not receive with a FATAL result that says why, keeping any FATAL result
 /// it already had (their messages are bounded). Nothing is lost: on a FATAL result Crossplane applies nothing
 /// and keeps what already exists.
-fn limit_size(rsp: RunFunctionResponse) -> RunFunctionResponse {
+fn limit_size(rsp: RunFunctionResponse, caller: Caller) -> RunFunctionResponse {
     let size = rsp.encoded_len();
     if size <= MAX_RESPONSE_BYTES {
         return rsp;
@@ -185,12 +229,14 @@ fn limit_size(rsp: RunFunctionResponse) -> RunFunctionResponse {
              response; split the composite (fewer replicas or clusters per ModelDeployment)"
         ),
     );
-    response::set_condition(
-        &mut small,
-        "ResponseTooLarge",
-        Status::ConditionTrue,
-        "ResponseTooLarge",
-        None,
-    );
+    if !caller.lacks_conditions {
+        response::set_condition(
+            &mut small,
+            "ResponseTooLarge",
+            Status::ConditionTrue,
+            "ResponseTooLarge",
+            None,
+        );
+    }
     small
 }

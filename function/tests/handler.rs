@@ -10,8 +10,8 @@ use modelplane_function::{
     compose::{ComposeError, ComposeFn, Output},
     dispatch::{MAX_RESPONSE_BYTES, run_with},
     proto::v1::{
-        Ready, RequestMeta, Resource, ResourceSelector, RunFunctionRequest, RunFunctionResponse, Severity,
-        State, Status, resource_selector::Match,
+        Capability, Ready, RequestMeta, Resource, ResourceSelector, RunFunctionRequest, RunFunctionResponse,
+        Severity, State, Status, resource_selector::Match,
     },
     run_function,
     wire::RawStruct,
@@ -282,4 +282,91 @@ fn a_response_over_4_mib_becomes_a_fatal_result_that_says_so() {
     );
     assert_eq!(rsp.meta.expect("meta").tag, "tag-1");
     assert!(rsp.desired.is_none_or(|d| d.resources.is_empty()));
+}
+
+/// `xr(kind)` from a caller that advertises exactly `capabilities` (as Crossplane v2.2 and later do).
+fn from_caller(kind: &str, capabilities: &[Capability]) -> RunFunctionRequest {
+    let mut req = xr(kind);
+    req.meta.as_mut().expect("meta").capabilities = capabilities.iter().map(|c| *c as i32).collect();
+    req
+}
+
+const EVERY_CAPABILITY: &[Capability] = &[
+    Capability::Capabilities,
+    Capability::RequiredResources,
+    Capability::Credentials,
+    Capability::Conditions,
+    Capability::RequiredSchemas,
+];
+
+#[test]
+fn a_caller_advertising_every_capability_gets_requirements_and_conditions() {
+    let rsp = run_with(TEST_COMPOSERS, from_caller("Succeeds", EVERY_CAPABILITY));
+    assert!(fatal_messages(&rsp).is_empty());
+    assert!(
+        rsp.requirements
+            .expect("requirements")
+            .resources
+            .contains_key("class")
+    );
+    assert_eq!(rsp.conditions.len(), 1);
+}
+
+#[test]
+fn a_caller_without_required_resources_gets_a_fatal_naming_them_not_a_partial_desired_state() {
+    let without: Vec<Capability> = EVERY_CAPABILITY
+        .iter()
+        .copied()
+        .filter(|c| *c != Capability::RequiredResources)
+        .collect();
+    let rsp = run_with(TEST_COMPOSERS, from_caller("Succeeds", &without));
+    let message = single_fatal(&rsp);
+    assert!(message.contains("required-resources capability"), "{message}");
+    assert!(
+        message.contains("class (modelplane.ai/v1alpha1 InferenceClass)"),
+        "{message}"
+    );
+    // Nothing composed, nothing asked for: what the earlier steps desired goes back unchanged.
+    assert_eq!(rsp.desired.expect("desired"), State::default());
+    assert!(rsp.requirements.is_none());
+    assert!(rsp.conditions.is_empty());
+}
+
+#[test]
+fn a_real_composite_needing_classes_is_fatal_for_a_caller_that_cannot_fetch_them() {
+    // The example as users write it; the composer asks for the InferenceClass its node pool names.
+    let cluster: Value = serde_yaml::from_str(include_str!("../../examples/clusters/existing-onprem.yaml"))
+        .expect("the example parses");
+    let mut req = request(cluster);
+    req.meta.as_mut().expect("meta").capabilities =
+        vec![Capability::Capabilities as i32, Capability::Conditions as i32];
+    let rsp = run_function(req);
+    let message = single_fatal(&rsp);
+    assert!(message.contains("InferenceClass"), "{message}");
+    assert!(message.contains("required-resources capability"), "{message}");
+}
+
+#[test]
+fn a_caller_without_conditions_gets_everything_but_conditions() {
+    let without: Vec<Capability> = EVERY_CAPABILITY
+        .iter()
+        .copied()
+        .filter(|c| *c != Capability::Conditions)
+        .collect();
+    let rsp = run_with(TEST_COMPOSERS, from_caller("Succeeds", &without));
+    assert!(fatal_messages(&rsp).is_empty());
+    assert!(rsp.conditions.is_empty());
+    assert_eq!(rsp.desired.expect("desired").resources.len(), 2);
+    let huge = run_with(TEST_COMPOSERS, from_caller("Huge", &without));
+    assert!(single_fatal(&huge).contains("byte limit"));
+    assert!(huge.conditions.is_empty());
+}
+
+#[test]
+fn a_caller_that_advertises_nothing_is_served_as_before() {
+    // Crossplane before v2.2 sends no capabilities: the absence of one says nothing about it.
+    let rsp = run_with(TEST_COMPOSERS, from_caller("Succeeds", &[]));
+    assert!(fatal_messages(&rsp).is_empty());
+    assert!(rsp.requirements.is_some());
+    assert_eq!(rsp.conditions.len(), 1);
 }

@@ -272,3 +272,33 @@ def test_render_exits_3_on_a_fatal_result(tmp_path, plaintext_server):
     assert (local.returncode, remote.returncode) == (3, 3)
     assert "InferenceWidget" in local.stdout + local.stderr
     assert remote.stdout == local.stdout
+
+
+def from_caller(composite: dict, capabilities: list[int]) -> fnv1.RunFunctionRequest:
+    """The first request from a Crossplane that advertises exactly `capabilities` (v2.2+ advertises them all)."""
+    req = pipeline.request(composite)
+    del req.meta.capabilities[:]
+    req.meta.capabilities.extend(capabilities)
+    return req
+
+
+def test_a_caller_that_cannot_fetch_required_resources_gets_a_fatal_not_an_empty_desired_state(v1):
+    without = [c for c in pipeline.CAPABILITIES if c != fnv1.CAPABILITY_REQUIRED_RESOURCES]
+    rsp = v1.RunFunction(from_caller(CLUSTER, without), timeout=30)
+    [message] = fatal_messages(rsp)
+    assert "required-resources capability" in message and "InferenceClass" in message, message
+    assert not rsp.desired.resources and not rsp.HasField("requirements")
+
+
+def test_a_caller_that_advertises_nothing_still_gets_asked_for_the_class(v1):
+    # Crossplane before v2.2 advertises no capabilities; that says nothing about what it can do.
+    step = pipeline.run_step(v1, from_caller(CLUSTER, []), objects=[EXAMPLE_CLASS])
+    assert step.fatal == [] and len(step.requests) >= 2
+    assert step.response.desired.resources
+
+
+def test_a_caller_without_conditions_gets_no_conditions(v1):
+    without = [c for c in pipeline.CAPABILITIES if c != fnv1.CAPABILITY_CONDITIONS]
+    rsp = v1.RunFunction(from_caller(EXAMPLE_CLASS, without), timeout=30)
+    assert fatal_messages(rsp) == [] and list(rsp.conditions) == []
+    assert rsp.desired.composite.ready == fnv1.READY_TRUE

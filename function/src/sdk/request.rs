@@ -32,3 +32,10 @@ pub fn has_capability(req: &RunFunctionRequest, capability: Capability) -> bool 
         .as_ref()
         .is_some_and(|meta| meta.capabilities.contains(&(capability as i32)))
 }
+
+/// Whether the caller said it cannot do `capability`: it advertises its capabilities (Crossplane v2.2 and later
+/// do, `Capability::Capabilities` among them) and this one is not among them. A caller that advertises nothing
+/// lacks nothing as far as we can tell.
+pub fn lacks_capability(req: &RunFunctionRequest, capability: Capability) -> bool {
+    has_capability(req, Capability::Capabilities) && !has_capability(req, capability)
+}
