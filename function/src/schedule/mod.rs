@@ -20,9 +20,10 @@ use std::{
 use crate::{
     api::{
         inference_cluster::{PoolStatus, TaintEffect},
-        model_deployment::ReplicaSpec,
+        model_deployment::{ReplicaSpec, Role},
     },
     compose::ComposeError,
+    stack::{components, serving_stack},
 };
 
 pub mod cluster;
@@ -68,6 +69,9 @@ pub struct Placement<'a> {
 pub struct EnginePlacement<'a> {
     pub pool: &'a PoolStatus,
     pub binding: Rc<Binding>,
+    /// The pool's running nodes are taken: this engine waits for the autoscaler to add nodes, up to the pool's
+    /// `maxNodeCount`.
+    pub waits_for_scale_up: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,8 +141,11 @@ struct State<'i, 'a> {
     order: Vec<usize>,
     /// Why a cluster takes nothing, per cluster index.
     ineligible: Vec<Option<String>>,
-    /// Free nodes per (cluster, pool) index; negative when pinned replicas exceed a shrunken pool.
+    /// Free nodes per (cluster, pool) index, counting nodes the autoscaler may add; negative when pinned
+    /// replicas exceed a shrunken pool.
     free: Vec<Vec<i64>>,
+    /// Nodes the autoscaler may still add per (cluster, pool) index: free nodes beyond these run now.
+    growth: Vec<Vec<i64>>,
     /// This deployment's replicas per cluster index.
     replicas_on: Vec<u32>,
     /// Nodes each engine needs in its pool: pods per copy × copies.
@@ -161,8 +168,18 @@ impl<'i, 'a> State<'i, 'a> {
                     .map(|p| {
                         let key = (c.metadata.name.clone(), p.name.clone());
                         let used = input.used_elsewhere.get(&key).copied().unwrap_or(0);
-                        i64::from(p.node_count) - i64::from(used)
+                        i64::from(p.capacity()) - i64::from(used)
                     })
+                    .collect()
+            })
+            .collect();
+        let growth = clusters
+            .iter()
+            .map(|c| {
+                c.status
+                    .pools
+                    .iter()
+                    .map(|p| i64::from(p.capacity()) - i64::from(p.node_count))
                     .collect()
             })
             .collect();
@@ -178,6 +195,7 @@ impl<'i, 'a> State<'i, 'a> {
             order,
             ineligible,
             free,
+            growth,
             replicas_on: vec![0; clusters.len()],
             needs,
         })
@@ -203,11 +221,12 @@ impl<'i, 'a> State<'i, 'a> {
             engines.push(EnginePlacement {
                 pool: &cluster.status.pools[p],
                 binding,
+                waits_for_scale_up: false,
             });
             pools.push(p);
         }
-        for (e, p) in pools.into_iter().enumerate() {
-            self.free[c][p] -= self.needs[e];
+        for ((e, p), placed) in pools.into_iter().enumerate().zip(&mut engines) {
+            placed.waits_for_scale_up = self.take(c, p, e);
         }
         self.replicas_on[c] += 1;
         Some(Placement {
@@ -234,10 +253,11 @@ impl<'i, 'a> State<'i, 'a> {
         let cluster = &self.input.clusters[c];
         let mut engines = Vec::with_capacity(pools.len());
         for (e, (p, binding)) in pools.into_iter().enumerate() {
-            self.free[c][p] -= self.needs[e];
+            let waits_for_scale_up = self.take(c, p, e);
             engines.push(EnginePlacement {
                 pool: &cluster.status.pools[p],
                 binding,
+                waits_for_scale_up,
             });
         }
         self.replicas_on[c] += 1;
@@ -246,6 +266,12 @@ impl<'i, 'a> State<'i, 'a> {
             engines,
             pinned: false,
         })
+    }
+
+    /// Takes engine `e`'s nodes from pool `p` of cluster `c`; true when some of them are not running yet.
+    fn take(&mut self, c: usize, p: usize, e: usize) -> bool {
+        self.free[c][p] -= self.needs[e];
+        self.free[c][p] < self.growth[c][p]
     }
 
     /// A pool per engine in cluster `c`, best fit first, or None.
@@ -360,10 +386,24 @@ impl<'a> State<'_, 'a> {
     }
 }
 
+/// The components a replica of `spec` cannot run without on `cluster`: the DRA driver (and the node labels it
+/// is scheduled by) when it claims devices, and its stack's gang scheduler when it runs a gang.
+pub fn needed_components(spec: &ReplicaSpec, cluster: &ClusterView) -> Vec<&'static str> {
+    let mut needed = Vec::new();
+    let members = || spec.engines.iter().flat_map(|e| &e.members);
+    if members().any(|m| !m.device_requests().is_empty()) {
+        needed.extend(components::DRA_COMPONENTS);
+    }
+    if members().any(|m| m.role == Role::Leader) {
+        needed.extend(serving_stack(cluster.status.stack).gang_components());
+    }
+    needed
+}
+
 /// Why a cluster can take no new replica of this deployment, before looking at its pools.
 fn ineligible(spec: &ReplicaSpec, cluster: &ClusterView) -> Option<String> {
-    if let Some(why) = cluster.not_usable() {
-        return Some(why.to_owned());
+    if let Some(why) = cluster.not_usable(&needed_components(spec, cluster)) {
+        return Some(why);
     }
     if let Some(selector) = &spec.cluster_selector
         && !selector.matches(&cluster.metadata.labels)
