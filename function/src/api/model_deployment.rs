@@ -207,6 +207,7 @@ pub struct ModelDeploymentStatus {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplicaStatus {
+    #[serde(default)]
     pub replica: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
@@ -241,6 +242,7 @@ pub struct ReplicaStatus {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub struct EngineStatus {
+    #[serde(default)]
     pub name: String,
     pub pool: String,
     pub nodes: u32,
