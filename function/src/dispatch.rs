@@ -9,7 +9,9 @@ use crate::{
     api::{ObjectMeta, TypeMeta},
     compose::{self, ComposeFn, Output},
     limits::{self, Deadline},
-    proto::v1::{Capability, Ready, Requirements, ResponseMeta, RunFunctionRequest, RunFunctionResponse, Status},
+    proto::v1::{
+        Capability, Ready, Requirements, ResponseMeta, RunFunctionRequest, RunFunctionResponse, Status,
+    },
     sdk::{request, response},
 };
 

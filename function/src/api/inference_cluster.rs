@@ -170,6 +170,16 @@ pub enum TaintEffect {
     NoExecute,
 }
 
+impl TaintEffect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoSchedule => "NoSchedule",
+            Self::PreferNoSchedule => "PreferNoSchedule",
+            Self::NoExecute => "NoExecute",
+        }
+    }
+}
+
 /// What the InferenceCluster composer reports and the ModelDeployment composer schedules against.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -200,9 +210,30 @@ pub struct InferenceClusterStatus {
 pub struct PoolStatus {
     pub name: String,
     pub class_name: String,
+    /// Nodes the pool runs now.
     pub node_count: u32,
+    /// Bounds the cluster autoscaler scales the pool between, when it autoscales.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_node_count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_node_count: Option<u32>,
+    /// EFA interfaces per node, when the pool's fabric is EFA and its class declares them; 0 otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub efa_interfaces: u32,
     #[serde(default)]
     pub devices: Vec<Device>,
+}
+
+impl PoolStatus {
+    /// The most nodes the pool can offer: up to `maxNodeCount` when it autoscales.
+    pub fn capacity(&self) -> u32 {
+        self.max_node_count
+            .map_or(self.node_count, |max| max.max(self.node_count))
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]

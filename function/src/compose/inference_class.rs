@@ -92,6 +92,19 @@ pub fn validate(spec: &InferenceClassSpec) -> Result<(), ComposeError> {
 
 /// Most EFA interfaces an EC2 instance has (p5.48xlarge).
 const MAX_EFA_INTERFACES: u32 = 32;
+/// EFA interfaces of the GPU instance types whose count is known; other types are taken at their class's word.
+/// The small sizes of the G families have no EFA at all.
+fn efa_limit(instance_type: &str) -> Option<u32> {
+    let (family, size) = instance_type.split_once('.')?;
+    match (family, size) {
+        ("p5" | "p5e", "48xlarge") => Some(32),
+        ("p5en", "48xlarge") => Some(16),
+        ("p4d" | "p4de", "24xlarge") => Some(4),
+        ("g4dn" | "g5" | "g6" | "g6e", "xlarge" | "2xlarge" | "4xlarge") => Some(0),
+        _ => None,
+    }
+}
+
 /// Smallest root volume EKS accepts for a managed node group.
 const MIN_DISK_GIB: u32 = 20;
 
@@ -107,6 +120,14 @@ fn validate_eks(eks: Option<&EksProvisioning>) -> Result<(), ComposeError> {
         return Err(ComposeError::new(
             "spec.provisioning.eks.efaInterfaces",
             format!("EC2 instances have at most {MAX_EFA_INTERFACES} EFA interfaces"),
+        ));
+    }
+    if let Some(most) = efa_limit(&eks.instance_type)
+        && eks.efa_interfaces > most
+    {
+        return Err(ComposeError::new(
+            "spec.provisioning.eks.efaInterfaces",
+            format!("{} has at most {most} EFA interfaces", eks.instance_type),
         ));
     }
     if eks.disk_size_gib.is_some_and(|gib| gib < MIN_DISK_GIB) {
@@ -301,6 +322,14 @@ mod tests {
             (
                 json!({"instanceType": "g6.xlarge", "diskSizeGiB": 8}),
                 "spec.provisioning.eks.diskSizeGiB",
+            ),
+            (
+                json!({"instanceType": "g6.xlarge", "efaInterfaces": 1}),
+                "spec.provisioning.eks.efaInterfaces",
+            ),
+            (
+                json!({"instanceType": "p5en.48xlarge", "efaInterfaces": 32}),
+                "spec.provisioning.eks.efaInterfaces",
             ),
         ];
         for (eks, path) in cases {

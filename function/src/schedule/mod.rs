@@ -20,10 +20,11 @@ use std::{
 use crate::{
     api::{
         inference_cluster::{PoolStatus, TaintEffect},
-        model_deployment::{Engine, ReplicaSpec},
+        model_deployment::{Engine, ReplicaSpec, Role},
     },
     compose::ComposeError,
     limits::{MAX_REPLICAS, MAX_RESPONSE_BYTES},
+    stack::{components, serving_stack},
 };
 
 pub mod cluster;
@@ -69,6 +70,9 @@ pub struct Placement<'a> {
 pub struct EnginePlacement<'a> {
     pub pool: &'a PoolStatus,
     pub binding: Rc<Binding>,
+    /// The pool's running nodes are taken: this engine waits for the autoscaler to add nodes, up to the pool's
+    /// `maxNodeCount`.
+    pub waits_for_scale_up: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,8 +157,11 @@ struct State<'i, 'a> {
     order: Vec<usize>,
     /// Why a cluster takes nothing, per cluster index.
     ineligible: Vec<Option<String>>,
-    /// Free nodes per (cluster, pool) index; negative when pinned replicas exceed a shrunken pool.
+    /// Free nodes per (cluster, pool) index, counting nodes the autoscaler may add; negative when pinned
+    /// replicas exceed a shrunken pool.
     free: Vec<Vec<i64>>,
+    /// Nodes the autoscaler may still add per (cluster, pool) index: free nodes beyond these run now.
+    growth: Vec<Vec<i64>>,
     /// This deployment's replicas per cluster index.
     replicas_on: Vec<u32>,
     /// Nodes each engine needs in its pool: pods per copy × copies.
@@ -177,8 +184,18 @@ impl<'i, 'a> State<'i, 'a> {
                     .map(|p| {
                         let key = (c.metadata.name.clone(), p.name.clone());
                         let used = input.used_elsewhere.get(&key).copied().unwrap_or(0);
-                        i64::from(p.node_count).saturating_sub(i64::try_from(used).unwrap_or(i64::MAX))
+                        i64::from(p.capacity()).saturating_sub(i64::try_from(used).unwrap_or(i64::MAX))
                     })
+                    .collect()
+            })
+            .collect();
+        let growth = clusters
+            .iter()
+            .map(|c| {
+                c.status
+                    .pools
+                    .iter()
+                    .map(|p| i64::from(p.capacity()) - i64::from(p.node_count))
                     .collect()
             })
             .collect();
@@ -194,6 +211,7 @@ impl<'i, 'a> State<'i, 'a> {
             order,
             ineligible,
             free,
+            growth,
             replicas_on: vec![0; clusters.len()],
             needs,
         })
@@ -227,11 +245,12 @@ impl<'i, 'a> State<'i, 'a> {
             engines.push(EnginePlacement {
                 pool: &cluster.status.pools[p],
                 binding,
+                waits_for_scale_up: false,
             });
             pools.push(p);
         }
-        for (e, p) in pools.into_iter().enumerate() {
-            self.free[c][p] = self.free[c][p].saturating_sub(self.needs[e]);
+        for ((e, p), placed) in pools.into_iter().enumerate().zip(&mut engines) {
+            placed.waits_for_scale_up = self.take(c, p, e);
         }
         self.replicas_on[c] += 1;
         Some(Placement {
@@ -258,10 +277,11 @@ impl<'i, 'a> State<'i, 'a> {
         let cluster = &self.input.clusters[c];
         let mut engines = Vec::with_capacity(pools.len());
         for (e, (p, binding)) in pools.into_iter().enumerate() {
-            self.free[c][p] = self.free[c][p].saturating_sub(self.needs[e]);
+            let waits_for_scale_up = self.take(c, p, e);
             engines.push(EnginePlacement {
                 pool: &cluster.status.pools[p],
                 binding,
+                waits_for_scale_up,
             });
         }
         self.replicas_on[c] += 1;
@@ -270,6 +290,12 @@ impl<'i, 'a> State<'i, 'a> {
             engines,
             pinned: false,
         })
+    }
+
+    /// Takes engine `e`'s nodes from pool `p` of cluster `c`; true when some of them are not running yet.
+    fn take(&mut self, c: usize, p: usize, e: usize) -> bool {
+        self.free[c][p] = self.free[c][p].saturating_sub(self.needs[e]);
+        self.free[c][p] < self.growth[c][p]
     }
 
     /// A pool per engine in cluster `c`, best fit first, or None.
@@ -429,10 +455,24 @@ fn json_len<T: serde::Serialize>(value: &T) -> usize {
     serde_json::to_vec(value).map_or(0, |bytes| bytes.len())
 }
 
+/// The components a replica of `spec` cannot run without on `cluster`: the DRA driver (and the node labels it
+/// is scheduled by) when it claims devices, and its stack's gang scheduler when it runs a gang.
+pub fn needed_components(spec: &ReplicaSpec, cluster: &ClusterView) -> Vec<&'static str> {
+    let mut needed = Vec::new();
+    let members = || spec.engines.iter().flat_map(|e| &e.members);
+    if members().any(|m| !m.device_requests().is_empty()) {
+        needed.extend(components::DRA_COMPONENTS);
+    }
+    if members().any(|m| m.role == Role::Leader) {
+        needed.extend(serving_stack(cluster.status.stack).gang_components());
+    }
+    needed
+}
+
 /// Why a cluster can take no new replica of this deployment, before looking at its pools.
 fn ineligible(spec: &ReplicaSpec, cluster: &ClusterView) -> Option<String> {
-    if let Some(why) = cluster.not_usable() {
-        return Some(why.to_owned());
+    if let Some(why) = cluster.not_usable(&needed_components(spec, cluster)) {
+        return Some(why);
     }
     if let Some(selector) = &spec.cluster_selector
         && !selector.matches(&cluster.metadata.labels)

@@ -25,6 +25,9 @@ fn pool(name: &str, nodes: u32, devices: Value) -> PoolStatus {
         name: name.into(),
         class_name: format!("class-{}", devices.len()),
         node_count: nodes,
+        min_node_count: None,
+        max_node_count: None,
+        efa_interfaces: 0,
         devices,
     }
 }

@@ -4,7 +4,7 @@
 //! cluster is ready only when all of it is; its pools are offered to the scheduler only then, and only pools
 //! whose NodePool is ready.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
@@ -13,7 +13,7 @@ use crate::{
     api::{
         inference_class::InferenceClassSpec,
         inference_cluster::{
-            ComponentStatus, InferenceClusterSpec, InferenceClusterStatus, PoolStatus, Source,
+            ComponentStatus, FabricType, InferenceClusterSpec, InferenceClusterStatus, PoolStatus, Source,
         },
     },
     compose::Output,
@@ -60,18 +60,38 @@ pub fn report(
         );
     }
 
+    // Pools are offered once what reaches the cluster is ready (its provider configs, the EKS cluster and the
+    // pool's node group). Components do not hold pools back: each is reported below, and the scheduler decides
+    // which of them a replica needs (a monitoring chart that is not ready takes no cluster out of scheduling).
+    let component_keys: BTreeSet<&str> = plan
+        .iter()
+        .flat_map(|p| p.keys.iter().map(String::as_str))
+        .collect();
+    let node_pool_prefix = eks::node_pool_key("");
+    let reachable = out.resources.iter().all(|(key, c)| {
+        c.ready || component_keys.contains(key.as_str()) || key.starts_with(&node_pool_prefix)
+    });
     let pools = spec
         .node_pools
         .iter()
-        .filter(|pool| all_ready && pool_ready(out, spec, &pool.name))
-        .map(|pool| PoolStatus {
-            name: pool.name.clone(),
-            class_name: pool.class_name.clone(),
-            node_count: pool.node_count,
-            devices: classes
-                .get(&pool.class_name)
-                .map(|c| c.devices.clone())
-                .unwrap_or_default(),
+        .filter(|pool| reachable && pool_ready(out, spec, &pool.name))
+        .map(|pool| {
+            let class = classes.get(&pool.class_name);
+            let efa_interfaces = match pool.fabric.type_ {
+                FabricType::Efa => class
+                    .and_then(|c| c.provisioning.eks.as_ref())
+                    .map_or(0, |eks| eks.efa_interfaces),
+                FabricType::None => 0,
+            };
+            PoolStatus {
+                name: pool.name.clone(),
+                class_name: pool.class_name.clone(),
+                node_count: pool.node_count,
+                min_node_count: pool.min_node_count,
+                max_node_count: pool.max_node_count,
+                efa_interfaces,
+                devices: class.map(|c| c.devices.clone()).unwrap_or_default(),
+            }
         })
         .collect();
     let components = plan

@@ -16,6 +16,7 @@ use crate::{
     api::{
         ObjectMeta,
         model_cache::{ClusterCache, ModelCacheSpec, ModelCacheStatus, Phase},
+        model_deployment::ModelDeploymentStatus,
     },
     proto::v1::{ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
     schedule::ClusterView,
@@ -44,7 +45,7 @@ struct DeploymentView {
     #[serde(default)]
     spec: DeploymentSpecView,
     #[serde(default)]
-    status: DeploymentStatusView,
+    status: ModelDeploymentStatus,
 }
 
 #[derive(Default, Deserialize)]
@@ -68,18 +69,6 @@ struct TemplateSpecView {
 #[derive(Default, Deserialize)]
 struct NameRef {
     name: String,
-}
-
-#[derive(Default, Deserialize)]
-struct DeploymentStatusView {
-    #[serde(default)]
-    replicas: Vec<PlacementView>,
-}
-
-#[derive(Default, Deserialize)]
-struct PlacementView {
-    #[serde(default)]
-    cluster: Option<String>,
 }
 
 /// Job status fields that tell completion from failure.

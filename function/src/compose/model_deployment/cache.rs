@@ -12,9 +12,13 @@ use serde::Deserialize;
 
 use super::CACHE;
 use crate::{
-    api::model_cache::{ModelCacheStatus, Phase},
+    api::{
+        model_cache::{ModelCacheSpec, ModelCacheStatus, Phase},
+        model_deployment::ModelDeploymentSpec,
+    },
     proto::v1::RunFunctionRequest,
     sdk::request,
+    stack::CacheUse,
 };
 
 /// What the deployment's cache allows, cluster by cluster.
@@ -28,6 +32,7 @@ pub enum CacheGate {
     /// The cache's phase on each cluster it is staged on.
     Staged {
         name: String,
+        size_gib: Option<u64>,
         phases: BTreeMap<String, (Phase, String)>,
     },
 }
@@ -35,12 +40,20 @@ pub enum CacheGate {
 #[derive(Deserialize)]
 struct CacheView {
     #[serde(default)]
+    spec: Option<ModelCacheSpec>,
+    #[serde(default)]
     status: ModelCacheStatus,
 }
 
 impl CacheGate {
-    pub fn read(req: &RunFunctionRequest, cache_name: Option<&str>) -> Self {
-        let Some(name) = cache_name else {
+    pub fn read(req: &RunFunctionRequest, spec: &ModelDeploymentSpec) -> Self {
+        let Some(name) = spec
+            .template
+            .spec
+            .model_cache_ref
+            .as_ref()
+            .map(|r| r.name.as_str())
+        else {
             return Self::NotUsed;
         };
         let Some(found) = request::required_resources(req, CACHE) else {
@@ -62,8 +75,23 @@ impl CacheGate {
             .collect();
         Self::Staged {
             name: name.to_owned(),
+            size_gib: cache.spec.as_ref().and_then(|s| size_gib(&s.size)),
             phases,
         }
+    }
+
+    /// The cache the engines load from, as the stacks see it.
+    pub fn cache_use<'a>(&'a self, namespace: &'a str) -> Option<CacheUse<'a>> {
+        let (name, size_gib) = match self {
+            Self::NotUsed | Self::Unresolved => return None,
+            Self::Missing { name } => (name, None),
+            Self::Staged { name, size_gib, .. } => (name, *size_gib),
+        };
+        Some(CacheUse {
+            namespace,
+            name,
+            size_gib,
+        })
     }
 
     /// Why engines may not start on `cluster` yet, or `None` when they may.
@@ -74,7 +102,7 @@ impl CacheGate {
             Self::Missing { name } => Some(format!(
                 "ModelCache {name:?} (spec.template.spec.modelCacheRef) not found"
             )),
-            Self::Staged { name, phases } => match phases.get(cluster) {
+            Self::Staged { name, phases, .. } => match phases.get(cluster) {
                 Some((Phase::Ready, _)) => None,
                 Some((phase, reason)) if reason.is_empty() => {
                     Some(format!("ModelCache {name:?} is {phase:?} on {cluster}"))
@@ -84,6 +112,53 @@ impl CacheGate {
                 }
                 None => Some(format!("ModelCache {name:?} is not staged on {cluster} yet")),
             },
+        }
+    }
+}
+
+/// A Kubernetes quantity (`1Ti`, `500Gi`, `800G`, bytes) in whole GiB, rounded up; None when it does not parse.
+pub fn size_gib(quantity: &str) -> Option<u64> {
+    let quantity = quantity.trim();
+    let split = quantity
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(quantity.len());
+    let (number, suffix) = quantity.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let scale: f64 = match suffix {
+        "" => 1.0,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        _ => return None,
+    };
+    let gib = (number * scale / 1024f64.powi(3)).ceil();
+    // Bounded: a quantity past u64 GiB is not a cache anyone stages.
+    (0.0..1e15).contains(&gib).then_some(gib as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_gib;
+
+    #[test]
+    fn quantities_become_whole_gib() {
+        for (quantity, gib) in [
+            ("1Ti", Some(1024)),
+            ("500Gi", Some(500)),
+            ("1G", Some(1)),
+            ("0.5Ti", Some(512)),
+            ("1073741824", Some(1)),
+            ("lots", None),
+            ("1Xi", None),
+        ] {
+            assert_eq!(size_gib(quantity), gib, "{quantity}");
         }
     }
 }
