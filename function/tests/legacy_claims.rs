@@ -122,7 +122,7 @@ fn legacy_cache() -> Value {
         "spec": {"claimRef": {"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelCache",
                               "name": "qwen3-coder", "namespace": "ml-team"},
                  "compositionRef": {"name": "modelcaches.modelplane.ai"},
-                 "huggingFace": {"repo": "Qwen/Qwen3-Coder-480B-A35B-Instruct"}, "size": "1Ti",
+                 "huggingFace": {"repo": "Qwen/Qwen3-Coder-480B-A35B-Instruct", "sizeGiB": 1024},
                  "clusterSelector": {"matchLabels": {"region": "us-east"}}}
     })
 }

@@ -80,7 +80,8 @@ pub fn report(
             let efa_interfaces = match pool.fabric.type_ {
                 FabricType::Efa => class
                     .and_then(|c| c.provisioning.eks.as_ref())
-                    .map_or(0, |eks| eks.efa_interfaces),
+                    .and_then(crate::compose::inference_class::efa_interfaces)
+                    .unwrap_or(0),
                 FabricType::None => 0,
             };
             PoolStatus {
@@ -108,18 +109,7 @@ pub fn report(
     let status = InferenceClusterStatus {
         stack: spec.stack,
         provider_config_name: provider_config_name(name),
-        cache_storage_class: spec
-            .cluster
-            .existing
-            .as_ref()
-            .and_then(|e| e.cache_storage_class.clone())
-            .or_else(|| {
-                spec.cluster
-                    .eks
-                    .as_ref()
-                    .and_then(|e| e.cache_storage_class.clone())
-            })
-            .unwrap_or_default(),
+        cache_storage_class: cache_storage_class(out, spec),
         model_express_address: stack.model_express_address(),
         kai_queue: stack.kai_queue().map(str::to_owned),
         pools,
@@ -129,6 +119,27 @@ pub fn report(
         out.status = map;
     }
     out.ready = Some(all_ready);
+}
+
+/// The class ModelCaches stage on: on an existing cluster the one the user names; on EKS Modelplane's own EFS
+/// class, reported only once its StorageClass is observed on the cluster, so no cache volume waits on a class
+/// that does not exist yet.
+fn cache_storage_class(out: &Output, spec: &InferenceClusterSpec) -> String {
+    match spec.cluster.source {
+        Source::Existing => spec
+            .cluster
+            .existing
+            .as_ref()
+            .and_then(|e| e.cache.as_ref())
+            .map(|c| c.storage_class_name.clone())
+            .unwrap_or_default(),
+        Source::Eks => out
+            .resources
+            .get(eks::KEY_STORAGE_CLASS)
+            .filter(|c| c.ready)
+            .map(|_| eks::EFS_STORAGE_CLASS.to_owned())
+            .unwrap_or_default(),
+    }
 }
 
 fn pool_ready(out: &Output, spec: &InferenceClusterSpec, pool: &str) -> bool {

@@ -86,6 +86,12 @@ struct JobStatusView {
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let cache: ModelCache = xr.parse()?;
+    if cache.spec.hugging_face.size_gib == 0 {
+        return Err(ComposeError::new(
+            "spec.huggingFace.sizeGiB",
+            "must be at least 1: the volume holds the whole snapshot",
+        ));
+    }
     let namespace = cache
         .metadata
         .effective_namespace()
@@ -278,7 +284,7 @@ fn stage(
     let volume = hydrate::volume_claim(
         cache_name,
         namespace,
-        &cache.spec.size,
+        &cache.spec.hugging_face.volume_size(),
         &status.cache_storage_class,
     );
     let volume_ready = observed_ready(req, &key("volume"));

@@ -75,7 +75,11 @@ impl CacheGate {
             .collect();
         Self::Staged {
             name: name.to_owned(),
-            size_gib: cache.spec.as_ref().and_then(|s| size_gib(&s.size)),
+            size_gib: cache
+                .spec
+                .as_ref()
+                .map(|s| u64::from(s.hugging_face.size_gib))
+                .filter(|gib| *gib > 0),
             phases,
         }
     }
@@ -112,53 +116,6 @@ impl CacheGate {
                 }
                 None => Some(format!("ModelCache {name:?} is not staged on {cluster} yet")),
             },
-        }
-    }
-}
-
-/// A Kubernetes quantity (`1Ti`, `500Gi`, `800G`, bytes) in whole GiB, rounded up; None when it does not parse.
-pub fn size_gib(quantity: &str) -> Option<u64> {
-    let quantity = quantity.trim();
-    let split = quantity
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(quantity.len());
-    let (number, suffix) = quantity.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let scale: f64 = match suffix {
-        "" => 1.0,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        _ => return None,
-    };
-    let gib = (number * scale / 1024f64.powi(3)).ceil();
-    // Bounded: a quantity past u64 GiB is not a cache anyone stages.
-    (0.0..1e15).contains(&gib).then_some(gib as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::size_gib;
-
-    #[test]
-    fn quantities_become_whole_gib() {
-        for (quantity, gib) in [
-            ("1Ti", Some(1024)),
-            ("500Gi", Some(500)),
-            ("1G", Some(1)),
-            ("0.5Ti", Some(512)),
-            ("1073741824", Some(1)),
-            ("lots", None),
-            ("1Xi", None),
-        ] {
-            assert_eq!(size_gib(quantity), gib, "{quantity}");
         }
     }
 }

@@ -39,9 +39,9 @@ fn worker_container(out: &Output, cluster: &str, on_dynamo: bool) -> Value {
     pod["containers"][0].clone()
 }
 
-fn sized_cache(clusters: &[Value], size: &str) -> Value {
+fn sized_cache(clusters: &[Value], size_gib: u32) -> Value {
     let mut c = cache(clusters, "Ready");
-    c["spec"] = json!({"huggingFace": {"repo": "Qwen/Qwen3-Coder-480B-A35B-Instruct"}, "size": size});
+    c["spec"] = json!({"huggingFace": {"repo": "Qwen/Qwen3-Coder-480B-A35B-Instruct", "sizeGiB": size_gib}});
     c
 }
 
@@ -54,7 +54,7 @@ fn serving_containers_get_startup_and_readiness_probes_on_both_stacks_and_worker
         let out = compose_with_cache(
             seed(),
             std::slice::from_ref(&cluster),
-            &[sized_cache(std::slice::from_ref(&cluster), "1Ti")],
+            &[sized_cache(std::slice::from_ref(&cluster), 1024)],
         );
         let leader = leader_container(&out, &name, on_dynamo);
         assert_eq!(
@@ -86,8 +86,8 @@ fn the_startup_budget_is_an_hour_when_the_size_is_unknown_and_grows_with_the_cac
         leader_container(&unknown, WEST, false)["startupProbe"]["failureThreshold"],
         360
     );
-    let small = compose_with_cache(seed(), &[standard()], &[sized_cache(&[standard()], "100Gi")]);
-    let big = compose_with_cache(seed(), &[standard()], &[sized_cache(&[standard()], "2Ti")]);
+    let small = compose_with_cache(seed(), &[standard()], &[sized_cache(&[standard()], 100)]);
+    let big = compose_with_cache(seed(), &[standard()], &[sized_cache(&[standard()], 2048)]);
     let threshold = |out: &Output| {
         leader_container(out, WEST, false)["startupProbe"]["failureThreshold"]
             .as_u64()
@@ -610,7 +610,7 @@ fn a_cluster_offers_its_pools_with_their_bounds_while_an_optional_component_is_n
         "metadata": {"name": "onprem"},
         "spec": {"stack": "Standard",
                  "cluster": {"source": "Existing", "existing": {
-                     "kubeconfigSecretRef": {"name": "onprem-kubeconfig", "namespace": "platform"}}},
+                     "secretRef": {"name": "onprem-kubeconfig", "key": "kubeconfig"}}},
                  "taints": [{"key": "dedicated", "value": "inference", "effect": "NoSchedule"}],
                  "nodePools": [{"name": "gpu", "className": "eks-h200-8x", "nodeCount": 2,
                                 "minNodeCount": 1, "maxNodeCount": 6}]}});
