@@ -8,17 +8,33 @@ use prost::Message;
 use crate::{
     api::{ObjectMeta, TypeMeta},
     compose::{self, ComposeFn, Output},
-    proto::v1::{Capability, Ready, Requirements, RunFunctionRequest, RunFunctionResponse, Status},
+    limits::{self, Deadline},
+    proto::v1::{
+        Capability, Ready, Requirements, ResponseMeta, RunFunctionRequest, RunFunctionResponse, Status,
+    },
     sdk::{request, response},
 };
 
-/// Crossplane's gRPC client accepts responses up to 4 MiB (grpc-go's default receive limit).
-pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+pub use crate::limits::MAX_RESPONSE_BYTES;
 
-/// Runs one request through the composer for its composite kind. Never panics: a composer that panics fails
-/// this request with a FATAL result and leaves the process serving.
+/// Runs one request through the composer for its composite kind, on a thread of its own with the default
+/// deadline. Never panics: a composer that panics fails this request with a FATAL result and leaves the process
+/// serving.
 pub fn run_function(req: RunFunctionRequest) -> RunFunctionResponse {
-    run_with(compose::COMPOSERS, req)
+    run_function_until(req, Deadline::default())
+}
+
+/// [`run_function`] under `deadline`; the server cancels it when the caller goes away.
+pub fn run_function_until(req: RunFunctionRequest, deadline: Deadline) -> RunFunctionResponse {
+    let tag = req.meta.as_ref().map(|meta| meta.tag.clone()).unwrap_or_default();
+    limits::run_bounded(deadline, move || run_with(compose::COMPOSERS, req)).unwrap_or_else(|| {
+        let mut rsp = RunFunctionResponse {
+            meta: Some(ResponseMeta { tag, ttl: None }),
+            ..Default::default()
+        };
+        response::fatal(&mut rsp, "internal error: cannot start a thread for the call");
+        rsp
+    })
 }
 
 /// [`run_function`] with its table of composers given (tests inject composers that misbehave).
@@ -29,10 +45,11 @@ pub fn run_with(composers: &[(&str, ComposeFn)], req: RunFunctionRequest) -> Run
     match outcome.and_then(|out| apply(&mut rsp, out, caller)) {
         Ok(()) => limit_size(rsp, caller),
         Err(message) => {
+            let message = limits::bound_message(message);
             // Not `message`: that is the event's own key in JSON logs, and a second one would shadow it.
             tracing::warn!(reason = %message, "composition failed");
             response::fatal(&mut rsp, message);
-            rsp
+            limit_size(rsp, caller)
         }
     }
 }
@@ -164,17 +181,28 @@ fn apply(rsp: &mut RunFunctionResponse, out: Output, caller: Caller) -> Result<(
     Ok(())
 }
 
-/// Replaces a response Crossplane could not receive with a FATAL result that says why. Nothing is lost: on a
-/// FATAL result Crossplane applies nothing and keeps what already exists.
+/// Replaces a response Crossplane could not receive with a FATAL result that says why, keeping any FATAL result
+/// it already had (their messages are bounded). Nothing is lost: on a FATAL result Crossplane applies nothing
+/// and keeps what already exists.
 fn limit_size(rsp: RunFunctionResponse, caller: Caller) -> RunFunctionResponse {
     let size = rsp.encoded_len();
     if size <= MAX_RESPONSE_BYTES {
         return rsp;
     }
+    let fatal = crate::proto::v1::Severity::Fatal as i32;
     let mut small = RunFunctionResponse {
         meta: rsp.meta,
+        results: rsp
+            .results
+            .into_iter()
+            .filter(|r| r.severity == fatal)
+            .take(1)
+            .collect(),
         ..Default::default()
     };
+    if !small.results.is_empty() {
+        return small;
+    }
     response::fatal(
         &mut small,
         format!(

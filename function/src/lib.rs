@@ -9,11 +9,14 @@
 //! - [`compose`]: one pure composer per XR kind: typed input in, desired objects out. No I/O, no clock.
 //! - [`sdk`]: request readers and response writers named as in Crossplane's function SDKs.
 //! - [`wire`]: `google.protobuf.Struct` kept as bytes and decoded straight into typed views.
+//! - [`limits`]: what one call may cost, its deadline and its stack; [`cel`]: DRA CEL selectors under a budget.
 //! - [`server`]: the tonic server Crossplane talks to; [`render`]: the same handler offline.
 
 pub mod api;
+pub mod cel;
 pub mod compose;
 pub mod dispatch;
+pub mod limits;
 pub mod proto;
 pub mod render;
 pub mod schedule;

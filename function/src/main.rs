@@ -2,12 +2,12 @@
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, builder::BoolishValueParser};
 use modelplane_function::{
     proto::v1::{RunFunctionRequest, RunFunctionResponse, Severity, function_runner_service_client},
     render::{self, Format, Inputs, RenderError},
     run_function,
-    server::{self, ServeOptions},
+    server::{self, ConnectionLimits, ServeOptions},
 };
 
 #[derive(Parser)]
@@ -37,14 +37,31 @@ struct ServeArgs {
     #[arg(long, env = "TLS_SERVER_CERTS_DIR")]
     tls_certs_dir: Option<PathBuf>,
     /// Serve plaintext gRPC (for `crossplane render`'s Development runtime). Wins over --tls-certs-dir.
-    #[arg(long, env = "INSECURE")]
+    /// INSECURE accepts true/false, 1/0, yes/no, on/off.
+    #[arg(long, env = "INSECURE", value_parser = BoolishValueParser::new(), num_args = 0..=1,
+          default_value = "false", default_missing_value = "true")]
     insecure: bool,
-    /// Log at debug level.
-    #[arg(long, short = 'd', env = "DEBUG")]
+    /// Log at debug level. DEBUG accepts true/false, 1/0, yes/no, on/off.
+    #[arg(long, short = 'd', env = "DEBUG", value_parser = BoolishValueParser::new(), num_args = 0..=1,
+          default_value = "false", default_missing_value = "true")]
     debug: bool,
     /// Largest request accepted, in MiB. Fleet-sized observed states can pass Crossplane's 4 MiB default.
     #[arg(long, env = "MAX_RECV_MESSAGE_SIZE", default_value_t = 16)]
     max_recv_message_size: usize,
+    /// Connections open at once; more wait in the kernel's backlog, unaccepted.
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = ConnectionLimits::default().max_connections)]
+    max_connections: usize,
+    /// Calls in flight on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS).
+    #[arg(long, env = "MAX_CONCURRENT_STREAMS",
+          default_value_t = ConnectionLimits::default().max_concurrent_streams)]
+    max_concurrent_streams: u32,
+    /// Calls composing at once across all connections; the others wait their turn.
+    #[arg(long, env = "MAX_CONCURRENT_CALLS", default_value_t = ConnectionLimits::default().max_concurrent_calls)]
+    max_concurrent_calls: usize,
+    /// Seconds a new connection has to send the HTTP/2 preface (or finish the TLS handshake) before it is closed.
+    #[arg(long, env = "HANDSHAKE_TIMEOUT_SECONDS",
+          default_value_t = ConnectionLimits::default().handshake_timeout.as_secs())]
+    handshake_timeout_seconds: u64,
 }
 
 #[derive(Args)]
@@ -130,6 +147,12 @@ async fn serve_command(args: ServeArgs) -> ExitCode {
         address,
         tls_certs_dir,
         max_recv_message_size: args.max_recv_message_size.saturating_mul(1024 * 1024),
+        limits: ConnectionLimits {
+            max_connections: args.max_connections,
+            max_concurrent_streams: args.max_concurrent_streams,
+            max_concurrent_calls: args.max_concurrent_calls,
+            handshake_timeout: std::time::Duration::from_secs(args.handshake_timeout_seconds),
+        },
     };
     match server::serve(options).await {
         Ok(()) => ExitCode::SUCCESS,

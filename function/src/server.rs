@@ -1,16 +1,34 @@
 //! The gRPC server Crossplane calls: both RunFunction packages, the standard health service, mutual TLS with
 //! ALPN `h2` (grpc-go clients refuse a TLS server that does not negotiate it), and graceful shutdown.
+//!
+//! Connections are bounded so that no client can exhaust the process: at most `max_connections` are open (the
+//! rest wait in the kernel's backlog, unaccepted), each must deliver its first bytes within the handshake
+//! timeout, each carries at most `max_concurrent_streams` calls, and at most `max_concurrent_calls` compose at
+//! once while the others wait.
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
 
 use prost::Message;
+use tokio::{
+    io::{AsyncRead, AsyncWrite, ReadBuf},
+    net::{TcpListener, TcpStream},
+    sync::{OwnedSemaphorePermit, Semaphore},
+};
 use tonic::{
     Request, Response, Status,
-    transport::{Certificate, Identity, Server, ServerTlsConfig},
+    transport::{Certificate, Identity, Server, ServerTlsConfig, server::Connected},
 };
 
 use crate::{
-    dispatch::run_function,
+    dispatch::run_function_until,
+    limits::{CALL_TIMEOUT, Deadline},
     proto::{v1, v1beta1},
 };
 
@@ -22,14 +40,49 @@ pub struct ServeOptions {
     pub tls_certs_dir: Option<PathBuf>,
     /// Largest request accepted, in bytes.
     pub max_recv_message_size: usize,
+    pub limits: ConnectionLimits,
+}
+
+/// Bounds on what clients may hold open.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Connections open at once; more wait unaccepted.
+    pub max_connections: usize,
+    /// Calls in flight on one HTTP/2 connection (`SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub max_concurrent_streams: u32,
+    /// Calls composing at once across all connections; the rest wait their turn.
+    pub max_concurrent_calls: usize,
+    /// Time a new connection has to send its first bytes (the HTTP/2 preface or a TLS ClientHello) and finish a
+    /// TLS handshake.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 128,
+            max_concurrent_streams: 128,
+            max_concurrent_calls: 16,
+            handshake_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {}: {source}", path.display())]
     ReadCertificate { path: PathBuf, source: std::io::Error },
+    #[error("{}: {reason}", path.display())]
+    BadCertificate { path: PathBuf, reason: String },
+    #[error("the certificates in {} do not work together: {reason}", dir.display())]
+    TlsSetup { dir: PathBuf, reason: String },
     #[error("cannot configure TLS: {0}")]
     Tls(#[source] tonic::transport::Error),
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot serve on {address}: {source}")]
     Serve {
         address: SocketAddr,
@@ -39,6 +92,22 @@ pub enum ServeError {
 
 /// Serves v1 and v1beta1 RunFunction until SIGTERM or Ctrl-C, then lets in-flight calls finish.
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
+    let listener = TcpListener::bind(options.address)
+        .await
+        .map_err(|source| ServeError::Listen {
+            address: options.address,
+            source,
+        })?;
+    serve_on(listener, options).await
+}
+
+/// [`serve`] on a listener already bound (tests bind port 0 and read the address back).
+pub async fn serve_on(listener: TcpListener, options: ServeOptions) -> Result<(), ServeError> {
+    let limits = options.limits;
+    let tls = match &options.tls_certs_dir {
+        Some(dir) => Some(tls_config(dir)?.timeout(limits.handshake_timeout)),
+        None => None,
+    };
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_serving::<v1::function_runner_service_server::FunctionRunnerServiceServer<Runner>>()
@@ -47,46 +116,202 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         .set_serving::<v1beta1::function_runner_service_server::FunctionRunnerServiceServer<Runner>>()
         .await;
 
-    let v1_service = v1::function_runner_service_server::FunctionRunnerServiceServer::new(Runner)
+    let runner = Runner::new(limits.max_concurrent_calls);
+    let v1_service = v1::function_runner_service_server::FunctionRunnerServiceServer::new(runner.clone())
         .max_decoding_message_size(options.max_recv_message_size)
         .max_encoding_message_size(usize::MAX);
-    let v1beta1_service = v1beta1::function_runner_service_server::FunctionRunnerServiceServer::new(Runner)
+    let v1beta1_service = v1beta1::function_runner_service_server::FunctionRunnerServiceServer::new(runner)
         .max_decoding_message_size(options.max_recv_message_size)
         .max_encoding_message_size(usize::MAX);
 
-    let mut builder = Server::builder().http2_keepalive_interval(Some(Duration::from_secs(30)));
-    if let Some(dir) = &options.tls_certs_dir {
-        builder = builder.tls_config(tls_config(dir)?).map_err(ServeError::Tls)?;
+    let mut builder = Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        // Past Crossplane's own timeout nobody reads the answer; tonic drops the call, which cancels it.
+        .timeout(CALL_TIMEOUT);
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls).map_err(ServeError::Tls)?;
     }
-    tracing::info!(address = %options.address, tls = options.tls_certs_dir.is_some(), "serving RunFunction");
+    let address = listener.local_addr().unwrap_or(options.address);
+    tracing::info!(%address, tls = options.tls_certs_dir.is_some(), "serving RunFunction");
     builder
+        .layer(ResourceExhaustedLayer)
         .add_service(health_service)
         .add_service(v1_service)
         .add_service(v1beta1_service)
-        .serve_with_shutdown(options.address, shutdown_signal())
+        .serve_with_incoming_shutdown(bounded_incoming(listener, limits), shutdown_signal())
         .await
-        .map_err(|source| ServeError::Serve {
-            address: options.address,
-            source,
-        })?;
+        .map_err(|source| ServeError::Serve { address, source })?;
     tracing::info!("stopped");
     Ok(())
 }
 
+/// Accepts connections only while fewer than `max_connections` are open, each under a handshake deadline.
+fn bounded_incoming(
+    listener: TcpListener,
+    limits: ConnectionLimits,
+) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<BoundedConnection>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    tokio::spawn(async move {
+        loop {
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                return;
+            };
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors or a connection reset before accept: wait, then go on.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let connection = BoundedConnection {
+                stream,
+                _permit: permit,
+                handshake: Some(Box::pin(tokio::time::sleep(limits.handshake_timeout))),
+                received: 0,
+            };
+            if tx.send(Ok(connection)).await.is_err() {
+                return;
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// The HTTP/2 client preface is 24 bytes, and a TLS ClientHello is longer: a client that has sent fewer by the
+/// handshake deadline is not a client.
+const HANDSHAKE_BYTES: usize = 24;
+
+/// A connection that holds one of the server's connection permits until closed, and fails its reads if its
+/// first [`HANDSHAKE_BYTES`] do not arrive in time.
+struct BoundedConnection {
+    stream: TcpStream,
+    _permit: OwnedSemaphorePermit,
+    handshake: Option<Pin<Box<tokio::time::Sleep>>>,
+    received: usize,
+}
+
+impl AsyncRead for BoundedConnection {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.stream).poll_read(cx, buf);
+        if this.handshake.is_some() {
+            this.received += buf.filled().len() - before;
+            if this.received >= HANDSHAKE_BYTES {
+                this.handshake = None;
+            } else if polled.is_pending()
+                && let Some(sleep) = this.handshake.as_mut()
+                && sleep.as_mut().poll(cx).is_ready()
+            {
+                return Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the client sent no HTTP/2 preface or TLS handshake in time",
+                )));
+            }
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for BoundedConnection {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+impl Connected for BoundedConnection {
+    type ConnectInfo = <TcpStream as Connected>::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
 /// Server certificate and key (PKCS#1 or PKCS#8 PEM, as Crossplane writes them) and the CA every client
-/// certificate must chain to. Clients without a certificate are refused.
-fn tls_config(dir: &std::path::Path) -> Result<ServerTlsConfig, ServeError> {
+/// certificate must chain to. Clients without a certificate are refused. Each file is checked here, so a bad
+/// one is named with its reason before the server starts rather than failing every handshake later.
+fn tls_config(dir: &Path) -> Result<ServerTlsConfig, ServeError> {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+
     // rustls picks its crypto from crate features only when exactly one provider is compiled in. Built in one
     // workspace with the AWS SDK (aws-lc), both are, so name ours: ring, as tonic's `tls-ring` feature intends.
     // An error only means a provider is already installed, which is fine.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let read = |name: &str| {
         let path = dir.join(name);
-        std::fs::read(&path).map_err(|source| ServeError::ReadCertificate { path, source })
+        std::fs::read(&path)
+            .map(|bytes| (path.clone(), bytes))
+            .map_err(|source| ServeError::ReadCertificate { path, source })
     };
+    let bad = |path: &Path, reason: String| ServeError::BadCertificate {
+        path: path.to_owned(),
+        reason,
+    };
+    let certificates = |path: &Path, pem: &[u8]| {
+        let certs = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(path, format!("not PEM certificates: {e}")))?;
+        if certs.is_empty() {
+            return Err(bad(path, "holds no PEM certificate".into()));
+        }
+        Ok(certs)
+    };
+    let (cert_path, cert_pem) = read("tls.crt")?;
+    let (key_path, key_pem) = read("tls.key")?;
+    let (ca_path, ca_pem) = read("ca.crt")?;
+    let chain = certificates(&cert_path, &cert_pem)?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem)
+        .map_err(|e| bad(&key_path, format!("holds no usable PEM private key: {e}")))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in certificates(&ca_path, &ca_pem)? {
+        roots
+            .add(ca)
+            .map_err(|e| bad(&ca_path, format!("is not a usable CA certificate: {e}")))?;
+    }
+    let setup = |reason: String| ServeError::TlsSetup {
+        dir: dir.to_owned(),
+        reason,
+    };
+    let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
+        .build()
+        .map_err(|e| setup(format!("{}: {e}", ca_path.display())))?;
+    rustls::ServerConfig::builder()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| setup(format!("{} and {}: {e}", cert_path.display(), key_path.display())))?;
     Ok(ServerTlsConfig::new()
-        .identity(Identity::from_pem(read("tls.crt")?, read("tls.key")?))
-        .client_ca_root(Certificate::from_pem(read("ca.crt")?))
+        .identity(Identity::from_pem(cert_pem, key_pem))
+        .client_ca_root(Certificate::from_pem(ca_pem))
         .client_auth_optional(false))
 }
 
@@ -118,20 +343,104 @@ async fn shutdown_signal() {
     tracing::info!("shutting down; finishing in-flight requests");
 }
 
+/// grpc-go answers a request over its size limit with RESOURCE_EXHAUSTED; tonic says OUT_OF_RANGE. Crossplane
+/// is a grpc-go client, so say what it expects.
+#[derive(Debug, Clone, Copy)]
+struct ResourceExhaustedLayer;
+
+impl<S> tower::Layer<S> for ResourceExhaustedLayer {
+    type Service = ResourceExhausted<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ResourceExhausted(inner)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct ResourceExhausted<S>(S);
+
+type BoxFuture<T> = Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+impl<S, Req, B> tower::Service<Req> for ResourceExhausted<S>
+where
+    S: tower::Service<Req, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<B>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let call = self.0.call(request);
+        Box::pin(async move {
+            let mut rsp = call.await?;
+            let headers = rsp.headers_mut();
+            let too_large = headers.get("grpc-status").is_some_and(|s| s == "11")
+                && headers
+                    .get("grpc-message")
+                    .and_then(|m| m.to_str().ok())
+                    // grpc-message is percent-encoded.
+                    .is_some_and(|m| m.replace("%20", " ").contains("decoded message length too large"));
+            if too_large {
+                headers.insert("grpc-status", http::HeaderValue::from_static("8"));
+            }
+            Ok(rsp)
+        })
+    }
+}
+
 /// The RunFunction service for both packages.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Runner;
+#[derive(Debug, Clone)]
+pub struct Runner {
+    calls: Arc<Semaphore>,
+}
+
+impl Runner {
+    pub fn new(max_concurrent_calls: usize) -> Self {
+        Self {
+            calls: Arc::new(Semaphore::new(max_concurrent_calls.max(1))),
+        }
+    }
+}
+
+impl Default for Runner {
+    fn default() -> Self {
+        Self::new(ConnectionLimits::default().max_concurrent_calls)
+    }
+}
 
 fn tag_of(req: &v1::RunFunctionRequest) -> &str {
     req.meta.as_ref().map_or("", |meta| meta.tag.as_str())
 }
 
-fn run_logged(req: v1::RunFunctionRequest) -> v1::RunFunctionResponse {
-    let span = tracing::info_span!("RunFunction", tag = %tag_of(&req));
-    let _entered = span.enter();
-    let rsp = run_function(req);
-    tracing::debug!(results = rsp.results.len(), "responded");
-    rsp
+impl Runner {
+    /// Runs the call off the async workers, on its own thread under a deadline, once a call slot is free. If
+    /// tonic drops this future (the client went away, or its `grpc-timeout` or ours passed) the call is
+    /// cancelled and stops at its next check.
+    async fn run_logged(&self, req: v1::RunFunctionRequest) -> Result<v1::RunFunctionResponse, Status> {
+        let span = tracing::info_span!("RunFunction", tag = %crate::limits::cut(tag_of(&req), 256));
+        let deadline = Deadline::default();
+        let _slot = self
+            .calls
+            .acquire()
+            .await
+            .map_err(|_| Status::unavailable("the server is shutting down"))?;
+        let cancel = deadline.cancel_on_drop();
+        let rsp = tokio::task::spawn_blocking(move || {
+            let _entered = span.enter();
+            let rsp = run_function_until(req, deadline);
+            tracing::debug!(results = rsp.results.len(), "responded");
+            rsp
+        })
+        .await
+        .map_err(|e| Status::internal(format!("the call's thread failed: {e}")));
+        cancel.disarm();
+        rsp
+    }
 }
 
 #[tonic::async_trait]
@@ -140,7 +449,7 @@ impl v1::function_runner_service_server::FunctionRunnerService for Runner {
         &self,
         request: Request<v1::RunFunctionRequest>,
     ) -> Result<Response<v1::RunFunctionResponse>, Status> {
-        Ok(Response::new(run_logged(request.into_inner())))
+        Ok(Response::new(self.run_logged(request.into_inner()).await?))
     }
 }
 
@@ -152,7 +461,7 @@ impl v1beta1::function_runner_service_server::FunctionRunnerService for Runner {
         request: Request<v1beta1::RunFunctionRequest>,
     ) -> Result<Response<v1beta1::RunFunctionResponse>, Status> {
         let req = reencode::<_, v1::RunFunctionRequest>(&request.into_inner())?;
-        let rsp = run_logged(req);
+        let rsp = self.run_logged(req).await?;
         Ok(Response::new(reencode(&rsp)?))
     }
 }

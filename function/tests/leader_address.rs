@@ -61,8 +61,11 @@ fn gang_workload(cluster: &str, copies: u32, workers: u32) -> Value {
         },
     );
     let out = compose(&req, &RawStruct::from_value(&xr).unwrap()).unwrap();
-    Value::Object(out.resources["replica-0-qwen3-coder"].object.clone())["spec"]["forProvider"]["manifest"]
-        .clone()
+    let key = format!(
+        "replica-0-{}-qwen3-coder",
+        cluster["metadata"]["name"].as_str().unwrap()
+    );
+    Value::Object(out.resources[&key].object.clone())["spec"]["forProvider"]["manifest"].clone()
 }
 
 /// Kubernetes' `$(VAR)` expansion of `input` against `vars`.
@@ -103,11 +106,14 @@ fn resolve_env(env: &[Value], labels: &BTreeMap<String, String>) -> BTreeMap<Str
             .pointer("/valueFrom/fieldRef/fieldPath")
             .and_then(Value::as_str)
         {
-            let label = path
+            match path
                 .strip_prefix("metadata.labels['")
                 .and_then(|p| p.strip_suffix("']"))
-                .unwrap();
-            labels.get(label).cloned().unwrap_or_default()
+            {
+                Some(label) => labels.get(label).cloned().unwrap_or_default(),
+                // Other pod fields (name, uid, namespace) play no part in the address.
+                None => format!("<{path}>"),
+            }
         } else {
             expand(entry["value"].as_str().unwrap_or_default(), &vars)
         };

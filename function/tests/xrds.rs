@@ -128,7 +128,7 @@ fn source_rules_require_the_matching_block_and_only_it() {
         ),
         (
             json!({"source": "Existing", "eks": {"region": "us-east-1"},
-                   "existing": {"kubeconfigSecretRef": {"name": "k", "namespace": "ns"}}}),
+                   "existing": {"secretRef": {"name": "k"}}}),
             "eks is only allowed when source is EKS",
         ),
         (json!({}), "eks is required when source is EKS"),
@@ -181,8 +181,7 @@ fn node_pool_rules_reject_duplicates_bad_bounds_and_unzoned_capacity_blocks() {
 
 #[test]
 fn efa_and_capacity_blocks_need_an_eks_cluster() {
-    let existing =
-        json!({"source": "Existing", "existing": {"kubeconfigSecretRef": {"name": "k", "namespace": "ns"}}});
+    let existing = json!({"source": "Existing", "existing": {"secretRef": {"name": "k"}}});
     let mut efa = eks_spec();
     efa["cluster"] = existing.clone();
     efa["nodePools"][0]["fabric"] = json!({"type": "EFA"});
@@ -201,6 +200,42 @@ fn efa_and_capacity_blocks_need_an_eks_cluster() {
         &cluster(block),
         None,
         "capacityBlock needs cluster.source EKS",
+    );
+}
+
+#[test]
+fn an_eks_cluster_needs_only_a_region_and_defaults_to_a_public_endpoint() {
+    let schema = cluster_schema();
+    let mut spec = eks_spec();
+    spec["cluster"]["eks"] = json!({"region": "us-west-2"});
+    let xr = cluster(spec);
+    assert_eq!(problems(&schema, &xr, None), Vec::<String>::new());
+    // The API server defaults the inside of an object its `default: {}` created; kube-cel's defaulting makes
+    // one pass, so a second pass stands in for that.
+    let defaulted = kube_cel::apply_defaults(&schema, &kube_cel::apply_defaults(&schema, &xr));
+    let eks = &defaulted["spec"]["cluster"]["eks"];
+    assert_eq!(eks["networking"]["endpointPublicAccess"], true);
+    assert_eq!(
+        eks["credentials"],
+        json!({"type": "ClusterProviderConfig", "name": "default"})
+    );
+}
+
+#[test]
+fn networking_rejects_a_cidr_that_is_not_one_and_a_closed_endpoint() {
+    let schema = cluster_schema();
+    for cidr in ["10.0.0.0", "10.0.0.0/8", "fd00::/48", "ten"] {
+        let mut spec = eks_spec();
+        spec["cluster"]["eks"]["networking"] = json!({"vpcCidr": cidr});
+        assert_rejected(&schema, &cluster(spec), None, "must be an IPv4 CIDR");
+    }
+    let mut closed = eks_spec();
+    closed["cluster"]["eks"]["networking"] = json!({"endpointPublicAccess": false});
+    assert_rejected(
+        &schema,
+        &cluster(closed),
+        None,
+        "at least one of endpointPublicAccess",
     );
 }
 

@@ -32,7 +32,8 @@ EXAMPLE_CLASS = yaml.safe_load(EXAMPLE_CLASS_FILE.read_text())
 STARTUP_DEADLINE_SECONDS = 20
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 # Settings the server reads from the environment; a developer's shell must not leak them into the tests.
-SERVER_ENV = ("ADDRESS", "TLS_SERVER_CERTS_DIR", "INSECURE", "DEBUG", "MAX_RECV_MESSAGE_SIZE", "RUST_LOG")
+SERVER_ENV = ("ADDRESS", "TLS_SERVER_CERTS_DIR", "INSECURE", "DEBUG", "MAX_RECV_MESSAGE_SIZE", "RUST_LOG",
+              "MAX_CONNECTIONS", "MAX_CONCURRENT_STREAMS", "MAX_CONCURRENT_CALLS", "HANDSHAKE_TIMEOUT_SECONDS")
 SERVING = wire.field(1, wire.VARINT, 1)  # grpc.health.v1.HealthCheckResponse{status: SERVING}
 
 

@@ -57,7 +57,7 @@ fn the_binary_exits_non_zero_and_names_the_field_on_a_bad_example() {
     copy("package/configuration/xrds/modelcaches.yaml");
     let bad = std::fs::read_to_string(repo_root().join("examples/caches/qwen3-coder.yaml"))
         .unwrap()
-        .replace("size: 1Ti", "size: lots");
+        .replace("sizeGiB: 1024", "sizeGiB: 0");
     std::fs::create_dir_all(dir.path().join("examples")).unwrap();
     std::fs::write(dir.path().join("examples/cache.yaml"), bad).unwrap();
 
@@ -73,7 +73,7 @@ fn the_binary_exits_non_zero_and_names_the_field_on_a_bad_example() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("error: examples/cache.yaml#0: ModelCache/qwen3-coder: spec.size: size must be a positive quantity"),
+        stderr.contains("error: examples/cache.yaml#0: ModelCache/qwen3-coder: spec.huggingFace.sizeGiB:"),
         "{stderr}"
     );
     // Kinds whose XRDs are absent are only "missing" until --strict.

@@ -40,11 +40,16 @@ pub struct Device {
     #[serde(default)]
     pub device_class_name: String,
     /// Devices of this kind on each node.
+    #[serde(default = "one")]
     pub count: u32,
     #[serde(default)]
     pub attributes: BTreeMap<String, Attribute>,
     #[serde(default)]
     pub capacity: BTreeMap<String, Capacity>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// A typed device attribute, as in DRA's `DeviceAttribute`: exactly one field is set.
@@ -70,8 +75,26 @@ pub struct Capacity {
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct Provisioning {
+    /// Which cloud provisions pools of this class. Upstream Modelplane requires it; a class written before it
+    /// existed is read as EKS when it carries `eks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<Provider>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eks: Option<EksProvisioning>,
+}
+
+/// The clouds upstream Modelplane provisions on. This function provisions EKS only; a pool of another cloud's
+/// class on an EKS cluster is refused by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub enum Provider {
+    #[serde(rename = "EKS")]
+    Eks,
+    #[serde(rename = "GKE")]
+    Gke,
+    #[serde(rename = "AKS")]
+    Aks,
+    Nebius,
+    Vultr,
 }
 
 /// What an EKS managed node group needs to run this class.
@@ -79,11 +102,28 @@ pub struct Provisioning {
 #[serde(rename_all = "camelCase")]
 pub struct EksProvisioning {
     pub instance_type: String,
-    #[serde(default, rename = "diskSizeGiB", skip_serializing_if = "Option::is_none")]
-    pub disk_size_gib: Option<u32>,
+    /// Root volume size in GB (upstream's name; EKS reads it as GiB).
+    #[serde(default = "default_disk_size_gb")]
+    pub disk_size_gb: u32,
+    /// The GPU the instance type carries; informational, as upstream (the scheduler reads `devices`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<Accelerator>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ami_type: Option<String>,
-    /// EFA network interfaces per node; 0 means no EFA.
-    #[serde(default)]
-    pub efa_interfaces: u32,
+    /// EFA network interfaces per node for EFA pools. Unset: the instance type's maximum (see
+    /// `compose::inference_class::efa_interfaces`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efa_interfaces: Option<u32>,
+}
+
+/// Upstream Modelplane's default root volume.
+fn default_disk_size_gb() -> u32 {
+    100
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct Accelerator {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub count: u32,
 }

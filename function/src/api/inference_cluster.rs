@@ -58,31 +58,74 @@ pub struct ClusterSource {
     pub existing: Option<ExistingCluster>,
 }
 
+/// An EKS cluster provider-eks provisions. Only `region` is needed: the network, the IAM roles, the add-ons and
+/// the EFS cache storage are composed too, unless the optional overrides name existing ones.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EksCluster {
     pub region: String,
-    /// Secret with AWS credentials for provider-eks; the default credential chain when unset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub credentials_secret_ref: Option<SecretKeyRef>,
+    /// The provider-eks ProviderConfig (or ClusterProviderConfig) the cluster's managed resources use.
+    #[serde(default)]
+    pub credentials: ProviderConfigRef,
+    /// An existing IAM role for the control plane; Modelplane creates one when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_role_arn: Option<String>,
+    /// An existing IAM role for the nodes; Modelplane creates one when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_role_arn: Option<String>,
     #[serde(default)]
     pub networking: EksNetworking,
-    /// A ReadWriteMany StorageClass for model caches (EFS CSI, say). Modelplane does not create one on EKS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_storage_class: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+/// Which provider config authenticates to AWS (upstream Modelplane's `spec.cluster.eks.credentials`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct ProviderConfigRef {
+    #[serde(rename = "type", default = "default_provider_config_kind")]
+    pub kind: ProviderConfigKind,
+    #[serde(default = "default_provider_config_name")]
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub enum ProviderConfigKind {
+    ProviderConfig,
+    ClusterProviderConfig,
+}
+
+impl ProviderConfigKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderConfigKind::ProviderConfig => "ProviderConfig",
+            ProviderConfigKind::ClusterProviderConfig => "ClusterProviderConfig",
+        }
+    }
+}
+
+fn default_provider_config_kind() -> ProviderConfigKind {
+    ProviderConfigKind::ClusterProviderConfig
+}
+
+fn default_provider_config_name() -> String {
+    "default".into()
+}
+
+impl Default for ProviderConfigRef {
+    /// The ClusterProviderConfig named `default`, as the XRD defaults it.
+    fn default() -> Self {
+        Self {
+            kind: default_provider_config_kind(),
+            name: default_provider_config_name(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EksNetworking {
-    /// Existing subnets to place the control plane and nodes in. Empty: provider-eks creates a VPC.
+    /// Existing subnets to place the control plane and nodes in. Empty: Modelplane composes a network.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subnet_ids: Vec<String>,
-    /// CIDR of the VPC provider-eks creates when no subnets are given.
+    /// CIDR of the VPC Modelplane composes when no subnets are given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vpc_cidr: Option<String>,
     #[serde(default = "default_true")]
@@ -91,29 +134,78 @@ pub struct EksNetworking {
     pub endpoint_private_access: bool,
 }
 
+impl Default for EksNetworking {
+    /// What the XRD defaults to, and what EKS itself defaults to: a public API endpoint. Derived, this would
+    /// turn both endpoints off and leave the cluster unreachable when `networking` is omitted.
+    fn default() -> Self {
+        Self {
+            subnet_ids: Vec::new(),
+            vpc_cidr: None,
+            endpoint_public_access: true,
+            endpoint_private_access: false,
+        }
+    }
+}
+
 fn default_true() -> bool {
     true
 }
 
+/// A cluster Modelplane does not provision, reached with a kubeconfig the user provides.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExistingCluster {
-    pub kubeconfig_secret_ref: SecretKeyRef,
-    /// A ReadWriteMany StorageClass the cluster already has, for model caches.
+    pub secret_ref: KubeconfigSecretRef,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_storage_class: Option<String>,
+    pub cache: Option<ExistingCache>,
+    #[serde(default)]
+    pub components: Components,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-pub struct SecretKeyRef {
+/// A Secret holding a kubeconfig. Upstream Modelplane keeps these in `modelplane-system`; `namespace` is ours,
+/// for a secret elsewhere.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct KubeconfigSecretRef {
     pub name: String,
-    pub namespace: String,
     #[serde(default = "default_kubeconfig_key")]
     pub key: String,
+    #[serde(default = "default_secret_namespace")]
+    pub namespace: String,
+}
+
+impl Default for KubeconfigSecretRef {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            key: default_kubeconfig_key(),
+            namespace: default_secret_namespace(),
+        }
+    }
 }
 
 fn default_kubeconfig_key() -> String {
     "kubeconfig".into()
+}
+
+fn default_secret_namespace() -> String {
+    "modelplane-system".into()
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExistingCache {
+    /// A ReadWriteMany StorageClass the cluster already has, for model caches.
+    pub storage_class_name: String,
+}
+
+/// Whether Modelplane installs the serving substrate on an existing cluster.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub enum Components {
+    /// Modelplane installs the common and stack components.
+    #[default]
+    Managed,
+    /// The cluster already runs them; Modelplane installs nothing there.
+    Provided,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -122,6 +214,7 @@ pub struct NodePool {
     pub name: String,
     /// The InferenceClass describing this pool's nodes.
     pub class_name: String,
+    #[serde(default = "default_node_count")]
     pub node_count: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_node_count: Option<u32>,
@@ -133,6 +226,10 @@ pub struct NodePool {
     pub capacity_block: Option<CapacityBlock>,
     #[serde(default)]
     pub fabric: Fabric,
+}
+
+fn default_node_count() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -170,6 +267,16 @@ pub enum TaintEffect {
     NoExecute,
 }
 
+impl TaintEffect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoSchedule => "NoSchedule",
+            Self::PreferNoSchedule => "PreferNoSchedule",
+            Self::NoExecute => "NoExecute",
+        }
+    }
+}
+
 /// What the InferenceCluster composer reports and the ModelDeployment composer schedules against.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -200,9 +307,31 @@ pub struct InferenceClusterStatus {
 pub struct PoolStatus {
     pub name: String,
     pub class_name: String,
+    /// Nodes the pool runs now.
+    #[serde(default = "default_node_count")]
     pub node_count: u32,
+    /// Bounds the cluster autoscaler scales the pool between, when it autoscales.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_node_count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_node_count: Option<u32>,
+    /// EFA interfaces per node, when the pool's fabric is EFA and its class declares them; 0 otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub efa_interfaces: u32,
     #[serde(default)]
     pub devices: Vec<Device>,
+}
+
+impl PoolStatus {
+    /// The most nodes the pool can offer: up to `maxNodeCount` when it autoscales.
+    pub fn capacity(&self) -> u32 {
+        self.max_node_count
+            .map_or(self.node_count, |max| max.max(self.node_count))
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]

@@ -20,13 +20,20 @@ pub fn pvc_name(cache_name: &str) -> String {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelCacheSpec {
+    #[serde(default)]
+    pub source: CacheSource,
     pub hugging_face: HuggingFace,
-    /// Size of the volume, a Kubernetes quantity such as `1Ti`. Size it for the whole snapshot.
-    pub size: String,
     /// Clusters to stage on ahead of any deployment. Clusters where a deployment using this cache is placed
     /// get it as well.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_selector: Option<LabelSelector>,
+}
+
+/// Where weights come from. One source today, named as upstream Modelplane names it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub enum CacheSource {
+    #[default]
+    HuggingFace,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -39,6 +46,16 @@ pub struct HuggingFace {
     /// Secret (in the ModelCache's namespace) holding a Hub token, for gated or private repos.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_secret: Option<SecretKey>,
+    /// Size of the volume in GiB. Size it for the whole snapshot.
+    #[serde(rename = "sizeGiB")]
+    pub size_gib: u32,
+}
+
+impl HuggingFace {
+    /// The volume request, as a Kubernetes quantity.
+    pub fn volume_size(&self) -> String {
+        format!("{}Gi", self.size_gib)
+    }
 }
 
 fn default_revision() -> String {

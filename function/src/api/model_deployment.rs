@@ -5,8 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use super::inference_cluster::Stack;
 
 pub use super::model_cache::LabelSelector;
 
@@ -186,4 +188,94 @@ pub struct EnginePodSpec {
     pub containers: Vec<Map<String, Value>>,
     #[serde(default)]
     pub image_pull_secrets: Vec<Value>,
+}
+
+/// `status` of a ModelDeployment. `replicas` is a contract: the ModelCache composer stages where replicas are
+/// placed, and every ModelDeployment counts the nodes the others hold, both by reading it back.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelDeploymentStatus {
+    #[serde(default)]
+    pub placed_replicas: u32,
+    #[serde(default)]
+    pub ready_replicas: u32,
+    #[serde(default)]
+    pub replicas: Vec<ReplicaStatus>,
+}
+
+/// Where one replica runs, or why it could not be placed.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaStatus {
+    #[serde(default)]
+    pub replica: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<Stack>,
+    /// The nodes each engine holds there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub engines: Vec<EngineStatus>,
+    /// Every engine's pods pass their readiness probes: the replica serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+    /// What keeps the engines from starting (the ModelCache not staged on the cluster yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
+    /// Pools whose running nodes are taken, where the engines wait for the autoscaler to add nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for_scale_up: Vec<String>,
+    /// Cluster components that are not ready and that this replica does not need: reported, not waited for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components_not_ready: Vec<String>,
+    /// The placement this replica is moving away from, still running until the new one is Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moving_from: Option<PreviousPlacement>,
+    /// Why the replica is not placed: `InsufficientCapacity` or `NoMatchingCluster`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejections: Vec<RejectionStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub more_rejections: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct EngineStatus {
+    #[serde(default)]
+    pub name: String,
+    pub pool: String,
+    pub nodes: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct PreviousPlacement {
+    pub cluster: String,
+    #[serde(default)]
+    pub engines: Vec<EngineStatus>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct RejectionStatus {
+    pub cluster: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    pub reason: String,
+}
+
+impl ReplicaStatus {
+    /// Every (cluster, pool, nodes) this replica holds, including a placement it is moving away from.
+    pub fn holdings(&self) -> impl Iterator<Item = (&str, &str, u64)> {
+        let current = self
+            .cluster
+            .as_deref()
+            .into_iter()
+            .flat_map(|c| self.engines.iter().map(move |e| (c, e.pool.as_str(), e.nodes)));
+        let previous = self.moving_from.iter().flat_map(|p| {
+            p.engines
+                .iter()
+                .map(|e| (p.cluster.as_str(), e.pool.as_str(), e.nodes))
+        });
+        current.chain(previous)
+    }
 }

@@ -90,10 +90,53 @@ pub fn validate(spec: &InferenceClassSpec) -> Result<(), ComposeError> {
     validate_eks(spec.provisioning.eks.as_ref())
 }
 
-/// Most EFA interfaces an EC2 instance has (p5.48xlarge).
-const MAX_EFA_INTERFACES: u32 = 32;
 /// Smallest root volume EKS accepts for a managed node group.
 const MIN_DISK_GIB: u32 = 20;
+
+/// EFA-capable EC2 instance types Modelplane provisions GPU pools on, with the most EFA interfaces each takes
+/// (EC2's "Elastic Fabric Adapter for AI/ML and HPC workloads" tables). An EFA pool on any other type is refused:
+/// the node group would launch, but without a fabric the gang's collectives fall back to TCP.
+const EFA_INSTANCE_TYPES: &[(&str, u32)] = &[
+    ("g5.8xlarge", 1),
+    ("g5.12xlarge", 1),
+    ("g5.16xlarge", 1),
+    ("g5.24xlarge", 1),
+    ("g5.48xlarge", 1),
+    ("g6.8xlarge", 1),
+    ("g6.12xlarge", 1),
+    ("g6.16xlarge", 1),
+    ("g6.24xlarge", 1),
+    ("g6.48xlarge", 1),
+    ("g6e.8xlarge", 1),
+    ("g6e.12xlarge", 1),
+    ("g6e.16xlarge", 1),
+    ("g6e.24xlarge", 2),
+    ("g6e.48xlarge", 4),
+    ("p4d.24xlarge", 4),
+    ("p4de.24xlarge", 4),
+    ("p5.48xlarge", 32),
+    ("p5e.48xlarge", 32),
+    ("p5en.48xlarge", 16),
+    ("p6-b200.48xlarge", 8),
+    ("trn1.32xlarge", 8),
+    ("trn1n.32xlarge", 16),
+    ("trn2.48xlarge", 16),
+];
+
+/// EFA interfaces a node of `instance_type` takes at most; `None` when the type has no EFA.
+pub fn max_efa_interfaces(instance_type: &str) -> Option<u32> {
+    EFA_INSTANCE_TYPES
+        .iter()
+        .find(|(t, _)| *t == instance_type)
+        .map(|(_, n)| *n)
+}
+
+/// EFA interfaces each node of an EFA pool of this class gets: the class's own number, else the type's maximum.
+pub fn efa_interfaces(eks: &EksProvisioning) -> Option<u32> {
+    eks.efa_interfaces
+        .filter(|n| *n > 0)
+        .or_else(|| max_efa_interfaces(&eks.instance_type))
+}
 
 fn validate_eks(eks: Option<&EksProvisioning>) -> Result<(), ComposeError> {
     let Some(eks) = eks else { return Ok(()) };
@@ -103,16 +146,27 @@ fn validate_eks(eks: Option<&EksProvisioning>) -> Result<(), ComposeError> {
             "must name an EC2 instance type such as p5en.48xlarge",
         ));
     }
-    if eks.efa_interfaces > MAX_EFA_INTERFACES {
-        return Err(ComposeError::new(
-            "spec.provisioning.eks.efaInterfaces",
-            format!("EC2 instances have at most {MAX_EFA_INTERFACES} EFA interfaces"),
-        ));
+    if let Some(wanted) = eks.efa_interfaces.filter(|n| *n > 0) {
+        match max_efa_interfaces(&eks.instance_type) {
+            None => {
+                return Err(ComposeError::new(
+                    "spec.provisioning.eks.efaInterfaces",
+                    format!("{} has no EFA interfaces", eks.instance_type),
+                ));
+            }
+            Some(max) if wanted > max => {
+                return Err(ComposeError::new(
+                    "spec.provisioning.eks.efaInterfaces",
+                    format!("{} takes at most {max} EFA interfaces", eks.instance_type),
+                ));
+            }
+            Some(_) => {}
+        }
     }
-    if eks.disk_size_gib.is_some_and(|gib| gib < MIN_DISK_GIB) {
+    if eks.disk_size_gb < MIN_DISK_GIB {
         return Err(ComposeError::new(
-            "spec.provisioning.eks.diskSizeGiB",
-            format!("EKS node groups need at least {MIN_DISK_GIB} GiB"),
+            "spec.provisioning.eks.diskSizeGb",
+            format!("EKS node groups need at least {MIN_DISK_GIB} GB"),
         ));
     }
     Ok(())
@@ -299,8 +353,16 @@ mod tests {
                 "spec.provisioning.eks.efaInterfaces",
             ),
             (
-                json!({"instanceType": "g6.xlarge", "diskSizeGiB": 8}),
-                "spec.provisioning.eks.diskSizeGiB",
+                json!({"instanceType": "g6.xlarge", "efaInterfaces": 1}),
+                "spec.provisioning.eks.efaInterfaces",
+            ),
+            (
+                json!({"instanceType": "g6.xlarge", "diskSizeGb": 8}),
+                "spec.provisioning.eks.diskSizeGb",
+            ),
+            (
+                json!({"instanceType": "p5en.48xlarge", "efaInterfaces": 32}),
+                "spec.provisioning.eks.efaInterfaces",
             ),
         ];
         for (eks, path) in cases {

@@ -61,7 +61,11 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         Source::Eks => (Cloud::Eks, spec.cluster.eks.as_ref().map(|e| e.region.as_str())),
         Source::Existing => (Cloud::Generic, None),
     };
-    let facts = ClusterFacts { name, region };
+    let facts = ClusterFacts {
+        name,
+        region,
+        taints: &spec.taints,
+    };
     let mut plan = components::plan(cloud, stack, spec);
     if let Some(eks) = &spec.cluster.eks
         && spec.cluster.source == Source::Eks

@@ -8,20 +8,26 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, de::IgnoredAny};
-use serde_json::{Map, Value, json};
 
 use super::{API_VERSION, ComposeError, Output, remote};
 use crate::{
-    api::{Composite, model_deployment::ModelDeploymentSpec},
+    api::{
+        Composite,
+        model_deployment::{
+            EngineStatus, ModelDeploymentSpec, ModelDeploymentStatus, PreviousPlacement, RejectionStatus,
+            ReplicaStatus,
+        },
+    },
     proto::v1::{
         MatchLabels, Resource, ResourceSelector, RunFunctionRequest, Status, resource_selector::Match,
     },
-    schedule::{self, ClusterView, Input, Outcome, Pin, Placement, Unplaced},
+    schedule::{self, ClusterView, Input, Outcome, Placement, Unplaced},
     sdk::request,
     wire::RawStruct,
 };
 
 mod cache;
+mod observed;
 mod replica;
 mod validate;
 
@@ -34,9 +40,10 @@ const MAX_REJECTIONS_SHOWN: usize = 10;
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let md: Composite<ModelDeploymentSpec> = xr.parse()?;
     validate::validate(&md.spec)?;
-    let namespace = md.metadata.effective_namespace().unwrap_or_default().to_owned();
+    let namespace = md.metadata.effective_namespace().unwrap_or_default();
+    let name = md.metadata.effective_name();
     let mut out = Output {
-        requirements: requirements(&md.spec, &namespace),
+        requirements: requirements(&md.spec, namespace),
         ..Output::default()
     };
     let (Some(cluster_items), Some(deployment_items)) = (
@@ -48,8 +55,9 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         return Ok(out);
     };
     let clusters = read_clusters(cluster_items, &mut out.warnings);
-    let used_elsewhere = used_by_others(deployment_items, md.metadata.effective_name(), &namespace);
-    let pins = pins(req);
+    let observed = observed::ObservedReplicas::read(req);
+    let pins = observed.pins();
+    let used_elsewhere = used_by_others(deployment_items, name, namespace);
     let outcomes = schedule::schedule(&Input {
         spec: &md.spec.template.spec,
         replicas: md.spec.replicas,
@@ -57,7 +65,42 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         pins: &pins,
         used_elsewhere: &used_elsewhere,
     })?;
-
+    let gate = cache::CacheGate::read(req, &md.spec);
+    let cache = gate.cache_use(namespace);
+    let mut status = ModelDeploymentStatus::default();
+    let mut waiting_for_cache = Vec::new();
+    for (index, outcome) in (0u32..).zip(&outcomes) {
+        let ctx = replica::ReplicaContext {
+            xr_name: name,
+            xr_namespace: namespace,
+            replica: index,
+            spec: &md.spec,
+            cache: cache.as_ref(),
+        };
+        let mut replica = match outcome {
+            Outcome::Placed(placement) => compose_placed(req, &mut out, &ctx, placement, &gate),
+            Outcome::Unplaced(unplaced) => unplaced_status(index, unplaced),
+        };
+        let current = replica.cluster.clone();
+        let serving = replica.ready == Some(true);
+        replica.moving_from = retain_previous(
+            req,
+            &mut out,
+            &md.spec,
+            &observed,
+            index,
+            current.as_deref(),
+            serving,
+            &clusters,
+        );
+        if let Some(why) = &replica.waiting_for {
+            waiting_for_cache.push(why.clone());
+        }
+        status.placed_replicas += u32::from(replica.cluster.is_some());
+        status.ready_replicas += u32::from(serving);
+        status.replicas.push(replica);
+    }
+    scheduled_condition(&mut out, &status, md.spec.replicas);
     let cache_name = md
         .spec
         .template
@@ -65,83 +108,150 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         .model_cache_ref
         .as_ref()
         .map(|r| r.name.as_str());
-    let gate = cache::CacheGate::read(req, cache_name);
-    let mut waiting_for_cache = Vec::new();
-    let mut placements = Vec::with_capacity(outcomes.len());
-    let (mut placed, mut ready_replicas) = (0u32, 0u32);
-    let mut unplaced_reason = None;
-    for (index, outcome) in (0u32..).zip(&outcomes) {
-        match outcome {
-            Outcome::Placed(placement) => {
-                let ctx = replica::ReplicaContext {
-                    xr_name: md.metadata.effective_name(),
-                    xr_namespace: &namespace,
-                    replica: index,
-                    spec: &md.spec,
-                };
-                let started = md.spec.template.spec.engines.iter().any(|engine| {
-                    request::observed_composed(req, &replica::engine_key(index, &engine.name)).is_some()
-                });
-                let blocked = gate.blocks(&placement.cluster.metadata.name).filter(|_| !started);
-                let objects = match &blocked {
-                    None => replica::objects(&ctx, placement),
-                    Some(_) => vec![replica::namespace(&ctx, placement)],
-                };
-                let mut ready = blocked.is_none();
-                for desired in objects {
-                    let observed_ready = object_ready(request::observed_composed(req, &desired.key));
-                    ready &= observed_ready;
-                    out.compose(desired.key, desired.object, observed_ready);
-                }
-                placed += 1;
-                ready_replicas += u32::from(ready);
-                let mut status = placed_status(index, placement, &md.spec, ready);
-                if let Some(why) = blocked {
-                    status["waitingFor"] = json!(why);
-                    waiting_for_cache.push(why);
-                }
-                placements.push(status);
-            }
-            Outcome::Unplaced(unplaced) => {
-                unplaced_reason.get_or_insert(unplaced.reason.as_str());
-                placements.push(unplaced_status(index, unplaced));
+    if let (Some(cache_name), true) = (cache_name, status.placed_replicas > 0) {
+        cache_condition(&mut out, cache_name, &gate, &waiting_for_cache);
+    }
+    if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(&status) {
+        out.status.extend(map);
+    }
+    Ok(out)
+}
+
+/// Composes one placed replica's Objects (only its namespace while its cache is not staged there), and says
+/// where it runs and whether it serves.
+fn compose_placed(
+    req: &RunFunctionRequest,
+    out: &mut Output,
+    ctx: &replica::ReplicaContext,
+    placement: &Placement,
+    gate: &cache::CacheGate,
+) -> ReplicaStatus {
+    let cluster = &placement.cluster.metadata.name;
+    let started = ctx.spec.template.spec.engines.iter().any(|engine| {
+        request::observed_composed(req, &replica::engine_key(ctx.replica, cluster, &engine.name)).is_some()
+    });
+    let blocked = gate.blocks(cluster).filter(|_| !started);
+    let objects = match &blocked {
+        None => replica::objects(ctx, placement),
+        Some(_) => vec![replica::namespace(ctx, placement)],
+    };
+    let mut ready = blocked.is_none();
+    for desired in objects {
+        let observed_ready = object_ready(request::observed_composed(req, &desired.key));
+        ready &= observed_ready;
+        out.compose(desired.key, desired.object, observed_ready);
+    }
+    ReplicaStatus {
+        replica: ctx.replica,
+        cluster: Some(cluster.clone()),
+        stack: Some(placement.cluster.status.stack),
+        engines: engine_status(ctx.spec, placement),
+        ready: Some(ready),
+        waiting_for: blocked,
+        waiting_for_scale_up: placement
+            .engines
+            .iter()
+            .filter(|e| e.waits_for_scale_up)
+            .map(|e| e.pool.name.clone())
+            .collect(),
+        components_not_ready: placement
+            .cluster
+            .components_not_ready()
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+        ..ReplicaStatus::default()
+    }
+}
+
+/// Keeps a replica's other placements running while it moves (make before break): until its current
+/// placement serves, unless their cluster is gone. Returns the placement kept, for status.
+#[allow(clippy::too_many_arguments)]
+fn retain_previous(
+    req: &RunFunctionRequest,
+    out: &mut Output,
+    spec: &ModelDeploymentSpec,
+    observed: &observed::ObservedReplicas,
+    index: u32,
+    current: Option<&str>,
+    serving: bool,
+    clusters: &[ClusterView],
+) -> Option<PreviousPlacement> {
+    if serving {
+        return None;
+    }
+    let mut kept = None;
+    for (cluster, placement) in observed.replicas.get(&index)? {
+        let gone = !clusters.iter().any(|c| &c.metadata.name == cluster);
+        if Some(cluster.as_str()) == current || gone {
+            continue;
+        }
+        for key in &placement.keys {
+            let resource = request::observed_composed(req, key);
+            if let Some(object) = resource.and_then(observed::retained) {
+                out.compose(key.clone(), object, object_ready(resource));
             }
         }
+        kept.get_or_insert_with(|| PreviousPlacement {
+            cluster: cluster.clone(),
+            engines: previous_engines(spec, placement),
+        });
     }
-    out.status.insert("placedReplicas".into(), json!(placed));
-    out.status.insert("readyReplicas".into(), json!(ready_replicas));
-    out.status.insert("replicas".into(), Value::Array(placements));
-    match unplaced_reason {
+    kept
+}
+
+/// The nodes an observed placement holds, from the engines' pools and the spec it was composed with.
+fn previous_engines(
+    spec: &ModelDeploymentSpec,
+    placement: &observed::ObservedPlacement,
+) -> Vec<EngineStatus> {
+    spec.template
+        .spec
+        .engines
+        .iter()
+        .filter_map(|engine| {
+            Some(EngineStatus {
+                name: engine.name.clone(),
+                pool: placement.pools.get(&engine.name)?.clone(),
+                nodes: schedule::engine_nodes(engine),
+            })
+        })
+        .collect()
+}
+
+/// Nodes one engine of a replica holds: a node per pod of every copy.
+fn scheduled_condition(out: &mut Output, status: &ModelDeploymentStatus, wanted: u32) {
+    match status.replicas.iter().find_map(|r| r.reason.clone()) {
         None => out.condition("Scheduled", Status::ConditionTrue, "AllReplicasPlaced", ""),
         Some(reason) => {
             let message = format!(
-                "{} of {} replicas placed; see status.replicas",
-                placed, md.spec.replicas
+                "{} of {wanted} replicas placed; see status.replicas",
+                status.placed_replicas
             );
-            out.condition("Scheduled", Status::ConditionFalse, reason, message);
+            out.condition("Scheduled", Status::ConditionFalse, &reason, message);
             out.ready = Some(false);
         }
     }
-    // Reported only for placed replicas: with none placed there is nothing to wait for yet.
-    if let (Some(cache), true) = (cache_name, placed > 0) {
-        match waiting_for_cache.first() {
-            None => out.condition("CacheReady", Status::ConditionTrue, "CacheStaged", ""),
-            Some(why) => {
-                let reason = if matches!(gate, cache::CacheGate::Missing { .. }) {
-                    "CacheNotFound"
-                } else {
-                    "CacheNotReady"
-                };
-                let message = format!(
-                    "{} replica(s) wait for ModelCache {cache:?}: {why}",
-                    waiting_for_cache.len()
-                );
-                out.condition("CacheReady", Status::ConditionFalse, reason, message);
-                out.ready = Some(false);
-            }
+}
+
+/// Reported only for placed replicas: with none placed there is nothing to wait for yet.
+fn cache_condition(out: &mut Output, cache: &str, gate: &cache::CacheGate, waiting: &[String]) {
+    match waiting.first() {
+        None => out.condition("CacheReady", Status::ConditionTrue, "CacheStaged", ""),
+        Some(why) => {
+            let reason = if matches!(gate, cache::CacheGate::Missing { .. }) {
+                "CacheNotFound"
+            } else {
+                "CacheNotReady"
+            };
+            let message = format!(
+                "{} replica(s) wait for ModelCache {cache:?}: {why}",
+                waiting.len()
+            );
+            out.condition("CacheReady", Status::ConditionFalse, reason, message);
+            out.ready = Some(false);
         }
     }
-    Ok(out)
 }
 
 /// The same on every call for the same spec, as Crossplane's requirements loop needs.
@@ -188,31 +298,11 @@ fn read_clusters(items: &[Resource], warnings: &mut Vec<String>) -> Vec<ClusterV
 struct DeploymentUsage {
     metadata: crate::api::ObjectMeta,
     #[serde(default)]
-    status: UsageStatus,
-}
-
-#[derive(Default, Deserialize)]
-struct UsageStatus {
-    #[serde(default)]
-    replicas: Vec<PlacementUsage>,
-}
-
-#[derive(Deserialize)]
-struct PlacementUsage {
-    #[serde(default)]
-    cluster: Option<String>,
-    #[serde(default)]
-    engines: Vec<EngineUsage>,
-}
-
-#[derive(Deserialize)]
-struct EngineUsage {
-    pool: String,
-    nodes: u32,
+    status: ModelDeploymentStatus,
 }
 
 /// Nodes every other ModelDeployment's placed replicas hold, by (cluster, pool), from their status.
-fn used_by_others(items: &[Resource], name: &str, namespace: &str) -> BTreeMap<(String, String), u32> {
+fn used_by_others(items: &[Resource], name: &str, namespace: &str) -> BTreeMap<(String, String), u64> {
     let mut used = BTreeMap::new();
     for item in items {
         let Some(Ok(other)) = item.resource.as_ref().map(RawStruct::parse::<DeploymentUsage>) else {
@@ -221,62 +311,15 @@ fn used_by_others(items: &[Resource], name: &str, namespace: &str) -> BTreeMap<(
         if other.metadata.name == name && other.metadata.namespace.as_deref() == Some(namespace) {
             continue;
         }
-        for placement in other.status.replicas {
-            let Some(cluster) = placement.cluster else {
-                continue;
-            };
-            for engine in placement.engines {
-                *used.entry((cluster.clone(), engine.pool)).or_insert(0) += engine.nodes;
+        for replica in &other.status.replicas {
+            for (cluster, pool, nodes) in replica.holdings() {
+                // Other deployments' status is user-writable: add without wrapping.
+                let held = used.entry((cluster.to_owned(), pool.to_owned())).or_insert(0u64);
+                *held = held.saturating_add(nodes);
             }
         }
     }
     used
-}
-
-#[derive(Deserialize)]
-struct AnnotatedObject {
-    metadata: AnnotatedMeta,
-}
-
-#[derive(Deserialize)]
-struct AnnotatedMeta {
-    #[serde(default)]
-    annotations: BTreeMap<String, String>,
-}
-
-/// Placements of running replicas, from the annotations on their observed workload Objects.
-fn pins(req: &RunFunctionRequest) -> BTreeMap<u32, Pin> {
-    let mut pins: BTreeMap<u32, Pin> = BTreeMap::new();
-    let Some(observed) = req.observed.as_ref() else {
-        return pins;
-    };
-    for resource in observed.resources.values() {
-        let Some(Ok(object)) = resource
-            .resource
-            .as_ref()
-            .map(RawStruct::parse::<AnnotatedObject>)
-        else {
-            continue;
-        };
-        let a = &object.metadata.annotations;
-        let (Some(index), Some(cluster), Some(engine), Some(pool)) = (
-            a.get(replica::REPLICA_ANNOTATION)
-                .and_then(|r| r.parse::<u32>().ok()),
-            a.get(replica::CLUSTER_ANNOTATION),
-            a.get(replica::ENGINE_ANNOTATION),
-            a.get(replica::POOL_ANNOTATION),
-        ) else {
-            continue;
-        };
-        let pin = pins.entry(index).or_insert_with(|| Pin {
-            cluster: cluster.clone(),
-            pools: BTreeMap::new(),
-        });
-        if &pin.cluster == cluster {
-            pin.pools.insert(engine.clone(), pool.clone());
-        }
-    }
-    pins
 }
 
 /// An Object is ready when provider-kubernetes says so; its readiness policy decides what that means.
@@ -284,54 +327,41 @@ fn object_ready(observed: Option<&Resource>) -> bool {
     remote::observed::<IgnoredAny>(observed).is_some_and(|o| o.is_ready())
 }
 
-fn placed_status(index: u32, placement: &Placement, spec: &ModelDeploymentSpec, ready: bool) -> Value {
-    let engines: Vec<Value> = spec
-        .template
+fn engine_status(spec: &ModelDeploymentSpec, placement: &Placement) -> Vec<EngineStatus> {
+    spec.template
         .spec
         .engines
         .iter()
         .zip(&placement.engines)
-        .map(|(engine, at)| {
-            let nodes = engine.copies * engine.members.iter().map(|m| m.pods()).sum::<u32>();
-            json!({"name": engine.name, "pool": at.pool.name, "nodes": nodes})
+        .map(|(engine, at)| EngineStatus {
+            name: engine.name.clone(),
+            pool: at.pool.name.clone(),
+            nodes: schedule::engine_nodes(engine),
         })
-        .collect();
-    json!({
-        "replica": index,
-        "cluster": placement.cluster.metadata.name,
-        "stack": placement.cluster.status.stack,
-        "engines": engines,
-        "ready": ready,
-    })
+        .collect()
 }
 
-fn unplaced_status(index: u32, unplaced: &Unplaced) -> Value {
-    let shown: Vec<Value> = unplaced
-        .rejections
-        .iter()
-        .take(MAX_REJECTIONS_SHOWN)
-        .map(|r| {
-            let mut entry = Map::from_iter([
-                ("cluster".to_owned(), json!(r.cluster)),
-                ("reason".to_owned(), json!(r.reason)),
-            ]);
-            if let Some(pool) = &r.pool {
-                entry.insert("pool".into(), json!(pool));
-            }
-            Value::Object(entry)
-        })
-        .collect();
-    let mut status = json!({
-        "replica": index,
-        "reason": unplaced.reason.as_str(),
-        "rejections": shown,
-    });
+fn unplaced_status(index: u32, unplaced: &Unplaced) -> ReplicaStatus {
     let hidden = unplaced.rejections.len().saturating_sub(MAX_REJECTIONS_SHOWN);
-    if hidden > 0 {
-        status["moreRejections"] = json!(hidden);
+    ReplicaStatus {
+        replica: index,
+        reason: Some(unplaced.reason.as_str().to_owned()),
+        rejections: unplaced
+            .rejections
+            .iter()
+            .take(MAX_REJECTIONS_SHOWN)
+            .map(|r| RejectionStatus {
+                cluster: r.cluster.clone(),
+                pool: r.pool.clone(),
+                reason: r.reason.clone(),
+            })
+            .collect(),
+        more_rejections: (hidden > 0).then_some(hidden),
+        ..ReplicaStatus::default()
     }
-    status
 }
 
+#[cfg(test)]
+mod engine_tests;
 #[cfg(test)]
 mod tests;

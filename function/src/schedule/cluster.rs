@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::api::{
-    inference_cluster::{PoolStatus, Stack, Taint, TaintEffect},
+    inference_cluster::{ComponentStatus, PoolStatus, Stack, Taint, TaintEffect},
     model_deployment::{Toleration, TolerationOperator},
 };
 
@@ -51,6 +51,8 @@ pub struct ClusterStatusView {
     #[serde(default)]
     pub pools: Vec<PoolStatus>,
     #[serde(default)]
+    pub components: Vec<ComponentStatus>,
+    #[serde(default)]
     pub conditions: Vec<Condition>,
 }
 
@@ -62,20 +64,49 @@ pub struct Condition {
 }
 
 impl ClusterView {
-    /// Why nothing can be placed here yet, if so: the cluster must be Ready and must say how to reach it.
-    pub fn not_usable(&self) -> Option<&'static str> {
-        let ready = self
-            .status
+    /// Why nothing can be placed here yet, if so. The cluster must say how to reach it, and either be Ready or
+    /// have every component in `needed` ready: a component the replica does not need (monitoring, the gateway)
+    /// never holds it back.
+    pub fn not_usable(&self, needed: &[&str]) -> Option<String> {
+        if self.status.provider_config_name.is_empty() {
+            return Some("cluster status has no providerConfigName yet".into());
+        }
+        if self.is_ready() {
+            return None;
+        }
+        if self.status.components.is_empty() {
+            return Some("cluster is not Ready yet".into());
+        }
+        let waiting: Vec<&str> = needed
+            .iter()
+            .copied()
+            .filter(|name| !self.component_ready(name))
+            .collect();
+        (!waiting.is_empty()).then(|| format!("needed components not ready yet: {}", waiting.join(", ")))
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.status
             .conditions
             .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
-        if !ready {
-            Some("cluster is not Ready yet")
-        } else if self.status.provider_config_name.is_empty() {
-            Some("cluster status has no providerConfigName yet")
-        } else {
-            None
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    }
+
+    fn component_ready(&self, name: &str) -> bool {
+        self.status.components.iter().any(|c| c.name == name && c.ready)
+    }
+
+    /// Components reported not ready, when the cluster is not Ready: what a placed replica does not wait for.
+    pub fn components_not_ready(&self) -> Vec<&str> {
+        if self.is_ready() {
+            return Vec::new();
         }
+        self.status
+            .components
+            .iter()
+            .filter(|c| !c.ready)
+            .map(|c| c.name.as_str())
+            .collect()
     }
 
     pub fn pool(&self, name: &str) -> Option<&PoolStatus> {
@@ -90,6 +121,38 @@ impl ClusterView {
             .filter(|taint| effects.contains(&taint.effect))
             .find(|taint| !tolerations.iter().any(|t| tolerates(t, taint)))
     }
+}
+
+/// The deployment's tolerations that cover some taint of `cluster`, in the order written: what placing a
+/// replica there relied on, and so what its pods must carry to land on the cluster's nodes.
+pub fn relied_on<'t>(
+    tolerations: &'t [Toleration],
+    cluster: &ClusterView,
+) -> impl Iterator<Item = &'t Toleration> {
+    let taints = &cluster.spec.taints;
+    tolerations
+        .iter()
+        .filter(move |t| taints.iter().any(|taint| tolerates(t, taint)))
+}
+
+/// A toleration as a pod spec writes it.
+pub fn pod_toleration(t: &Toleration) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    if !t.key.is_empty() {
+        out.insert("key".into(), t.key.clone().into());
+    }
+    let operator = match t.operator {
+        TolerationOperator::Equal => "Equal",
+        TolerationOperator::Exists => "Exists",
+    };
+    out.insert("operator".into(), operator.into());
+    if t.operator == TolerationOperator::Equal {
+        out.insert("value".into(), t.value.clone().into());
+    }
+    if let Some(effect) = t.effect {
+        out.insert("effect".into(), effect.as_str().into());
+    }
+    serde_json::Value::Object(out)
 }
 
 /// Kubernetes' toleration semantics (`v1.Toleration.ToleratesTaint`).

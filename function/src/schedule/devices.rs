@@ -12,6 +12,9 @@ use kube_cel::{
     cel::{Context, Program, Value, objects::Map as CelMap},
 };
 
+use crate::cel::{self, MAX_DEVICE_ENTRIES, MAX_DEVICE_STRING, Selector};
+use crate::limits::{check_deadline, quote};
+
 use crate::{
     api::{
         inference_class::{Attribute, Claim, Device},
@@ -25,7 +28,9 @@ use crate::{
 struct CompiledRequest {
     name: String,
     count: u32,
-    selectors: Vec<Program>,
+    /// Field path of the request, for errors.
+    path: String,
+    selectors: Vec<Selector>,
 }
 
 /// Every engine's requests, per member, compiled.
@@ -33,33 +38,52 @@ pub struct CompiledEngines {
     engines: Vec<Vec<Vec<CompiledRequest>>>,
 }
 
-/// Compiles every selector of every engine. A selector that does not compile is the user's to fix, so the
-/// error names the engine, the member and the request.
+/// Most estimated CEL cost all of one composite's selectors may add up to (the per-object budget Kubernetes gives
+/// a CRD's validation rules, `RuntimeCELCostBudget`).
+pub const MAX_TOTAL_COST: u64 = 10_000_000;
+
+/// Compiles every selector of every engine, each checked against the CEL bounds of [`crate::cel`]. A selector
+/// that does not compile or is over a bound is the user's to fix, so the error names the engine, the member
+/// and the request.
 pub fn compile(spec: &ReplicaSpec) -> Result<CompiledEngines, ComposeError> {
     let mut engines = Vec::with_capacity(spec.engines.len());
+    let mut total_cost = 0u64;
     for (e, engine) in spec.engines.iter().enumerate() {
         let mut members = Vec::with_capacity(engine.members.len());
         for (m, member) in engine.members.iter().enumerate() {
             let mut requests = Vec::new();
             for (r, request) in member.device_requests().iter().enumerate() {
+                let path = format!("spec.template.spec.engines[{e}].members[{m}].nodeSelector.devices[{r}]");
                 let mut selectors = Vec::with_capacity(request.selectors.len());
                 for (s, selector) in request.selectors.iter().enumerate() {
-                    let program = Program::compile(&selector.cel).map_err(|err| {
-                        ComposeError::new(
-                            format!(
-                                "spec.template.spec.engines[{e}].members[{m}].nodeSelector.devices[{r}].selectors[{s}].cel"
-                            ),
-                            format!(
-                                "engine {:?} member {:?} request {:?}: CEL selector does not compile: {err}",
-                                engine.name, member.role, request.name
-                            ),
+                    let whose = || {
+                        format!(
+                            "engine {} member {:?} request {}",
+                            quote(&engine.name, 64),
+                            member.role,
+                            quote(&request.name, 64)
                         )
-                    })?;
-                    selectors.push(program);
+                    };
+                    let at = || format!("{path}.selectors[{s}].cel");
+                    let compiled = cel::compile(&selector.cel)
+                        .map_err(|why| ComposeError::new(at(), format!("{}: CEL selector {why}", whose())))?;
+                    total_cost = total_cost.saturating_add(compiled.cost);
+                    if total_cost > MAX_TOTAL_COST {
+                        return Err(ComposeError::new(
+                            at(),
+                            format!(
+                                "{}: the selectors up to this one are estimated to cost {total_cost} per device; \
+                                 all of a composite's selectors together may cost {MAX_TOTAL_COST}",
+                                whose()
+                            ),
+                        ));
+                    }
+                    selectors.push(compiled);
                 }
                 requests.push(CompiledRequest {
                     name: request.name.clone(),
                     count: request.count,
+                    path,
                     selectors,
                 });
             }
@@ -95,6 +119,8 @@ pub struct Matcher<'a> {
     /// compared once per pool rather than once per lookup.
     set_of_pool: HashMap<*const PoolStatus, usize>,
     fits: HashMap<(usize, usize), Fit>,
+    /// Why matching had to stop for the whole call: a selector's runtime error, or the deadline.
+    failure: Option<ComposeError>,
 }
 
 impl<'a> Matcher<'a> {
@@ -108,7 +134,13 @@ impl<'a> Matcher<'a> {
             sets_by_class: HashMap::new(),
             set_of_pool: HashMap::new(),
             fits: HashMap::new(),
+            failure: None,
         }
+    }
+
+    /// Why matching stopped, if it did: every fit after that is a miss, and the call must fail with this.
+    pub fn failure(&self) -> Option<&ComposeError> {
+        self.failure.as_ref()
     }
 
     /// Whether `engines[engine]` fits `pool`'s devices, and with which devices.
@@ -153,6 +185,13 @@ impl<'a> Matcher<'a> {
     }
 
     fn evaluate(&mut self, set: usize, engine: usize, spec: &Engine) -> Fit {
+        if self.failure.is_some() {
+            return Err("matching stopped".into());
+        }
+        if let Err(e) = check_deadline() {
+            self.failure = Some(e);
+            return Err("matching stopped".into());
+        }
         let (devices, values) = &self.sets[set];
         let mut members = Vec::with_capacity(spec.members.len());
         for (m, requests) in self.compiled.engines[engine].iter().enumerate() {
@@ -172,7 +211,27 @@ impl<'a> Matcher<'a> {
                             dra = Some(d);
                             break;
                         }
-                        Err(why) => misses.push(format!("device {:?} {why}", device.name)),
+                        Err(Mismatch::No(why)) => {
+                            misses.push(format!("device {} {why}", quote(&device.name, 64)))
+                        }
+                        // DRA aborts an allocation on a runtime error rather than skipping the device.
+                        Err(Mismatch::Error(path, why)) => {
+                            self.failure = Some(ComposeError::new(
+                                path,
+                                format!(
+                                    "engine {} member {} request {}: CEL selector failed on device {}: {}",
+                                    quote(&spec.name, 64),
+                                    spec.members
+                                        .get(m)
+                                        .map(|member| format!("{:?}", member.role))
+                                        .unwrap_or_default(),
+                                    quote(&request.name, 64),
+                                    quote(&device.name, 64),
+                                    why
+                                ),
+                            ));
+                            return Err("matching stopped".into());
+                        }
                     }
                 }
                 match (dra, synthetic) {
@@ -199,27 +258,37 @@ impl<'a> Matcher<'a> {
     }
 }
 
+/// Why a device does not serve a request, or the runtime error (field path, reason) that stops matching.
+enum Mismatch {
+    No(String),
+    Error(String, String),
+}
+
+/// Whether `device` serves `request`.
 fn matches(
     context: &mut Context<'static>,
     request: &CompiledRequest,
     device: &Device,
     value: &Result<Value, String>,
-) -> Result<(), String> {
+) -> Result<(), Mismatch> {
     if device.count < request.count {
-        return Err(format!(
+        return Err(Mismatch::No(format!(
             "has {} per node, {} requested",
             device.count, request.count
-        ));
+        )));
     }
-    let value = value.as_ref().map_err(Clone::clone)?;
+    let value = value.as_ref().map_err(|why| Mismatch::No(why.clone()))?;
     context.add_variable_from_value("device", value.clone());
     for (s, selector) in request.selectors.iter().enumerate() {
-        match selector.execute(context) {
-            Ok(Value::Bool(true)) => {}
-            Ok(Value::Bool(false)) => return Err(format!("fails selectors[{s}]")),
-            Ok(other) => return Err(format!("selectors[{s}] returned {other:?}, not a bool")),
-            // A missing attribute is how DRA says "not this device" too.
-            Err(e) => return Err(format!("selectors[{s}]: {e}")),
+        match selector.matches(context) {
+            Ok(()) => {}
+            Err(cel::Mismatch::No(why)) => return Err(Mismatch::No(format!("fails selectors[{s}]: {why}"))),
+            Err(cel::Mismatch::Error(why)) => {
+                return Err(Mismatch::Error(
+                    format!("{}.selectors[{s}].cel", request.path),
+                    why,
+                ));
+            }
         }
     }
     Ok(())
@@ -233,6 +302,7 @@ fn device_value(
     semver: &Option<Program>,
     device: &Device,
 ) -> Result<Value, String> {
+    within_dra_limits(device)?;
     let mut attributes = HashMap::new();
     for (name, attribute) in &device.attributes {
         attributes.insert(name.clone(), attribute_value(context, semver, attribute)?);
@@ -274,4 +344,36 @@ fn construct(context: &mut Context<'static>, program: &Option<Program>, s: &str)
     let program = program.as_ref().ok_or("kube-cel constructor unavailable")?;
     context.add_variable_from_value("s", s.to_owned());
     program.execute(context).map_err(|e| e.to_string())
+}
+
+/// DRA refuses device data past these limits, and [`crate::cel`]'s cost estimates rely on them: such a device
+/// matches nothing.
+fn within_dra_limits(device: &Device) -> Result<(), String> {
+    let entries = device.attributes.len() + device.capacity.len();
+    if entries > MAX_DEVICE_ENTRIES {
+        return Err(format!(
+            "has {entries} attributes and capacities; DRA allows {MAX_DEVICE_ENTRIES}"
+        ));
+    }
+    let strings = device
+        .attributes
+        .iter()
+        .flat_map(|(name, a)| [Some(name.as_str()), a.string.as_deref(), a.version.as_deref()])
+        .chain(
+            device
+                .capacity
+                .iter()
+                .flat_map(|(name, c)| [Some(name.as_str()), Some(c.value.as_str())]),
+        )
+        .chain([Some(device.driver.as_str())])
+        .flatten();
+    for s in strings {
+        if s.len() > MAX_DEVICE_STRING {
+            return Err(format!(
+                "has a name or value of {} bytes; DRA allows {MAX_DEVICE_STRING}",
+                s.len()
+            ));
+        }
+    }
+    Ok(())
 }

@@ -20,9 +20,11 @@ use std::{
 use crate::{
     api::{
         inference_cluster::{PoolStatus, TaintEffect},
-        model_deployment::ReplicaSpec,
+        model_deployment::{Engine, ReplicaSpec, Role},
     },
     compose::ComposeError,
+    limits::{MAX_REPLICAS, MAX_RESPONSE_BYTES},
+    stack::{components, serving_stack},
 };
 
 pub mod cluster;
@@ -46,7 +48,7 @@ pub struct Input<'a> {
     /// Existing placements by replica index.
     pub pins: &'a BTreeMap<u32, Pin>,
     /// Nodes that other ModelDeployments hold, by (cluster, pool).
-    pub used_elsewhere: &'a BTreeMap<(String, String), u32>,
+    pub used_elsewhere: &'a BTreeMap<(String, String), u64>,
 }
 
 #[derive(Debug)]
@@ -68,6 +70,9 @@ pub struct Placement<'a> {
 pub struct EnginePlacement<'a> {
     pub pool: &'a PoolStatus,
     pub binding: Rc<Binding>,
+    /// The pool's running nodes are taken: this engine waits for the autoscaler to add nodes, up to the pool's
+    /// `maxNodeCount`.
+    pub waits_for_scale_up: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,12 +106,25 @@ pub struct Rejection {
     pub reason: String,
 }
 
-/// Places `input.replicas` replicas. Fails only when a selector does not compile.
+/// Nodes one engine takes in its pool: every pod of every copy takes a node. Saturates rather than wraps, so an
+/// absurd engine needs more nodes than any pool has.
+pub fn engine_nodes(engine: &Engine) -> u64 {
+    let pods = engine
+        .members
+        .iter()
+        .fold(0u64, |sum, m| sum.saturating_add(u64::from(m.pods())));
+    u64::from(engine.copies).saturating_mul(pods)
+}
+
+/// Places `input.replicas` replicas. Fails when a selector does not compile or fails at run time, or when the
+/// call's deadline passes.
 pub fn schedule<'a>(input: &Input<'a>) -> Result<Vec<Outcome<'a>>, ComposeError> {
+    check_output_bound(input)?;
     let mut state = State::new(input)?;
     let mut outcomes: Vec<Option<Outcome<'a>>> = (0..input.replicas).map(|_| None).collect();
     // Pinned replicas first, so new ones never take the nodes running replicas hold.
     for (replica, slot) in outcomes.iter_mut().enumerate() {
+        state.check()?;
         let pin = u32::try_from(replica).ok().and_then(|r| input.pins.get(&r));
         if let Some(placement) = pin.and_then(|pin| state.keep(pin)) {
             *slot = Some(Outcome::Placed(placement));
@@ -119,11 +137,13 @@ pub fn schedule<'a>(input: &Input<'a>) -> Result<Vec<Outcome<'a>>, ComposeError>
             *slot = Some(Outcome::Unplaced(unplaced.clone()));
             continue;
         }
+        state.check()?;
         *slot = Some(match state.place() {
             Some(placement) => Outcome::Placed(placement),
             None => Outcome::Unplaced(failed.insert(Rc::new(state.explain())).clone()),
         });
     }
+    state.check()?;
     Ok(outcomes.into_iter().flatten().collect())
 }
 
@@ -137,8 +157,11 @@ struct State<'i, 'a> {
     order: Vec<usize>,
     /// Why a cluster takes nothing, per cluster index.
     ineligible: Vec<Option<String>>,
-    /// Free nodes per (cluster, pool) index; negative when pinned replicas exceed a shrunken pool.
+    /// Free nodes per (cluster, pool) index, counting nodes the autoscaler may add; negative when pinned
+    /// replicas exceed a shrunken pool.
     free: Vec<Vec<i64>>,
+    /// Nodes the autoscaler may still add per (cluster, pool) index: free nodes beyond these run now.
+    growth: Vec<Vec<i64>>,
     /// This deployment's replicas per cluster index.
     replicas_on: Vec<u32>,
     /// Nodes each engine needs in its pool: pods per copy × copies.
@@ -161,8 +184,18 @@ impl<'i, 'a> State<'i, 'a> {
                     .map(|p| {
                         let key = (c.metadata.name.clone(), p.name.clone());
                         let used = input.used_elsewhere.get(&key).copied().unwrap_or(0);
-                        i64::from(p.node_count) - i64::from(used)
+                        i64::from(p.capacity()).saturating_sub(i64::try_from(used).unwrap_or(i64::MAX))
                     })
+                    .collect()
+            })
+            .collect();
+        let growth = clusters
+            .iter()
+            .map(|c| {
+                c.status
+                    .pools
+                    .iter()
+                    .map(|p| i64::from(p.capacity()) - i64::from(p.node_count))
                     .collect()
             })
             .collect();
@@ -170,7 +203,7 @@ impl<'i, 'a> State<'i, 'a> {
             .spec
             .engines
             .iter()
-            .map(|e| i64::from(e.copies) * e.members.iter().map(|m| i64::from(m.pods())).sum::<i64>())
+            .map(|e| i64::try_from(engine_nodes(e)).unwrap_or(i64::MAX))
             .collect();
         Ok(Self {
             input,
@@ -178,9 +211,18 @@ impl<'i, 'a> State<'i, 'a> {
             order,
             ineligible,
             free,
+            growth,
             replicas_on: vec![0; clusters.len()],
             needs,
         })
+    }
+
+    /// Fails once a selector failed at run time or the call's deadline passed.
+    fn check(&self) -> Result<(), ComposeError> {
+        match self.matcher.failure() {
+            Some(e) => Err(e.clone()),
+            None => crate::limits::check_deadline(),
+        }
     }
 
     /// Keeps a running replica where it is, if it still may stay there.
@@ -203,11 +245,12 @@ impl<'i, 'a> State<'i, 'a> {
             engines.push(EnginePlacement {
                 pool: &cluster.status.pools[p],
                 binding,
+                waits_for_scale_up: false,
             });
             pools.push(p);
         }
-        for (e, p) in pools.into_iter().enumerate() {
-            self.free[c][p] -= self.needs[e];
+        for ((e, p), placed) in pools.into_iter().enumerate().zip(&mut engines) {
+            placed.waits_for_scale_up = self.take(c, p, e);
         }
         self.replicas_on[c] += 1;
         Some(Placement {
@@ -234,10 +277,11 @@ impl<'i, 'a> State<'i, 'a> {
         let cluster = &self.input.clusters[c];
         let mut engines = Vec::with_capacity(pools.len());
         for (e, (p, binding)) in pools.into_iter().enumerate() {
-            self.free[c][p] -= self.needs[e];
+            let waits_for_scale_up = self.take(c, p, e);
             engines.push(EnginePlacement {
                 pool: &cluster.status.pools[p],
                 binding,
+                waits_for_scale_up,
             });
         }
         self.replicas_on[c] += 1;
@@ -248,6 +292,12 @@ impl<'i, 'a> State<'i, 'a> {
         })
     }
 
+    /// Takes engine `e`'s nodes from pool `p` of cluster `c`; true when some of them are not running yet.
+    fn take(&mut self, c: usize, p: usize, e: usize) -> bool {
+        self.free[c][p] = self.free[c][p].saturating_sub(self.needs[e]);
+        self.free[c][p] < self.growth[c][p]
+    }
+
     /// A pool per engine in cluster `c`, best fit first, or None.
     fn fit_cluster(&mut self, c: usize) -> Option<EnginePools> {
         let cluster = &self.input.clusters[c];
@@ -256,7 +306,7 @@ impl<'i, 'a> State<'i, 'a> {
         for (e, engine) in self.input.spec.engines.iter().enumerate() {
             let mut best: Option<(i64, &str, usize, Rc<Binding>)> = None;
             for (p, pool) in cluster.status.pools.iter().enumerate() {
-                let left = free[p] - self.needs[e];
+                let left = free[p].saturating_sub(self.needs[e]);
                 let better = best
                     .as_ref()
                     .is_none_or(|b| (left, pool.name.as_str()) < (b.0, b.1));
@@ -268,7 +318,7 @@ impl<'i, 'a> State<'i, 'a> {
                 }
             }
             let (_, _, p, binding) = best?;
-            free[p] -= self.needs[e];
+            free[p] = free[p].saturating_sub(self.needs[e]);
             chosen.push((p, binding));
         }
         Some(chosen)
@@ -360,10 +410,69 @@ impl<'a> State<'_, 'a> {
     }
 }
 
+/// Refuses, before anything is placed or built, a deployment whose replicas could never fit in one response:
+/// every placed replica carries each member's containers as the user wrote them, so `replicas` times their size
+/// is a floor on the response. The replica count is also capped here, whatever the schema said, because the
+/// scheduler's memory is linear in it.
+fn check_output_bound(input: &Input) -> Result<(), ComposeError> {
+    if input.replicas > MAX_REPLICAS {
+        return Err(ComposeError::new(
+            "spec.replicas",
+            format!("{} replicas; at most {MAX_REPLICAS} are allowed", input.replicas),
+        ));
+    }
+    let per_replica = input
+        .spec
+        .engines
+        .iter()
+        .flat_map(|e| &e.members)
+        .map(|m| {
+            let containers = m.template.spec.containers.iter().map(json_len).sum::<usize>();
+            containers
+                + m.template
+                    .spec
+                    .image_pull_secrets
+                    .iter()
+                    .map(json_len)
+                    .sum::<usize>()
+        })
+        .fold(0usize, usize::saturating_add);
+    let floor = per_replica.saturating_mul(input.replicas as usize);
+    if floor > MAX_RESPONSE_BYTES {
+        return Err(ComposeError::new(
+            "spec.replicas",
+            format!(
+                "{} replicas of this template compose at least {floor} bytes (their containers alone), over the \
+                 {MAX_RESPONSE_BYTES} bytes a function response may carry; use fewer replicas per ModelDeployment",
+                input.replicas
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn json_len<T: serde::Serialize>(value: &T) -> usize {
+    serde_json::to_vec(value).map_or(0, |bytes| bytes.len())
+}
+
+/// The components a replica of `spec` cannot run without on `cluster`: the DRA driver (and the node labels it
+/// is scheduled by) when it claims devices, and its stack's gang scheduler when it runs a gang.
+pub fn needed_components(spec: &ReplicaSpec, cluster: &ClusterView) -> Vec<&'static str> {
+    let mut needed = Vec::new();
+    let members = || spec.engines.iter().flat_map(|e| &e.members);
+    if members().any(|m| !m.device_requests().is_empty()) {
+        needed.extend(components::DRA_COMPONENTS);
+    }
+    if members().any(|m| m.role == Role::Leader) {
+        needed.extend(serving_stack(cluster.status.stack).gang_components());
+    }
+    needed
+}
+
 /// Why a cluster can take no new replica of this deployment, before looking at its pools.
 fn ineligible(spec: &ReplicaSpec, cluster: &ClusterView) -> Option<String> {
-    if let Some(why) = cluster.not_usable() {
-        return Some(why.to_owned());
+    if let Some(why) = cluster.not_usable(&needed_components(spec, cluster)) {
+        return Some(why);
     }
     if let Some(selector) = &spec.cluster_selector
         && !selector.matches(&cluster.metadata.labels)

@@ -25,6 +25,9 @@ fn pool(name: &str, nodes: u32, devices: Value) -> PoolStatus {
         name: name.into(),
         class_name: format!("class-{}", devices.len()),
         node_count: nodes,
+        min_node_count: None,
+        max_node_count: None,
+        efa_interfaces: 0,
         devices,
     }
 }
@@ -105,7 +108,7 @@ struct Case {
     spec: Value,
     replicas: u32,
     pins: BTreeMap<u32, Pin>,
-    used: BTreeMap<(String, String), u32>,
+    used: BTreeMap<(String, String), u64>,
     want: &'static [&'static str],
 }
 

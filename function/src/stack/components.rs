@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use crate::api::inference_cluster::{GPU_TAINT_EFFECT, GPU_TAINT_KEY};
+use crate::api::inference_cluster::{GPU_TAINT_EFFECT, GPU_TAINT_KEY, Taint};
 
 /// Kubernetes minor version of the EKS clusters this table was validated with: DRA (`resource.k8s.io/v1`) is GA
 /// from 1.34, and the scheduler's ResourceClaimTemplates use that API.
@@ -28,6 +28,8 @@ pub struct ClusterFacts<'a> {
     /// The InferenceCluster's name, which is also the EKS cluster's name.
     pub name: &'a str,
     pub region: Option<&'a str>,
+    /// The cluster's taints, which every node of its pools carries.
+    pub taints: &'a [Taint],
 }
 
 /// When a component is installed.
@@ -70,9 +72,24 @@ fn no_values(_: &ClusterFacts) -> Value {
     json!({})
 }
 
-fn gpu_toleration() -> Value {
-    json!({"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT})
+/// Tolerations for a DaemonSet that must run on every GPU node: the GPU taint and each of the cluster's own
+/// taints, exactly (a node agent that does not run there leaves the node without devices).
+fn node_agent_tolerations(facts: &ClusterFacts) -> Value {
+    let mut tolerations =
+        vec![json!({"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT})];
+    tolerations.extend(facts.taints.iter().map(|t| {
+        if t.value.is_empty() {
+            json!({"key": t.key, "operator": "Exists", "effect": t.effect.as_str()})
+        } else {
+            json!({"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect.as_str()})
+        }
+    }));
+    Value::Array(tolerations)
 }
+
+/// What a replica that claims devices cannot be placed without: the DRA driver publishing the GPUs, and the
+/// node labels its kubelet plugin is scheduled by.
+pub const DRA_COMPONENTS: [&str; 2] = [NODE_FEATURE_DISCOVERY.name, DRA_DRIVER_NVIDIA_GPU.name];
 
 pub const CERT_MANAGER: Component = Component {
     name: "cert-manager",
@@ -94,7 +111,7 @@ pub const NODE_FEATURE_DISCOVERY: Component = Component {
     install: Install::Chart {
         repository: "oci://registry.k8s.io/nfd/charts",
         chart: "node-feature-discovery",
-        values: |_| json!({"worker": {"tolerations": [gpu_toleration()]}}),
+        values: |facts| json!({"worker": {"tolerations": node_agent_tolerations(facts)}}),
     },
     needs: Needs::Always,
     why: "pci-10de node labels the DRA kubelet plugin is scheduled by; must tolerate the GPU taint to reach GPU nodes",
@@ -107,12 +124,12 @@ pub const DRA_DRIVER_NVIDIA_GPU: Component = Component {
     install: Install::Chart {
         repository: "oci://registry.k8s.io/dra-driver-nvidia/charts",
         chart: "dra-driver-nvidia-gpu",
-        values: |_| {
+        values: |facts| {
             json!({
                 "nvidiaDriverRoot": "/",
                 "gpuResourcesEnabledOverride": true,
                 "resources": {"gpus": {"enabled": true}, "computeDomains": {"enabled": false}},
-                "kubeletPlugin": {"tolerations": [gpu_toleration()]},
+                "kubeletPlugin": {"tolerations": node_agent_tolerations(facts)},
             })
         },
     },
@@ -129,7 +146,7 @@ pub const AWS_DRANET: Component = Component {
     install: Install::Chart {
         repository: "https://aws.github.io/eks-charts",
         chart: "aws-dranet",
-        values: |_| json!({"tolerations": [gpu_toleration()]}),
+        values: |facts| json!({"tolerations": node_agent_tolerations(facts)}),
     },
     needs: Needs::EfaPool,
     why: "EFA interfaces as DRA devices next to the GPUs, AWS's recommendation from Kubernetes 1.34",

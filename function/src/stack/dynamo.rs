@@ -5,12 +5,15 @@
 use serde_json::{Value, json};
 
 use super::{
-    Component, EngineWorkload, ServingStack, StackObject,
+    CacheUse, Component, EngineAdditions, EngineWorkload, ServingStack, StackObject,
     components::{GROVE, KAI_QUEUES, KAI_SCHEDULER, MODEL_EXPRESS},
     model_express, pod_clique_set,
 };
 use crate::{
-    api::{inference_cluster::Stack, model_deployment::Engine},
+    api::{
+        inference_cluster::{PoolStatus, Stack},
+        model_deployment::Engine,
+    },
     schedule::ClusterView,
 };
 
@@ -73,15 +76,21 @@ impl ServingStack for Dynamo {
          && object.status.availableReplicas >= object.spec.replicas"
     }
 
-    fn engine_env(&self, cluster: &ClusterView) -> Vec<Value> {
-        let Some(address) = &cluster.status.model_express_address else {
-            return Vec::new();
-        };
-        // MODEL_EXPRESS_URL is deprecated but wins when both are set (the TRT-LLM path reads only it), so set both.
-        vec![
-            json!({"name": "MX_SERVER_ADDRESS", "value": address}),
-            json!({"name": "MODEL_EXPRESS_URL", "value": address}),
-        ]
+    fn gang_components(&self) -> &'static [&'static str] {
+        &[GROVE.name, KAI_SCHEDULER.name, KAI_QUEUES.name]
+    }
+
+    fn engine_additions(
+        &self,
+        cluster: &ClusterView,
+        pool: &PoolStatus,
+        cache: Option<&CacheUse>,
+    ) -> EngineAdditions {
+        match (&cluster.status.model_express_address, cache) {
+            (Some(address), Some(cache)) => model_express::client(address, pool, cache),
+            // Without a cache there are no staged weights for peers to share.
+            _ => EngineAdditions::default(),
+        }
     }
 }
 

@@ -15,8 +15,7 @@ pub fn leader_worker_set(w: &EngineWorkload) -> Value {
     let worker = engine.member_index(Role::Worker);
     let template = |m: usize| {
         let member = &engine.members[m];
-        let mut env = gang_env();
-        env.extend(w.stack_env.iter().cloned());
+        let env = gang_env();
         json!({
             "metadata": {"labels": pod::pod_labels(w, member), "annotations": pod::pod_annotations(w, member)},
             "spec": pod::pod_spec(w, m, env),

@@ -49,8 +49,32 @@ pub struct EngineWorkload<'a> {
     pub claim_templates: Vec<Option<String>>,
     /// The model cache volume claim, when the deployment references a ModelCache.
     pub cache_pvc: Option<String>,
-    /// [`ServingStack::engine_env`] for this cluster.
-    pub stack_env: Vec<Value>,
+    /// The deployment's ModelCache, when it references one.
+    pub cache: Option<&'a CacheUse<'a>>,
+    /// What the stack adds to every engine container ([`ServingStack::engine_additions`]).
+    pub additions: EngineAdditions,
+    /// Pod tolerations: the GPU taint's and every deployment toleration the scheduler relied on here.
+    pub tolerations: Vec<Value>,
+}
+
+/// The ModelCache a deployment's engines load from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheUse<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    /// The cache volume's size, when the ModelCache states one: what an engine loads at most.
+    pub size_gib: Option<u64>,
+}
+
+/// What a stack adds to every engine container of a replica, beyond Modelplane's own env and mounts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EngineAdditions {
+    /// After Modelplane's gang variables and before the user's.
+    pub env: Vec<Value>,
+    /// Linux capabilities added to the container's security context.
+    pub capabilities: Vec<&'static str>,
+    /// DRA requests added to every claim a member makes (the fabric's interfaces, next to its GPUs).
+    pub claim_requests: Vec<Value>,
 }
 
 pub trait ServingStack: Sync {
@@ -79,8 +103,16 @@ pub trait ServingStack: Sync {
     /// provider-kubernetes readiness CEL (over `object`) that holds once the gang serves.
     fn gang_ready_query(&self) -> &'static str;
 
-    /// Env this stack gives every engine container, after Modelplane's gang variables and before the user's.
-    fn engine_env(&self, cluster: &ClusterView) -> Vec<Value>;
+    /// The components of [`ServingStack::components`] a gang cannot be scheduled without.
+    fn gang_components(&self) -> &'static [&'static str];
+
+    /// What this stack adds to every engine container placed on `pool` of `cluster`.
+    fn engine_additions(
+        &self,
+        cluster: &ClusterView,
+        pool: &PoolStatus,
+        cache: Option<&CacheUse>,
+    ) -> EngineAdditions;
 }
 
 /// The stack implementation for `stack`.
@@ -91,8 +123,9 @@ pub fn serving_stack(stack: Stack) -> &'static dyn ServingStack {
     }
 }
 
-/// A Deployment or LeaderWorkerSet is ready when its `Available` condition is True.
-pub const AVAILABLE_QUERY: &str = "has(object.status.conditions) && object.status.conditions.exists(c, c.type == 'Available' && c.status == 'True')";
+/// A Deployment or LeaderWorkerSet serves when every copy's pods pass their readiness probes: `Available`
+/// alone holds with a Deployment's `maxUnavailable` pods still loading weights.
+pub const AVAILABLE_QUERY: &str = "has(object.status.conditions) && object.status.conditions.exists(c, c.type == 'Available' && c.status == 'True') && has(object.status.readyReplicas) && object.status.readyReplicas >= object.spec.replicas";
 
 /// One Kubernetes object a stack component needs on the workload cluster.
 #[derive(Debug, Clone, PartialEq)]

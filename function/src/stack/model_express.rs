@@ -4,7 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::StackObject;
+use super::{CacheUse, EngineAdditions, StackObject};
+use crate::api::inference_cluster::PoolStatus;
 
 pub const VERSION: &str = "0.4.1";
 pub const NAMESPACE: &str = "modelexpress-system";
@@ -19,6 +20,49 @@ const CACHE_DIR: &str = "/mnt/models";
 /// `host:port` engines on any namespace of the cluster use.
 pub fn address() -> String {
     format!("{NAME}.{NAMESPACE}.svc.cluster.local:{GRPC_PORT}")
+}
+
+/// The DRA DeviceClass AWS's DRA network driver (aws-dranet) publishes EFA interfaces under.
+pub const EFA_DEVICE_CLASS: &str = "efa.networking.k8s.aws";
+
+/// What a ModelExpress client in an engine needs, for an engine whose deployment loads from `cache`. Nothing
+/// here makes the engine use ModelExpress: only the user's `--load-format` opts in.
+pub fn client(address: &str, pool: &PoolStatus, cache: &CacheUse) -> EngineAdditions {
+    let field = |path: &str| json!({"fieldRef": {"fieldPath": path}});
+    let mut env = vec![
+        // MODEL_EXPRESS_URL is deprecated but wins when both are set (the TRT-LLM path reads only it), so set both.
+        json!({"name": "MX_SERVER_ADDRESS", "value": address}),
+        json!({"name": "MODEL_EXPRESS_URL", "value": address}),
+        // Every cache mounts at the same path, and a P2P source is identified by path and revision: the
+        // revision names the cache, so two caches never share a source and a peer serves only these weights.
+        json!({"name": "MX_MODEL_REVISION", "value": source_revision(cache)}),
+        json!({"name": "MX_P2P_METADATA", "value": "1"}),
+        // The server's Kubernetes backend writes ModelMetadata owned by the engine pod.
+        json!({"name": "POD_NAME", "valueFrom": field("metadata.name")}),
+        json!({"name": "POD_UID", "valueFrom": field("metadata.uid")}),
+        json!({"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")}),
+    ];
+    let mut claim_requests = Vec::new();
+    if pool.efa_interfaces > 0 {
+        env.push(json!({"name": "MX_NIXL_BACKEND", "value": "LIBFABRIC"}));
+        // Every EFA interface of the node: one engine pod per node, and transfers stripe over all of them.
+        claim_requests.push(
+            json!({"name": "efa", "exactly": {"deviceClassName": EFA_DEVICE_CLASS,
+                                                              "allocationMode": "All"}}),
+        );
+    }
+    EngineAdditions {
+        env,
+        // GPUDirect RDMA pins the memory it registers.
+        capabilities: vec!["IPC_LOCK"],
+        claim_requests,
+    }
+}
+
+/// The revision a cache's weights are published under: its namespace and name, which no other cache shares
+/// (`/` appears in neither).
+pub fn source_revision(cache: &CacheUse) -> String {
+    format!("{}/{}", cache.namespace, cache.name)
 }
 
 /// Everything the server needs, in the order an operator would apply it.

@@ -27,6 +27,16 @@ const CLAIM_NAME: &str = "devices";
 /// Engines share tensors between processes through /dev/shm; the container default of 64 MiB is too small.
 const SHM_VOLUME: &str = "dshm";
 const CACHE_VOLUME: &str = "model-cache";
+/// The engine's health endpoint (vLLM and SGLang serve it on the serving port), which answers 200 only once
+/// the weights are loaded and the server takes requests.
+const HEALTH_PATH: &str = "/health";
+const PROBE_PERIOD_SECONDS: u64 = 10;
+/// Starting beyond loading weights: CUDA graph capture, compilation, the server coming up.
+const STARTUP_BASE_SECONDS: u64 = 600;
+/// Loading from a shared file system at about 256 MiB/s: 4 s per GiB of weights.
+const STARTUP_SECONDS_PER_GIB: u64 = 4;
+/// When the weights' size is unknown (no ModelCache, or one that states no size): an hour.
+const STARTUP_UNKNOWN_SECONDS: u64 = 3600;
 
 /// Pod labels for `role`: the user's, then ours (ours win, and the XRD keeps users out of our prefix).
 pub fn pod_labels(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
@@ -60,23 +70,32 @@ pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
     let mut volumes = vec![json!({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}})];
     let mut mounts = vec![json!({"name": SHM_VOLUME, "mountPath": "/dev/shm"})];
     let mut env = env;
+    env.extend(w.additions.env.iter().cloned());
     if let Some(pvc) = &w.cache_pvc {
         volumes.push(json!({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": pvc}}));
         mounts.push(json!({"name": CACHE_VOLUME, "mountPath": model_cache::MOUNT_PATH}));
         env.push(json!({"name": "HF_HUB_CACHE", "value": model_cache::MOUNT_PATH}));
     }
+    let ours = Additions {
+        env: &env,
+        mounts: &mounts,
+        claims: claim.is_some(),
+        capabilities: &w.additions.capabilities,
+        probes: matches!(member.role, Role::Standalone | Role::Leader)
+            .then(|| startup_seconds(w.cache.and_then(|c| c.size_gib))),
+    };
     let containers: Vec<Value> = member
         .template
         .spec
         .containers
         .iter()
-        .map(|c| Value::Object(engine_container(c, &env, &mounts, claim.is_some())))
+        .map(|c| Value::Object(engine_container(c, &ours)))
         .collect();
     let mut spec = json!({
         "containers": containers,
         "volumes": volumes,
         "nodeSelector": {POOL_LABEL: w.pool.name},
-        "tolerations": [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}],
+        "tolerations": w.tolerations,
     });
     if let Some(template) = claim {
         spec["resourceClaims"] = json!([{"name": CLAIM_NAME, "resourceClaimTemplateName": template}]);
@@ -87,17 +106,64 @@ pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
     spec
 }
 
-fn engine_container(
-    user: &Map<String, Value>,
-    env: &[Value],
-    mounts: &[Value],
+/// The tolerations every engine pod gets: the GPU nodes' taint, then each of `theirs` (the deployment's, as
+/// Kubernetes writes them) that the scheduler relied on to place the replica on this cluster.
+pub fn tolerations(theirs: impl IntoIterator<Item = Value>) -> Vec<Value> {
+    let mut all = vec![json!({"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT})];
+    all.extend(theirs);
+    all
+}
+
+/// What Modelplane adds to an engine container.
+struct Additions<'a> {
+    env: &'a [Value],
+    mounts: &'a [Value],
     claims: bool,
-) -> Map<String, Value> {
+    capabilities: &'a [&'static str],
+    /// For a serving container: the startup budget in seconds for its probes.
+    probes: Option<u64>,
+}
+
+/// How long a serving engine may take to start: a base plus the time to read its weights when their size is
+/// known.
+pub fn startup_seconds(size_gib: Option<u64>) -> u64 {
+    size_gib.map_or(STARTUP_UNKNOWN_SECONDS, |gib| {
+        STARTUP_BASE_SECONDS.saturating_add(gib.saturating_mul(STARTUP_SECONDS_PER_GIB))
+    })
+}
+
+/// Readiness on the engine's health endpoint, and a startup probe on the same endpoint that holds liveness and
+/// readiness checks off for `startup_seconds`. Every field is written out (Kubernetes' defaults included) so
+/// provider-kubernetes sees no drift.
+fn probes(startup_seconds: u64) -> (Value, Value) {
+    let check = |failure_threshold: u64| {
+        json!({
+            "httpGet": {"path": HEALTH_PATH, "port": SERVING_PORT, "scheme": "HTTP"},
+            "periodSeconds": PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": 5,
+            "successThreshold": 1,
+            "failureThreshold": failure_threshold,
+        })
+    };
+    (check(startup_seconds.div_ceil(PROBE_PERIOD_SECONDS)), check(3))
+}
+
+fn engine_container(user: &Map<String, Value>, ours: &Additions) -> Map<String, Value> {
     let mut container = user.clone();
-    let mut all_env = env.to_vec();
-    if let Some(Value::Array(theirs)) = user.get("env") {
-        all_env.extend(theirs.iter().cloned());
-    }
+    let theirs = match user.get("env") {
+        Some(Value::Array(theirs)) => theirs.as_slice(),
+        _ => &[],
+    };
+    // A name the user sets is theirs: a duplicate would be rejected by Grove and is ambiguous everywhere else.
+    let name_of = |e: &Value| e.get("name").and_then(Value::as_str).map(str::to_owned);
+    let user_names: Vec<String> = theirs.iter().filter_map(name_of).collect();
+    let mut all_env: Vec<Value> = ours
+        .env
+        .iter()
+        .filter(|e| name_of(e).is_none_or(|n| !user_names.contains(&n)))
+        .cloned()
+        .collect();
+    all_env.extend(theirs.iter().cloned());
     if !all_env.is_empty() {
         container.insert("env".into(), Value::Array(all_env));
     }
@@ -105,9 +171,9 @@ fn engine_container(
         Some(Value::Array(theirs)) => theirs.clone(),
         _ => Vec::new(),
     };
-    all_mounts.extend(mounts.iter().cloned());
+    all_mounts.extend(ours.mounts.iter().cloned());
     container.insert("volumeMounts".into(), Value::Array(all_mounts));
-    if claims {
+    if ours.claims {
         let resources = container.entry("resources").or_insert_with(|| json!({}));
         if let Value::Object(resources) = resources {
             let list = resources.entry("claims").or_insert_with(|| json!([]));
@@ -116,7 +182,37 @@ fn engine_container(
             }
         }
     }
+    if !ours.capabilities.is_empty() {
+        add_capabilities(&mut container, ours.capabilities);
+    }
+    if let Some(seconds) = ours.probes {
+        // The user's own probes are kept as written.
+        let (startup, readiness) = probes(seconds);
+        container.entry("startupProbe").or_insert(startup);
+        container.entry("readinessProbe").or_insert(readiness);
+    }
     container
+}
+
+/// Adds `capabilities` to `securityContext.capabilities.add`, keeping whatever the user set there.
+fn add_capabilities(container: &mut Map<String, Value>, capabilities: &[&str]) {
+    let context = container.entry("securityContext").or_insert_with(|| json!({}));
+    let Value::Object(context) = context else {
+        return;
+    };
+    let caps = context.entry("capabilities").or_insert_with(|| json!({}));
+    let Value::Object(caps) = caps else {
+        return;
+    };
+    let add = caps.entry("add").or_insert_with(|| json!([]));
+    let Value::Array(add) = add else {
+        return;
+    };
+    for capability in capabilities {
+        if !add.iter().any(|c| c == capability) {
+            add.push(json!(capability));
+        }
+    }
 }
 
 /// A Standalone engine on either stack: `copies` identical pods.
@@ -131,7 +227,7 @@ pub fn deployment(w: &EngineWorkload) -> Value {
             "selector": {"matchLabels": {WORKLOAD_LABEL: w.name}},
             "template": {
                 "metadata": {"labels": pod_labels(w, member), "annotations": pod_annotations(w, member)},
-                "spec": pod_spec(w, 0, w.stack_env.clone()),
+                "spec": pod_spec(w, 0, Vec::new()),
             },
         },
     })
@@ -158,6 +254,7 @@ pub fn resource_claim_template(w: &EngineWorkload, m: usize, name: &str, devices
             }
             Some(json!({"name": request.name, "exactly": exactly}))
         })
+        .chain(w.additions.claim_requests.iter().cloned())
         .collect();
     json!({
         "apiVersion": "resource.k8s.io/v1",

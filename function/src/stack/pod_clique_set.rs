@@ -98,9 +98,7 @@ fn clique(w: &EngineWorkload, m: usize, name: &str, rank: usize, queue: &str) ->
     let member = &w.engine.members[m];
     let mut labels = pod::pod_labels(w, member);
     labels.insert(KAI_QUEUE_LABEL.into(), json!(queue));
-    let mut env = gang_env(w, rank);
-    env.extend(w.stack_env.iter().cloned());
-    let mut pod_spec = pod::pod_spec(w, m, env);
+    let mut pod_spec = pod::pod_spec(w, m, gang_env(w, rank));
     pod_spec["schedulerName"] = json!(KAI_SCHEDULER);
     pod_spec["restartPolicy"] = json!("Always");
     pod_spec["terminationGracePeriodSeconds"] = json!(30);

@@ -4,11 +4,14 @@
 use serde_json::{Value, json};
 
 use super::{
-    Component, EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, ServingStack, StackObject,
-    components::LEADER_WORKER_SET, leader_worker_set,
+    CacheUse, Component, EngineAdditions, EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, ServingStack,
+    StackObject, components::LEADER_WORKER_SET, leader_worker_set,
 };
 use crate::{
-    api::{inference_cluster::Stack, model_deployment::Engine},
+    api::{
+        inference_cluster::{PoolStatus, Stack},
+        model_deployment::Engine,
+    },
     schedule::ClusterView,
 };
 
@@ -51,8 +54,12 @@ impl ServingStack for Standard {
         super::AVAILABLE_QUERY
     }
 
-    fn engine_env(&self, _cluster: &ClusterView) -> Vec<Value> {
-        Vec::new()
+    fn gang_components(&self) -> &'static [&'static str] {
+        &[LEADER_WORKER_SET.name]
+    }
+
+    fn engine_additions(&self, _: &ClusterView, _: &PoolStatus, _: Option<&CacheUse>) -> EngineAdditions {
+        EngineAdditions::default()
     }
 }
 

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::{CONTROL_NAMESPACE, eks};
 use crate::{
-    api::inference_cluster::{FabricType, InferenceClusterSpec, SecretKeyRef, Source},
+    api::inference_cluster::{Components, FabricType, InferenceClusterSpec, KubeconfigSecretRef, Source},
     compose::{Output, remote},
     stack::{Cloud, ClusterFacts, Component, Install, Needs, Readiness, ServingStack, components},
 };
@@ -25,8 +25,17 @@ pub struct Planned {
     pub keys: Vec<String>,
 }
 
-/// The cluster's component list: its cloud's common rows (those it needs), then its stack's rows.
+/// The cluster's component list: its cloud's common rows (those it needs), then its stack's rows. Empty for an
+/// existing cluster that provides its own.
 pub fn plan(cloud: Cloud, stack: &dyn ServingStack, spec: &InferenceClusterSpec) -> Vec<Planned> {
+    let provided = spec
+        .cluster
+        .existing
+        .as_ref()
+        .is_some_and(|e| spec.cluster.source == Source::Existing && e.components == Components::Provided);
+    if provided {
+        return Vec::new();
+    }
     let efa = spec.node_pools.iter().any(|p| p.fabric.type_ == FabricType::Efa);
     components::common(cloud)
         .iter()
@@ -49,8 +58,8 @@ pub fn provider_config_name(cluster: &str) -> String {
 
 pub fn compose_provider_configs(out: &mut Output, name: &str, spec: &InferenceClusterSpec) {
     let secret = match (&spec.cluster.source, &spec.cluster.existing) {
-        (Source::Existing, Some(existing)) => existing.kubeconfig_secret_ref.clone(),
-        _ => SecretKeyRef {
+        (Source::Existing, Some(existing)) => existing.secret_ref.clone(),
+        _ => KubeconfigSecretRef {
             name: eks::kubeconfig_secret(name),
             namespace: CONTROL_NAMESPACE.into(),
             key: eks::KUBECONFIG_KEY.into(),

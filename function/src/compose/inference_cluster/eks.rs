@@ -1,4 +1,4 @@
-//! The EKS half of a cluster: provider-eks's `ClusterProviderConfig`, `Cluster` and `NodePool`s, built from the
+//! The EKS half of a cluster: provider-eks's `Cluster` and `NodePool`s, built from the
 //! typed specs provider-eks itself reconciles (so the two cannot drift), and the activation policy that starts
 //! provider-eks's controllers only once some InferenceCluster is on EKS.
 
@@ -17,11 +17,10 @@ use crate::{
             EksCluster, FabricType, GPU_TAINT_KEY, InferenceClusterSpec, NodePool, POOL_LABEL, TaintEffect,
         },
     },
-    compose::{ComposeError, Output},
+    compose::{ComposeError, Output, inference_class::efa_interfaces},
     stack::components::EKS_KUBERNETES_VERSION,
 };
 
-pub const KEY_PROVIDER_CONFIG: &str = "providerconfig-eks";
 pub const KEY_CLUSTER: &str = "eks-cluster";
 pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
 
@@ -47,8 +46,6 @@ const SYSTEM_SCALING: eks_api::Scaling = eks_api::Scaling {
     desired_size: 2,
 };
 
-/// Default root volume for GPU nodes whose class does not say: engine images alone run to tens of GiB.
-const GPU_DISK_GIB: u32 = 200;
 /// AMI for GPU nodes whose class does not say: ships the NVIDIA driver the DRA driver uses.
 const GPU_AMI_TYPE: &str = "AL2023_x86_64_NVIDIA";
 /// VPC provider-eks creates when the spec names no subnets.
@@ -62,8 +59,6 @@ pub fn compose(
     classes: &BTreeMap<String, InferenceClassSpec>,
 ) -> Result<(), ComposeError> {
     let tags = BTreeMap::from([("modelplane.ai/cluster".to_owned(), name.to_owned())]);
-    let config = eks_api::ClusterProviderConfig::new(name, provider_config(cluster));
-    out.compose(KEY_PROVIDER_CONFIG, to_value(&config, None)?, false);
 
     let zones = all_zones(spec);
     let networking = if cluster.networking.subnet_ids.is_empty() {
@@ -96,7 +91,7 @@ pub fn compose(
                 endpoint_private_access: cluster.networking.endpoint_private_access,
                 tags: tags.clone(),
             },
-            provider_config_ref: provider_config_ref(name),
+            provider_config_ref: provider_config_ref(cluster),
             management_policies: vec![eks_api::ManagementPolicy::All],
             write_connection_secret_to_ref: Some(eks_api::SecretReference {
                 name: kubeconfig_secret(name),
@@ -118,7 +113,7 @@ pub fn compose(
         tags: tags.clone(),
         ..Default::default()
     };
-    compose_node_pool(out, name, SYSTEM_POOL, system)?;
+    compose_node_pool(out, name, cluster, SYSTEM_POOL, system)?;
 
     for pool in &spec.node_pools {
         let Some(class) = classes
@@ -133,7 +128,7 @@ pub fn compose(
             node_role_arn: node_role.clone(),
             instance_types: vec![class.instance_type.clone()],
             ami_type: Some(class.ami_type.clone().unwrap_or_else(|| GPU_AMI_TYPE.into())),
-            disk_size: Some(class.disk_size_gib.unwrap_or(GPU_DISK_GIB)),
+            disk_size: Some(class.disk_size_gb),
             scaling: scaling(pool),
             labels: BTreeMap::from([(POOL_LABEL.to_owned(), pool.name.clone())]),
             taints: gpu_taints(spec),
@@ -148,12 +143,12 @@ pub fn compose(
                 .as_ref()
                 .map(|b| b.capacity_reservation_id.clone()),
             efa_interfaces: match pool.fabric.type_ {
-                FabricType::Efa => class.efa_interfaces,
+                FabricType::Efa => efa_interfaces(class).unwrap_or(0),
                 FabricType::None => 0,
             },
             tags: tags.clone(),
         };
-        compose_node_pool(out, name, &pool.name, params)?;
+        compose_node_pool(out, name, cluster, &pool.name, params)?;
     }
 
     out.compose(KEY_ACTIVATION_POLICY, activation_policy(name), false);
@@ -163,6 +158,7 @@ pub fn compose(
 fn compose_node_pool(
     out: &mut Output,
     cluster: &str,
+    eks: &EksCluster,
     pool: &str,
     params: eks_api::NodePoolParameters,
 ) -> Result<(), ComposeError> {
@@ -170,7 +166,7 @@ fn compose_node_pool(
         &format!("{cluster}-{pool}"),
         eks_api::NodePoolSpec {
             for_provider: params,
-            provider_config_ref: provider_config_ref(cluster),
+            provider_config_ref: provider_config_ref(eks),
             management_policies: vec![eks_api::ManagementPolicy::All],
             write_connection_secret_to_ref: None,
         },
@@ -195,31 +191,11 @@ pub fn activation_policy(cluster: &str) -> Value {
     })
 }
 
-fn provider_config(cluster: &EksCluster) -> eks_api::ClusterProviderConfigSpec {
-    let credentials = match &cluster.credentials_secret_ref {
-        Some(secret) => eks_api::Credentials {
-            source: eks_api::CredentialsSource::Secret,
-            secret_ref: Some(eks_api::SecretKeySelector {
-                name: secret.name.clone(),
-                namespace: Some(secret.namespace.clone()),
-                key: secret.key.clone(),
-            }),
-            role_arn: None,
-        },
-        None => eks_api::Credentials::default(),
-    };
-    eks_api::ClusterProviderConfigSpec {
-        spec: eks_api::ProviderConfigSpec {
-            credentials,
-            endpoint: None,
-        },
-    }
-}
-
-fn provider_config_ref(cluster: &str) -> eks_api::ProviderConfigReference {
+/// The provider config every provider-eks MR of the cluster uses: the one `spec.cluster.eks.credentials` names.
+fn provider_config_ref(cluster: &EksCluster) -> eks_api::ProviderConfigReference {
     eks_api::ProviderConfigReference {
-        kind: "ClusterProviderConfig".into(),
-        name: cluster.into(),
+        kind: cluster.credentials.kind.as_str().into(),
+        name: cluster.credentials.name.clone(),
     }
 }
 
@@ -278,3 +254,8 @@ fn to_value(object: &impl Serialize, namespace: Option<&str>) -> Result<Value, C
     }
     Ok(value)
 }
+
+/// The ReadWriteMany StorageClass every EKS cluster gets for model caches, backed by the cluster's EFS file
+/// system (upstream Modelplane's name, so manifests written for it keep working).
+pub const EFS_STORAGE_CLASS: &str = "modelplane-rwx-efs";
+pub const KEY_STORAGE_CLASS: &str = "object-storageclass-efs";

@@ -4,7 +4,7 @@
 //! cluster is ready only when all of it is; its pools are offered to the scheduler only then, and only pools
 //! whose NodePool is ready.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
@@ -13,7 +13,7 @@ use crate::{
     api::{
         inference_class::InferenceClassSpec,
         inference_cluster::{
-            ComponentStatus, InferenceClusterSpec, InferenceClusterStatus, PoolStatus, Source,
+            ComponentStatus, FabricType, InferenceClusterSpec, InferenceClusterStatus, PoolStatus, Source,
         },
     },
     compose::Output,
@@ -60,18 +60,39 @@ pub fn report(
         );
     }
 
+    // Pools are offered once what reaches the cluster is ready (its provider configs, the EKS cluster and the
+    // pool's node group). Components do not hold pools back: each is reported below, and the scheduler decides
+    // which of them a replica needs (a monitoring chart that is not ready takes no cluster out of scheduling).
+    let component_keys: BTreeSet<&str> = plan
+        .iter()
+        .flat_map(|p| p.keys.iter().map(String::as_str))
+        .collect();
+    let node_pool_prefix = eks::node_pool_key("");
+    let reachable = out.resources.iter().all(|(key, c)| {
+        c.ready || component_keys.contains(key.as_str()) || key.starts_with(&node_pool_prefix)
+    });
     let pools = spec
         .node_pools
         .iter()
-        .filter(|pool| all_ready && pool_ready(out, spec, &pool.name))
-        .map(|pool| PoolStatus {
-            name: pool.name.clone(),
-            class_name: pool.class_name.clone(),
-            node_count: pool.node_count,
-            devices: classes
-                .get(&pool.class_name)
-                .map(|c| c.devices.clone())
-                .unwrap_or_default(),
+        .filter(|pool| reachable && pool_ready(out, spec, &pool.name))
+        .map(|pool| {
+            let class = classes.get(&pool.class_name);
+            let efa_interfaces = match pool.fabric.type_ {
+                FabricType::Efa => class
+                    .and_then(|c| c.provisioning.eks.as_ref())
+                    .and_then(crate::compose::inference_class::efa_interfaces)
+                    .unwrap_or(0),
+                FabricType::None => 0,
+            };
+            PoolStatus {
+                name: pool.name.clone(),
+                class_name: pool.class_name.clone(),
+                node_count: pool.node_count,
+                min_node_count: pool.min_node_count,
+                max_node_count: pool.max_node_count,
+                efa_interfaces,
+                devices: class.map(|c| c.devices.clone()).unwrap_or_default(),
+            }
         })
         .collect();
     let components = plan
@@ -88,18 +109,7 @@ pub fn report(
     let status = InferenceClusterStatus {
         stack: spec.stack,
         provider_config_name: provider_config_name(name),
-        cache_storage_class: spec
-            .cluster
-            .existing
-            .as_ref()
-            .and_then(|e| e.cache_storage_class.clone())
-            .or_else(|| {
-                spec.cluster
-                    .eks
-                    .as_ref()
-                    .and_then(|e| e.cache_storage_class.clone())
-            })
-            .unwrap_or_default(),
+        cache_storage_class: cache_storage_class(out, spec),
         model_express_address: stack.model_express_address(),
         kai_queue: stack.kai_queue().map(str::to_owned),
         pools,
@@ -109,6 +119,27 @@ pub fn report(
         out.status = map;
     }
     out.ready = Some(all_ready);
+}
+
+/// The class ModelCaches stage on: on an existing cluster the one the user names; on EKS Modelplane's own EFS
+/// class, reported only once its StorageClass is observed on the cluster, so no cache volume waits on a class
+/// that does not exist yet.
+fn cache_storage_class(out: &Output, spec: &InferenceClusterSpec) -> String {
+    match spec.cluster.source {
+        Source::Existing => spec
+            .cluster
+            .existing
+            .as_ref()
+            .and_then(|e| e.cache.as_ref())
+            .map(|c| c.storage_class_name.clone())
+            .unwrap_or_default(),
+        Source::Eks => out
+            .resources
+            .get(eks::KEY_STORAGE_CLASS)
+            .filter(|c| c.ready)
+            .map(|_| eks::EFS_STORAGE_CLASS.to_owned())
+            .unwrap_or_default(),
+    }
 }
 
 fn pool_ready(out: &Output, spec: &InferenceClusterSpec, pool: &str) -> bool {

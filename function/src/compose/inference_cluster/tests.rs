@@ -10,7 +10,7 @@ fn h200() -> Value {
            "spec": {"devices": [{"name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com",
                                  "count": 8, "capacity": {"memory": {"value": "141Gi"}}}],
                     "provisioning": {"eks": {"instanceType": "p5en.48xlarge", "amiType": "AL2023_x86_64_NVIDIA",
-                                             "diskSizeGiB": 1024, "efaInterfaces": 16}}}})
+                                             "diskSizeGb": 1024, "efaInterfaces": 16}}}})
 }
 
 fn eks(stack: &str) -> Value {
@@ -29,8 +29,8 @@ fn existing(stack: &str) -> Value {
     json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": "onprem"},
            "spec": {"stack": stack,
                     "cluster": {"source": "Existing", "existing": {
-                        "kubeconfigSecretRef": {"name": "onprem-kubeconfig", "namespace": "platform"},
-                        "cacheStorageClass": "cephfs"}},
+                        "secretRef": {"name": "onprem-kubeconfig", "namespace": "platform"},
+                        "cache": {"storageClassName": "cephfs"}}},
                     "nodePools": [{"name": "gpu", "className": "eks-h200-8x", "nodeCount": 4}]}})
 }
 
@@ -322,12 +322,59 @@ fn bad_pools_are_fatal_and_name_the_field() {
     let mut no_eks = eks("Standard");
     no_eks["spec"]["cluster"].as_object_mut().unwrap().remove("eks");
     assert_eq!(error(&no_eks).path, "spec.cluster.eks");
+
+    let mut elsewhere = eks("Standard");
+    elsewhere["spec"]["nodePools"][0]["zones"] = json!(["us-west-2a"]);
+    let err = error(&elsewhere);
+    assert_eq!(err.path, "spec.nodePools[0].zones[0]");
+    assert!(err.reason.contains("us-east-1"), "{err}");
+
+    for (cidr, why) in [
+        ("10.0.0.0", "CIDR"),
+        ("10.0.0.0/8", "/16"),
+        ("10.0.0.1/16", "host bits"),
+        ("ten/16", "CIDR"),
+    ] {
+        let mut bad = eks("Standard");
+        bad["spec"]["cluster"]["eks"]["networking"] = json!({"vpcCidr": cidr});
+        let err = error(&bad);
+        assert_eq!(err.path, "spec.cluster.eks.networking.vpcCidr", "{cidr}");
+        assert!(err.reason.contains(why), "{cidr}: {err}");
+    }
+
+    let mut closed = eks("Standard");
+    closed["spec"]["cluster"]["eks"]["networking"] = json!({"endpointPublicAccess": false});
+    assert_eq!(error(&closed).path, "spec.cluster.eks.networking");
 }
 
 #[test]
-fn efa_on_a_class_without_efa_interfaces_is_refused() {
+fn a_cluster_with_only_a_region_keeps_its_api_endpoint_public() {
+    let mut xr = eks("Standard");
+    xr["spec"]["cluster"]["eks"] = json!({"region": "us-east-1"});
+    let out = run(&xr);
+    let params = &out.resources["eks-cluster"].object["spec"]["forProvider"];
+    assert_eq!(params["endpointPublicAccess"], true);
+    assert_eq!(params["endpointPrivateAccess"], false);
+}
+
+#[test]
+fn provided_components_install_nothing_on_an_existing_cluster() {
+    let mut xr = existing("Standard");
+    xr["spec"]["cluster"]["existing"]["components"] = json!("Provided");
+    let out = run(&xr);
+    let kinds: BTreeSet<&str> = out
+        .resources
+        .values()
+        .map(|c| c.object["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, BTreeSet::from(["ClusterProviderConfig"]));
+    assert_eq!(out.status["components"], json!([]));
+}
+
+#[test]
+fn efa_on_an_instance_type_without_efa_is_refused() {
     let mut class = h200();
-    class["spec"]["provisioning"]["eks"]["efaInterfaces"] = json!(0);
+    class["spec"]["provisioning"]["eks"] = json!({"instanceType": "g6.xlarge"});
     let xr = eks("Standard");
     let err = compose(&request(&xr, &[class], &[]), &raw(&xr)).unwrap_err();
     assert_eq!(err.path, "spec.nodePools[0].fabric.type");

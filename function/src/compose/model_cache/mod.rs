@@ -16,6 +16,7 @@ use crate::{
     api::{
         ObjectMeta,
         model_cache::{ClusterCache, ModelCacheSpec, ModelCacheStatus, Phase},
+        model_deployment::ModelDeploymentStatus,
     },
     proto::v1::{ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
     schedule::ClusterView,
@@ -44,7 +45,7 @@ struct DeploymentView {
     #[serde(default)]
     spec: DeploymentSpecView,
     #[serde(default)]
-    status: DeploymentStatusView,
+    status: ModelDeploymentStatus,
 }
 
 #[derive(Default, Deserialize)]
@@ -70,18 +71,6 @@ struct NameRef {
     name: String,
 }
 
-#[derive(Default, Deserialize)]
-struct DeploymentStatusView {
-    #[serde(default)]
-    replicas: Vec<PlacementView>,
-}
-
-#[derive(Default, Deserialize)]
-struct PlacementView {
-    #[serde(default)]
-    cluster: Option<String>,
-}
-
 /// Job status fields that tell completion from failure.
 #[derive(Default, Deserialize)]
 struct JobView {
@@ -97,6 +86,12 @@ struct JobStatusView {
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let cache: ModelCache = xr.parse()?;
+    if cache.spec.hugging_face.size_gib == 0 {
+        return Err(ComposeError::new(
+            "spec.huggingFace.sizeGiB",
+            "must be at least 1: the volume holds the whole snapshot",
+        ));
+    }
     let namespace = cache
         .metadata
         .effective_namespace()
@@ -289,7 +284,7 @@ fn stage(
     let volume = hydrate::volume_claim(
         cache_name,
         namespace,
-        &cache.spec.size,
+        &cache.spec.hugging_face.volume_size(),
         &status.cache_storage_class,
     );
     let volume_ready = observed_ready(req, &key("volume"));

@@ -9,8 +9,8 @@ use crate::proto::v1::{RunFunctionRequest, Status};
 
 fn cache(extra_spec: Value) -> Value {
     let mut spec = json!({
-        "huggingFace": {"repo": "Qwen/Qwen3-Coder-480B-A35B-Instruct", "revision": "main"},
-        "size": "1Ti",
+        "source": "HuggingFace",
+        "huggingFace": {"repo": "Qwen/Qwen3-Coder-480B-A35B-Instruct", "revision": "main", "sizeGiB": 1024},
         "clusterSelector": {"matchLabels": {"region": "us-east"}},
     });
     if let (Some(spec), Value::Object(extra)) = (spec.as_object_mut(), extra_spec) {
@@ -53,7 +53,9 @@ fn condition(out: &Output) -> (Status, &str, &str) {
 
 #[test]
 fn first_call_only_asks_for_clusters_deployments_and_the_auth_secret() {
-    let xr = cache(json!({"huggingFace": {"repo": "org/m", "authSecret": {"name": "hf", "key": "token"}}}));
+    let xr = cache(
+        json!({"huggingFace": {"repo": "org/m", "sizeGiB": 10, "authSecret": {"name": "hf", "key": "token"}}}),
+    );
     let out = run(compose, &request(xr)).unwrap();
     assert!(out.resources.is_empty());
     assert_eq!(
@@ -73,7 +75,7 @@ fn selected_cluster_gets_a_shared_volume_and_a_hydration_job() {
     assert_eq!(pvc["metadata"]["name"], "modelcache-qwen3-coder");
     assert_eq!(pvc["spec"]["accessModes"], json!(["ReadWriteMany"]));
     assert_eq!(pvc["spec"]["storageClassName"], "efs");
-    assert_eq!(pvc["spec"]["resources"]["requests"]["storage"], "1Ti");
+    assert_eq!(pvc["spec"]["resources"]["requests"]["storage"], "1024Gi");
     assert_eq!(
         out.resources["volume-eks-a"].object["spec"]["providerConfigRef"]["name"],
         "eks-a-pc"
@@ -119,7 +121,9 @@ fn cluster_without_a_cache_storage_class_is_named_in_the_condition() {
 
 #[test]
 fn missing_auth_secret_blocks_hydration_and_names_the_secret() {
-    let xr = cache(json!({"huggingFace": {"repo": "org/m", "authSecret": {"name": "hf", "key": "token"}}}));
+    let xr = cache(
+        json!({"huggingFace": {"repo": "org/m", "sizeGiB": 10, "authSecret": {"name": "hf", "key": "token"}}}),
+    );
     let req = with_required(resolved(xr, &[cluster("eks-a", "efs")]), "auth-secret", &[]);
     let out = run(compose, &req).unwrap();
     assert!(out.resources.contains_key("volume-eks-a"));
@@ -134,8 +138,9 @@ fn missing_auth_secret_blocks_hydration_and_names_the_secret() {
 
 #[test]
 fn auth_secret_is_propagated_by_reference_not_copied() {
-    let xr =
-        cache(json!({"huggingFace": {"repo": "org/m", "authSecret": {"name": "hf", "key": "hf-token"}}}));
+    let xr = cache(
+        json!({"huggingFace": {"repo": "org/m", "sizeGiB": 10, "authSecret": {"name": "hf", "key": "hf-token"}}}),
+    );
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf", "namespace": "ml-team"},
                         "data": {"hf-token": "c2VjcmV0"}});
     let req = with_required(resolved(xr, &[cluster("eks-a", "efs")]), "auth-secret", &[secret]);
@@ -238,4 +243,11 @@ fn no_selector_and_no_deployments_stages_nothing() {
     let out = run(compose, &resolved(xr, &[cluster("eks-a", "efs")])).unwrap();
     assert!(out.resources.is_empty());
     assert_eq!(condition(&out).1, "NoClusters");
+}
+
+#[test]
+fn a_cache_without_a_size_is_fatal_and_names_the_field() {
+    let xr = cache(json!({"huggingFace": {"repo": "org/m", "sizeGiB": 0}}));
+    let err = run(compose, &resolved(xr, &[cluster("eks-a", "efs")])).unwrap_err();
+    assert_eq!(err.path, "spec.huggingFace.sizeGiB");
 }

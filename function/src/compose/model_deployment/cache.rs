@@ -12,9 +12,13 @@ use serde::Deserialize;
 
 use super::CACHE;
 use crate::{
-    api::model_cache::{ModelCacheStatus, Phase},
+    api::{
+        model_cache::{ModelCacheSpec, ModelCacheStatus, Phase},
+        model_deployment::ModelDeploymentSpec,
+    },
     proto::v1::RunFunctionRequest,
     sdk::request,
+    stack::CacheUse,
 };
 
 /// What the deployment's cache allows, cluster by cluster.
@@ -28,6 +32,7 @@ pub enum CacheGate {
     /// The cache's phase on each cluster it is staged on.
     Staged {
         name: String,
+        size_gib: Option<u64>,
         phases: BTreeMap<String, (Phase, String)>,
     },
 }
@@ -35,12 +40,20 @@ pub enum CacheGate {
 #[derive(Deserialize)]
 struct CacheView {
     #[serde(default)]
+    spec: Option<ModelCacheSpec>,
+    #[serde(default)]
     status: ModelCacheStatus,
 }
 
 impl CacheGate {
-    pub fn read(req: &RunFunctionRequest, cache_name: Option<&str>) -> Self {
-        let Some(name) = cache_name else {
+    pub fn read(req: &RunFunctionRequest, spec: &ModelDeploymentSpec) -> Self {
+        let Some(name) = spec
+            .template
+            .spec
+            .model_cache_ref
+            .as_ref()
+            .map(|r| r.name.as_str())
+        else {
             return Self::NotUsed;
         };
         let Some(found) = request::required_resources(req, CACHE) else {
@@ -62,8 +75,27 @@ impl CacheGate {
             .collect();
         Self::Staged {
             name: name.to_owned(),
+            size_gib: cache
+                .spec
+                .as_ref()
+                .map(|s| u64::from(s.hugging_face.size_gib))
+                .filter(|gib| *gib > 0),
             phases,
         }
+    }
+
+    /// The cache the engines load from, as the stacks see it.
+    pub fn cache_use<'a>(&'a self, namespace: &'a str) -> Option<CacheUse<'a>> {
+        let (name, size_gib) = match self {
+            Self::NotUsed | Self::Unresolved => return None,
+            Self::Missing { name } => (name, None),
+            Self::Staged { name, size_gib, .. } => (name, *size_gib),
+        };
+        Some(CacheUse {
+            namespace,
+            name,
+            size_gib,
+        })
     }
 
     /// Why engines may not start on `cluster` yet, or `None` when they may.
@@ -74,7 +106,7 @@ impl CacheGate {
             Self::Missing { name } => Some(format!(
                 "ModelCache {name:?} (spec.template.spec.modelCacheRef) not found"
             )),
-            Self::Staged { name, phases } => match phases.get(cluster) {
+            Self::Staged { name, phases, .. } => match phases.get(cluster) {
                 Some((Phase::Ready, _)) => None,
                 Some((phase, reason)) if reason.is_empty() => {
                     Some(format!("ModelCache {name:?} is {phase:?} on {cluster}"))

@@ -8,8 +8,8 @@ use crate::{
         model_deployment::{Engine, ModelDeploymentSpec, Role},
     },
     compose::remote,
-    schedule::{EnginePlacement, Placement},
-    stack::{EngineWorkload, ServingStack, names::child_name, pod, serving_stack},
+    schedule::{EnginePlacement, Placement, cluster},
+    stack::{CacheUse, EngineWorkload, ServingStack, names::child_name, pod, serving_stack},
 };
 
 /// Annotations on every Object of a replica, read back to keep a running replica where it is.
@@ -33,10 +33,18 @@ pub struct ReplicaContext<'a> {
     pub xr_namespace: &'a str,
     pub replica: u32,
     pub spec: &'a ModelDeploymentSpec,
+    pub cache: Option<&'a CacheUse<'a>>,
 }
 
-pub fn engine_key(replica: u32, engine: &str) -> String {
-    format!("replica-{replica}-{engine}")
+/// The composed-resource key of a replica's engine workload. It names the cluster, so a replica that moves
+/// gets new Objects (pointed at the new cluster) instead of re-pointing the old ones, which would leave the old
+/// cluster's workload running.
+pub fn engine_key(replica: u32, cluster: &str, engine: &str) -> String {
+    format!("replica-{replica}-{cluster}-{engine}")
+}
+
+fn namespace_key(replica: u32, cluster: &str) -> String {
+    format!("replica-{replica}-{cluster}-namespace")
 }
 
 /// Every Object for one replica placed at `placement`.
@@ -83,16 +91,15 @@ fn engine_objects(
         pool: at.pool,
         metadata: &ctx.spec.template.metadata,
         claim_templates: claim_templates.clone(),
-        cache_pvc: ctx
-            .spec
-            .template
-            .spec
-            .model_cache_ref
-            .as_ref()
-            .map(|r| model_cache::pvc_name(&r.name)),
-        stack_env: stack.engine_env(placement.cluster),
+        cache_pvc: ctx.cache.map(|c| model_cache::pvc_name(c.name)),
+        cache: ctx.cache,
+        additions: stack.engine_additions(placement.cluster, at.pool, ctx.cache),
+        tolerations: pod::tolerations(
+            cluster::relied_on(&ctx.spec.template.spec.tolerations, placement.cluster)
+                .map(cluster::pod_toleration),
+        ),
     };
-    let key = engine_key(ctx.replica, &engine.name);
+    let key = engine_key(ctx.replica, &placement.cluster.metadata.name, &engine.name);
     let wrap =
         |manifest: Value, readiness: Option<&str>| wrap(ctx, placement, engine, at, manifest, readiness);
     let (workload, ready_query) = if gang {
@@ -163,7 +170,7 @@ pub fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
         },
     });
     Desired {
-        key: format!("replica-{}-namespace", ctx.replica),
+        key: namespace_key(ctx.replica, &placement.cluster.metadata.name),
         object,
     }
 }

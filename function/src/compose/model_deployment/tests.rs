@@ -3,25 +3,25 @@ use serde_json::{Value, json};
 use super::*;
 use crate::compose::fixtures::{request, run, with_observed, with_required};
 
-fn example(path: &str) -> Value {
+pub(super) fn example(path: &str) -> Value {
     let text = std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
     serde_yaml::from_str(&text).unwrap()
 }
 
-fn seed() -> Value {
+pub(super) fn seed() -> Value {
     example("examples/deployments/qwen3-coder.yaml")
 }
 
-fn standard() -> Value {
+pub(super) fn standard() -> Value {
     example("tests/fixtures/clusters/standard/eks-h200-us-west.yaml")
 }
 
-fn dynamo() -> Value {
+pub(super) fn dynamo() -> Value {
     example("tests/fixtures/clusters/dynamo/eks-h200-us-east.yaml")
 }
 
 /// The seed's ModelCache with `phase` on each of `clusters`.
-fn cache(clusters: &[Value], phase: &str) -> Value {
+pub(super) fn cache(clusters: &[Value], phase: &str) -> Value {
     let staged: Vec<Value> = clusters
         .iter()
         .map(|c| json!({"cluster": c["metadata"]["name"], "phase": phase}))
@@ -31,17 +31,17 @@ fn cache(clusters: &[Value], phase: &str) -> Value {
            "status": {"clusters": staged}})
 }
 
-fn compose_with_cache(xr: Value, clusters: &[Value], caches: &[Value]) -> Output {
+pub(super) fn compose_with_cache(xr: Value, clusters: &[Value], caches: &[Value]) -> Output {
     let req = with_required(with_required(request(xr), CLUSTERS, clusters), DEPLOYMENTS, &[]);
     run(compose, &with_required(req, CACHE, caches)).unwrap()
 }
 
 /// Composes with the cache already staged everywhere, so engines start.
-fn compose_on(xr: Value, clusters: &[Value]) -> Output {
+pub(super) fn compose_on(xr: Value, clusters: &[Value]) -> Output {
     compose_with_cache(xr, clusters, &[cache(clusters, "Ready")])
 }
 
-fn manifest<'a>(out: &'a Output, key: &str) -> &'a Value {
+pub(super) fn manifest<'a>(out: &'a Output, key: &str) -> &'a Value {
     let object = &out
         .resources
         .get(key)
@@ -50,7 +50,7 @@ fn manifest<'a>(out: &'a Output, key: &str) -> &'a Value {
     &object["spec"]["forProvider"]["manifest"]
 }
 
-fn env_names(container: &Value) -> Vec<&str> {
+pub(super) fn env_names(container: &Value) -> Vec<&str> {
     container["env"]
         .as_array()
         .unwrap()
@@ -79,7 +79,7 @@ fn first_call_asks_for_clusters_and_deployments_and_composes_nothing() {
 #[test]
 fn seed_on_standard_is_a_leader_worker_set_with_distinct_templates() {
     let out = compose_on(seed(), &[standard()]);
-    let lws = manifest(&out, "replica-0-qwen3-coder");
+    let lws = manifest(&out, "replica-0-eks-h200-us-west-qwen3-coder");
     assert_eq!(lws["kind"], "LeaderWorkerSet");
     assert_eq!(lws["metadata"]["namespace"], "ml-team");
     let template = &lws["spec"]["leaderWorkerTemplate"];
@@ -115,18 +115,18 @@ fn seed_on_standard_is_a_leader_worker_set_with_distinct_templates() {
             .get("modelplane.ai/serving")
             .is_none()
     );
-    let service = manifest(&out, "replica-0-qwen3-coder-service");
+    let service = manifest(&out, "replica-0-eks-h200-us-west-qwen3-coder-service");
     assert_ne!(
         service["metadata"]["name"], lws["metadata"]["name"],
         "LWS creates its headless Service under its own name"
     );
     assert_eq!(service["spec"]["ports"][0]["port"], 8000);
-    let claims = manifest(&out, "replica-0-qwen3-coder-worker-claims");
+    let claims = manifest(&out, "replica-0-eks-h200-us-west-qwen3-coder-worker-claims");
     assert_eq!(
         claims["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"], 8,
         "every pod claims its eight GPUs"
     );
-    let object = &out.resources["replica-0-qwen3-coder"].object;
+    let object = &out.resources["replica-0-eks-h200-us-west-qwen3-coder"].object;
     assert_eq!(
         object["spec"]["providerConfigRef"],
         json!({"kind": "ClusterProviderConfig", "name": "eks-h200-us-west"})
@@ -141,7 +141,7 @@ fn seed_on_dynamo_is_a_pod_clique_set_gang_for_kai() {
     let mut cluster = dynamo();
     cluster["status"]["pools"][0]["nodeCount"] = json!(6);
     let out = compose_on(xr, &[cluster]);
-    let pcs = manifest(&out, "replica-0-qwen3-coder");
+    let pcs = manifest(&out, "replica-0-eks-h200-us-east-qwen3-coder");
     assert_eq!(pcs["kind"], "PodCliqueSet");
     assert_eq!(pcs["spec"]["replicas"], 1);
     let template = &pcs["spec"]["template"];
@@ -164,6 +164,11 @@ fn seed_on_dynamo_is_a_pod_clique_set_gang_for_kai() {
                 "MODELPLANE_RANK",
                 "MX_SERVER_ADDRESS",
                 "MODEL_EXPRESS_URL",
+                "MX_MODEL_REVISION",
+                "MX_P2P_METADATA",
+                "POD_NAME",
+                "POD_UID",
+                "POD_NAMESPACE",
                 "HF_HUB_CACHE"
             ]
         );
@@ -178,11 +183,13 @@ fn seed_on_dynamo_is_a_pod_clique_set_gang_for_kai() {
 }
 
 #[test]
-fn the_engine_container_is_the_same_on_both_stacks_but_for_stack_env() {
+fn the_engine_container_is_the_same_on_both_stacks_but_for_stack_env_and_capabilities() {
     let on_standard = compose_on(seed(), &[standard()]);
     let on_dynamo = compose_on(seed(), &[dynamo()]);
-    let lws = &manifest(&on_standard, "replica-0-qwen3-coder")["spec"]["leaderWorkerTemplate"];
-    let cliques = &manifest(&on_dynamo, "replica-0-qwen3-coder")["spec"]["template"]["cliques"];
+    let lws =
+        &manifest(&on_standard, "replica-0-eks-h200-us-west-qwen3-coder")["spec"]["leaderWorkerTemplate"];
+    let cliques =
+        &manifest(&on_dynamo, "replica-0-eks-h200-us-east-qwen3-coder")["spec"]["template"]["cliques"];
     let user = &seed()["spec"]["template"]["spec"]["engines"][0]["members"];
     for (m, (standard_pod, dynamo_pod)) in [
         (&lws["leaderTemplate"]["spec"], &cliques[0]["spec"]["podSpec"]),
@@ -203,13 +210,26 @@ fn the_engine_container_is_the_same_on_both_stacks_but_for_stack_env() {
             a.as_object_mut().unwrap().remove("env"),
             b.as_object_mut().unwrap().remove("env"),
         );
-        assert_eq!(a, b, "member {m}: everything but env is identical");
+        assert_eq!(
+            b.as_object_mut().unwrap().remove("securityContext"),
+            Some(json!({"capabilities": {"add": ["IPC_LOCK"]}})),
+            "Dynamo pins memory for GPUDirect transfers"
+        );
+        assert_eq!(
+            a, b,
+            "member {m}: everything but env and capabilities is identical"
+        );
         let stack_specific = [
             "MODELPLANE_LEADER_ADDRESS",
             "MODELPLANE_RANK",
             "MODELPLANE_GANG_INDEX",
             "MX_SERVER_ADDRESS",
             "MODEL_EXPRESS_URL",
+            "MX_MODEL_REVISION",
+            "MX_P2P_METADATA",
+            "POD_NAME",
+            "POD_UID",
+            "POD_NAMESPACE",
         ];
         let common = |env: Option<Value>| -> Vec<Value> {
             env.unwrap()
@@ -231,8 +251,8 @@ fn the_engine_container_is_the_same_on_both_stacks_but_for_stack_env() {
 fn standalone_engines_are_deployments_on_both_stacks() {
     let small = example("examples/deployments/qwen3-small.yaml");
     let out = compose_on(small.clone(), &[standard(), dynamo()]);
-    for replica in 0..2 {
-        let deployment = manifest(&out, &format!("replica-{replica}-qwen3"));
+    for (replica, cluster) in [(0, "eks-h200-us-east"), (1, "eks-h200-us-west")] {
+        let deployment = manifest(&out, &format!("replica-{replica}-{cluster}-qwen3"));
         assert_eq!(deployment["kind"], "Deployment");
         assert_eq!(deployment["spec"]["replicas"], 2, "replicas = copies");
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
@@ -275,15 +295,15 @@ fn a_running_replica_is_read_back_and_stays_put() {
         "metadata": {"annotations": {"modelplane.ai/replica": "0", "modelplane.ai/cluster": "eks-h200-us-west",
                                      "modelplane.ai/engine": "qwen3-coder", "modelplane.ai/pool": "gpu"}},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
-    req = with_observed(req, "replica-0-qwen3-coder", &observed);
+    req = with_observed(req, "replica-0-eks-h200-us-west-qwen3-coder", &observed);
     let out = run(compose, &req).unwrap();
     assert_eq!(out.status["replicas"][0]["cluster"], "eks-h200-us-west");
     assert!(
-        out.resources["replica-0-qwen3-coder"].ready,
+        out.resources["replica-0-eks-h200-us-west-qwen3-coder"].ready,
         "ready from the observed Object"
     );
     assert!(
-        !out.resources["replica-0-qwen3-coder-service"].ready,
+        !out.resources["replica-0-eks-h200-us-west-qwen3-coder-service"].ready,
         "not observed yet"
     );
 }
@@ -342,7 +362,7 @@ fn replica_waits_for_its_cache_instead_of_starting_on_an_empty_volume() {
         let out = compose_with_cache(seed(), &[dynamo()], &[cache(&[dynamo()], phase)]);
         assert_eq!(
             out.resources.keys().collect::<Vec<_>>(),
-            ["replica-0-namespace"],
+            ["replica-0-eks-h200-us-east-namespace"],
             "{phase}"
         );
         let waiting = out.status["replicas"][0]["waitingFor"].as_str().unwrap();
@@ -364,7 +384,10 @@ fn replica_waits_for_its_cache_instead_of_starting_on_an_empty_volume() {
 #[test]
 fn a_missing_cache_is_named_in_the_condition() {
     let out = compose_with_cache(seed(), &[standard()], &[]);
-    assert!(!out.resources.contains_key("replica-0-qwen3-coder"));
+    assert!(
+        !out.resources
+            .contains_key("replica-0-eks-h200-us-west-qwen3-coder")
+    );
     let condition = out.conditions.iter().find(|c| c.type_ == "CacheReady").unwrap();
     assert_eq!(condition.reason, "CacheNotFound");
     assert!(
@@ -380,7 +403,11 @@ fn a_missing_cache_is_named_in_the_condition() {
 fn every_engine_pod_mounts_the_cache_once_it_is_ready_on_both_stacks() {
     for cluster in [standard(), dynamo()] {
         let out = compose_on(seed(), std::slice::from_ref(&cluster));
-        let text = serde_json::to_string(manifest(&out, "replica-0-qwen3-coder")).unwrap();
+        let key = format!(
+            "replica-0-{}-qwen3-coder",
+            cluster["metadata"]["name"].as_str().unwrap()
+        );
+        let text = serde_json::to_string(manifest(&out, &key)).unwrap();
         assert_eq!(
             text.matches("\"claimName\":\"modelcache-qwen3-coder\"").count(),
             2,
@@ -406,5 +433,8 @@ fn running_engines_are_not_stopped_when_the_cache_status_changes() {
         req = with_observed(req, key, &Value::Object(composed.object.clone()));
     }
     let out = run(compose, &req).unwrap();
-    assert!(out.resources.contains_key("replica-0-qwen3-coder"));
+    assert!(
+        out.resources
+            .contains_key("replica-0-eks-h200-us-east-qwen3-coder")
+    );
 }

@@ -3,12 +3,17 @@
 
 use std::collections::BTreeSet;
 
+mod probe;
+
 use crate::{
     api::model_deployment::{
         ENGINE_CONTAINER, Engine, ModelDeploymentSpec, RESERVED_PREFIX, Role, TemplateMetadata,
     },
     compose::{ComposeError, inference_class::is_dns_label},
 };
+
+/// The container probes Modelplane writes when the user does not, and so checks when the user does.
+const PROBES: [&str; 3] = ["startupProbe", "readinessProbe", "livenessProbe"];
 
 pub fn validate(spec: &ModelDeploymentSpec) -> Result<(), ComposeError> {
     let template = &spec.template;
@@ -78,6 +83,13 @@ fn validate_engine(path: &str, engine: &Engine) -> Result<(), ComposeError> {
                 format!("{at}.template.spec.containers"),
                 format!("exactly one container, named {ENGINE_CONTAINER:?}, is required"),
             ));
+        }
+        for (c, container) in containers.iter().enumerate() {
+            for field in PROBES {
+                if let Some(probe) = container.get(field) {
+                    probe::validate(&format!("{at}.template.spec.containers[{c}].{field}"), probe)?;
+                }
+            }
         }
     }
     Ok(())

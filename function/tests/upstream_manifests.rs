@@ -1,0 +1,133 @@
+//! Upstream Modelplane's own documentation manifests for EKS and existing clusters, their classes and their
+//! model caches (vendored verbatim under `fixtures/upstream/`, see its SOURCES.md) are accepted as they are:
+//! each validates against our XRD and renders without a FATAL result.
+
+// Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod schema;
+
+use std::path::{Path, PathBuf};
+
+use modelplane_function::{
+    proto::v1::{RunFunctionResponse, Severity},
+    render::{self, Inputs},
+    run_function,
+};
+use schema::{problems, read_documents, repo_root, version_schema, yaml_files};
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn upstream_documents() -> Vec<(String, Value)> {
+    yaml_files(&fixtures().join("upstream"))
+        .into_iter()
+        .flat_map(|path| {
+            let file = path.file_name().unwrap().to_string_lossy().into_owned();
+            read_documents(&path)
+                .into_iter()
+                .map(move |doc| (file.clone(), doc))
+        })
+        .collect()
+}
+
+fn xrd_schema(kind: &str) -> Value {
+    let file = match kind {
+        "InferenceCluster" => "inferenceclusters.yaml",
+        "InferenceClass" => "inferenceclasses.yaml",
+        "ModelCache" => "modelcaches.yaml",
+        other => panic!("no XRD for {other}"),
+    };
+    let xrd = read_documents(&repo_root().join("package/configuration/xrds").join(file)).remove(0);
+    version_schema(&xrd)
+}
+
+/// Every class a vendored cluster may name: upstream's own and our stand-ins for the ones its docs lack.
+fn classes() -> Vec<Value> {
+    let ours = yaml_files(&fixtures().join("upstream-classes"));
+    let theirs = upstream_documents()
+        .into_iter()
+        .map(|(_, doc)| doc)
+        .filter(|doc| doc["kind"] == "InferenceClass");
+    ours.iter()
+        .flat_map(|p| read_documents(p))
+        .chain(theirs)
+        .collect()
+}
+
+fn render(composite: &Value) -> RunFunctionResponse {
+    let inputs = Inputs {
+        composite: composite.clone(),
+        required: classes(),
+        ..Default::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime
+        .block_on(render::run(&inputs, |req| async move { Ok(run_function(req)) }))
+        .unwrap()
+}
+
+#[test]
+fn the_vendored_set_covers_every_kind_and_both_cluster_sources() {
+    let docs = upstream_documents();
+    let sources: Vec<&str> = docs
+        .iter()
+        .filter_map(|(_, d)| d["spec"]["cluster"]["source"].as_str())
+        .collect();
+    assert!(
+        sources.contains(&"EKS") && sources.contains(&"Existing"),
+        "{sources:?}"
+    );
+    for kind in ["InferenceCluster", "InferenceClass", "ModelCache"] {
+        assert!(docs.iter().any(|(_, d)| d["kind"] == kind), "no upstream {kind}");
+    }
+}
+
+#[test]
+fn every_upstream_manifest_validates_against_our_xrd() {
+    for (file, doc) in upstream_documents() {
+        let kind = doc["kind"].as_str().unwrap();
+        let found = problems(&xrd_schema(kind), &doc, None);
+        assert!(found.is_empty(), "{file} ({kind}): {found:#?}");
+    }
+}
+
+#[test]
+fn every_upstream_manifest_renders_without_a_fatal_result() {
+    for (file, doc) in upstream_documents() {
+        let rsp = render(&doc);
+        let fatal: Vec<&str> = rsp
+            .results
+            .iter()
+            .filter(|r| r.severity == Severity::Fatal as i32)
+            .map(|r| r.message.as_str())
+            .collect();
+        assert!(fatal.is_empty(), "{file}: {fatal:?}");
+        if doc["kind"] == "InferenceCluster" {
+            let composed = rsp.desired.as_ref().map_or(0, |d| d.resources.len());
+            assert!(composed > 0, "{file}: an InferenceCluster composes something");
+        }
+    }
+}
+
+#[test]
+fn an_upstream_eks_cluster_with_only_a_region_gets_a_public_endpoint() {
+    let (_, cluster) = upstream_documents()
+        .into_iter()
+        .find(|(file, _)| file == "inference-cluster-eks.yaml")
+        .unwrap();
+    let rsp = render(&cluster);
+    let eks = rsp
+        .desired
+        .unwrap()
+        .resources
+        .into_values()
+        .map(|r| r.resource.unwrap().to_json().unwrap())
+        .find(|o| o["apiVersion"] == modelplane_eks_api::API_VERSION && o["kind"] == "Cluster")
+        .unwrap();
+    let params = &eks["spec"]["forProvider"];
+    assert_eq!(params["endpointPublicAccess"], true, "{params:#}");
+    assert_eq!(params["region"], "us-west-2");
+}

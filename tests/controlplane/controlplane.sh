@@ -1,0 +1,390 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on loopback for the tests, built from pinned Go modules.
+#
+#   controlplane.sh build [COMPONENT...]   build (or reuse) the binaries into tests/controlplane/.bin/
+#   controlplane.sh up                     build, then start etcd, kube-apiserver and kube-controller-manager;
+#                                          prints `export KUBECONFIG=...` lines for eval
+#   controlplane.sh crossplane             on a running control plane: install Crossplane's and
+#                                          provider-kubernetes' CRDs, start Crossplane core, provider-kubernetes and
+#                                          modelplane-function (MODELPLANE_FUNCTION_BIN) with mTLS, register the
+#                                          function with Crossplane; prints more export lines
+#   controlplane.sh down                   stop every process `up`/`crossplane` started, by recorded PID
+#   controlplane.sh run [--crossplane] -- CMD...
+#                                          up (and crossplane), run CMD with the exports, down on any exit
+#
+# Every component is one go.mod under modules/ (their dependency graphs would fight in one). Go's own caches
+# (GOMODCACHE, GOCACHE) keep the sources and objects; a binary is rebuilt only when its module's go.mod/go.sum or
+# the Go version change. State (certificates, kubeconfig, data, logs, PIDs) lives in CONTROLPLANE_STATE
+# (default tests/controlplane/.run). Every wait is bounded; a component that fails to build or start stops the
+# script with its name and the reason, after stopping whatever had started.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+bin_dir="$here/.bin"
+state="${CONTROLPLANE_STATE:-$here/.run}"
+pids_file="$state/pids"
+build_timeout="${CONTROLPLANE_BUILD_TIMEOUT:-2400}"
+start_timeout="${CONTROLPLANE_START_TIMEOUT:-120}"
+
+# name | module directory under modules/ | Go package of its main
+components=(
+    "etcd|etcd|go.etcd.io/etcd/server/v3"
+    "kube-apiserver|kubernetes|k8s.io/kubernetes/cmd/kube-apiserver"
+    "kube-controller-manager|kubernetes|k8s.io/kubernetes/cmd/kube-controller-manager"
+    "kubectl|kubernetes|k8s.io/kubernetes/cmd/kubectl"
+    "crossplane|crossplane|github.com/crossplane/crossplane/v2/cmd/crossplane"
+    "provider-kubernetes|provider-kubernetes|github.com/crossplane-contrib/provider-kubernetes/cmd/provider"
+)
+
+log() { printf 'controlplane: %s\n' "$*" >&2; }
+die() {
+    printf 'controlplane: FAILED: %s\n' "$*" >&2
+    exit 1
+}
+
+# --- build -----------------------------------------------------------------------------------------------------
+
+component_field() { # NAME FIELD(2|3)
+    local entry
+    for entry in "${components[@]}"; do
+        if [[ "${entry%%|*}" == "$1" ]]; then
+            cut -d'|' -f"$2" <<<"$entry"
+            return
+        fi
+    done
+    die "unknown component '$1' (known: $(printf '%s ' "${components[@]%%|*}"))"
+}
+
+build_one() { # NAME
+    local name="$1" module package stamp wanted out started
+    module="$here/modules/$(component_field "$name" 2)"
+    package="$(component_field "$name" 3)"
+    out="$bin_dir/$name"
+    stamp="$bin_dir/$name.stamp"
+    wanted="$( (go version && cat "$module/go.mod" "$module/go.sum" && echo "$package") | sha256sum | cut -d' ' -f1)"
+    if [[ -x "$out" && "$(cat "$stamp" 2>/dev/null || true)" == "$wanted" ]]; then
+        return
+    fi
+    mkdir -p "$bin_dir"
+    log "building $name from $package (module ${module#"$repo"/}; cold builds take minutes)"
+    started=$SECONDS
+    rm -f "$stamp"
+    if ! (cd "$module" && timeout --kill-after=10 "$build_timeout" go build -o "$out.tmp" "$package") \
+        >"$bin_dir/$name.build.log" 2>&1; then
+        tail -n 20 "$bin_dir/$name.build.log" >&2
+        die "$name did not build within ${build_timeout}s (log: ${bin_dir#"$repo"/}/$name.build.log)"
+    fi
+    mv "$out.tmp" "$out"
+    echo "$wanted" >"$stamp"
+    log "built $name in $((SECONDS - started))s"
+}
+
+cmd_build() {
+    command -v go >/dev/null || die "go is not on PATH (Go 1.26 or later is needed, https://go.dev/dl/)"
+    local name
+    if (($# == 0)); then
+        set -- "${components[@]%%|*}"
+    fi
+    for name in "$@"; do
+        build_one "$name"
+    done
+}
+
+# --- processes -------------------------------------------------------------------------------------------------
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Starts NAME as a recorded background process; its output goes to $state/NAME.log.
+start() { # NAME BINARY ARGS...
+    local name="$1"
+    shift
+    "$@" >"$state/$name.log" 2>&1 &
+    echo "$name $! $1" >>"$pids_file"
+}
+
+pid_of() { awk -v n="$1" '$1 == n { print $2 }' "$pids_file"; }
+
+# Polls CHECK until it succeeds; fails naming NAME if its process exits or START_TIMEOUT passes.
+wait_ready() { # NAME CHECK...
+    local name="$1" pid deadline=$((SECONDS + start_timeout))
+    shift
+    pid="$(pid_of "$name")"
+    until "$@" >/dev/null 2>&1; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            tail -n 20 "$state/$name.log" >&2
+            die "$name exited while starting (log: $state/$name.log)"
+        fi
+        if ((SECONDS >= deadline)); then
+            tail -n 20 "$state/$name.log" >&2
+            die "$name was not ready within ${start_timeout}s (log: $state/$name.log)"
+        fi
+        sleep 0.5
+    done
+    log "$name is ready (pid $pid)"
+}
+
+# Stops every recorded process, last started first (kube-apiserver drains faster with etcd still up): TERM, then
+# KILL after a bounded wait. A PID is only signalled while it still runs the binary it was recorded with, so a
+# reused PID is never hit.
+cmd_down() {
+    [[ -f "$pids_file" ]] || return 0
+    local name pid binary stopped=0 deadline
+    while read -r name pid binary; do
+        if [[ -r "/proc/$pid/cmdline" ]] && [[ "$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n 1)" == "$binary" ]]; then
+            kill -TERM "$pid" 2>/dev/null || true
+            deadline=$((SECONDS + 10))
+            while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+            if kill -0 "$pid" 2>/dev/null; then
+                log "$name (pid $pid) ignored TERM for 10s: killing it"
+                kill -KILL "$pid" 2>/dev/null || true
+            fi
+            # Reap it if it is our child; a process from an earlier shell has init as its parent.
+            wait "$pid" 2>/dev/null || true
+            while kill -0 "$pid" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]]; do
+                sleep 0.1
+            done
+            stopped=$((stopped + 1))
+        fi
+    done < <(tac "$pids_file")
+    rm -f "$pids_file"
+    ((stopped == 0)) || log "stopped $stopped processes"
+}
+
+# --- certificates ----------------------------------------------------------------------------------------------
+
+sign() { # NAME SUBJECT EXTENSIONS
+    local pki="$state/pki"
+    openssl req -newkey rsa:2048 -nodes -keyout "$pki/$1.key" -subj "$2" -out "$pki/$1.csr" 2>/dev/null
+    printf '%s\n' "$3" >"$pki/$1.ext"
+    openssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 7 \
+        -extfile "$pki/$1.ext" -out "$pki/$1.crt" 2>/dev/null
+}
+
+make_pki() {
+    local pki="$state/pki"
+    mkdir -p "$pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/ca.key" -out "$pki/ca.crt" -days 7 \
+        -subj "/CN=modelplane-test-ca" 2>/dev/null || die "openssl could not create the test CA"
+    sign apiserver "/CN=kube-apiserver" "$(printf '%s\n' \
+        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1" \
+        "extendedKeyUsage=serverAuth")"
+    sign admin "/O=system:masters/CN=modelplane-test-admin" "extendedKeyUsage=clientAuth"
+    openssl genrsa -out "$pki/service-account.key" 2048 2>/dev/null
+    openssl rsa -in "$pki/service-account.key" -pubout -out "$pki/service-account.pub" 2>/dev/null
+}
+
+write_kubeconfig() { # PORT
+    local pki="$state/pki"
+    cat >"$state/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: https://127.0.0.1:$1
+    certificate-authority: $pki/ca.crt
+users:
+- name: admin
+  user:
+    client-certificate: $pki/admin.crt
+    client-key: $pki/admin.key
+contexts:
+- name: test
+  context: {cluster: test, user: admin}
+current-context: test
+EOF
+}
+
+api_ready() { # PORT PATH
+    local pki="$state/pki"
+    [[ "$(curl -sS --max-time 5 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+        "https://127.0.0.1:$1$2")" == ok ]]
+}
+
+etcd_ready() { [[ "$(curl -sS --max-time 5 "http://127.0.0.1:$1/health")" == *'"health":"true"'* ]]; }
+
+exports() {
+    cat "$state/env"
+}
+
+cmd_up() {
+    command -v openssl >/dev/null || die "openssl is not on PATH (Debian: apt-get install openssl)"
+    command -v curl >/dev/null || die "curl is not on PATH (Debian: apt-get install curl)"
+    cmd_build etcd kube-apiserver kube-controller-manager kubectl
+    if [[ -f "$pids_file" ]]; then
+        die "a control plane from $state is still recorded as running: run '$0 down' first"
+    fi
+    rm -rf "$state"
+    mkdir -p "$state"
+    : >"$pids_file"
+    # Whatever fails from here on leaves nothing running.
+    trap 'status=$?; if ((status != 0)); then cmd_down; fi' EXIT
+    make_pki
+    local pki="$state/pki" etcd_port peer_port api_port
+    etcd_port="$(free_port)"
+    peer_port="$(free_port)"
+    api_port="$(free_port)"
+
+    start etcd "$bin_dir/etcd" --name test --data-dir "$state/etcd" \
+        --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+        --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+        --initial-cluster "test=http://127.0.0.1:$peer_port" --listen-metrics-urls "" \
+        --unsafe-no-fsync --log-level warn
+    wait_ready etcd etcd_ready "$etcd_port"
+
+    start kube-apiserver "$bin_dir/kube-apiserver" \
+        --etcd-servers "http://127.0.0.1:$etcd_port" \
+        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+        --cert-dir "$state/apiserver-certs" \
+        --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+        --client-ca-file "$pki/ca.crt" --authorization-mode RBAC \
+        --service-account-issuer https://kubernetes.default.svc \
+        --service-account-key-file "$pki/service-account.pub" \
+        --service-account-signing-key-file "$pki/service-account.key" \
+        --service-cluster-ip-range 10.0.0.0/24 --profiling=false
+    write_kubeconfig "$api_port"
+    wait_ready kube-apiserver api_ready "$api_port" /readyz
+
+    # The controller manager brings garbage collection (owner references), namespace deletion and service accounts.
+    start kube-controller-manager "$bin_dir/kube-controller-manager" \
+        --kubeconfig "$state/kubeconfig" --authentication-kubeconfig "$state/kubeconfig" \
+        --authorization-kubeconfig "$state/kubeconfig" --leader-elect=false --secure-port 0 \
+        --controllers garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller \
+        --service-account-private-key-file "$pki/service-account.key" --root-ca-file "$pki/ca.crt" \
+        --use-service-account-credentials=false --profiling=false
+    wait_ready kube-controller-manager kcm_ready
+
+    cat >"$state/env" <<EOF
+export KUBECONFIG=$state/kubeconfig
+export CONTROLPLANE_STATE=$state
+export CONTROLPLANE_PIDS=$pids_file
+export CONTROLPLANE_BIN=$bin_dir
+export CONTROLPLANE_API=https://127.0.0.1:$api_port
+EOF
+    trap - EXIT
+    exports
+}
+
+kubectl_() { "$bin_dir/kubectl" --kubeconfig "$state/kubeconfig" "$@"; }
+
+# The garbage collector has synced its informers once it logs so; until then owner-reference cleanup can lag.
+kcm_ready() { grep -qi 'all resource monitors have synced' "$state/kube-controller-manager.log"; }
+
+# Where the upstream CRDs live: MODELPLANE_CRDS_DIR, else the repository's vendored tests/crds, else a shared
+# checkout next to the repository. tests/python/crds.py resolves the same way.
+crds_dir() {
+    local dir
+    for dir in "${MODELPLANE_CRDS_DIR:-}" "$repo/tests/crds" "$repo/../shared/crds"; do
+        if [[ -n "$dir" && -d "$dir/crossplane" ]]; then
+            (cd "$dir" && pwd)
+            return
+        fi
+    done
+    die "no upstream CRDs: set MODELPLANE_CRDS_DIR or vendor them into tests/crds"
+}
+
+tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+http_ok() { curl -fsS --max-time 5 "http://127.0.0.1:$1$2" >/dev/null; }
+
+# Crossplane, provider-kubernetes and our function on the running control plane. Crossplane runs its packages
+# with the External runtime: it never starts a Deployment, and reaches the function at the endpoint the
+# FunctionRevision below records, over mTLS with certificates from the test CA.
+cmd_crossplane() {
+    [[ -f "$state/env" && -f "$pids_file" ]] || die "crossplane: no running control plane in $state (run '$0 up')"
+    local function_bin="${MODELPLANE_FUNCTION_BIN:-}"
+    [[ -x "$function_bin" ]] || die "crossplane: MODELPLANE_FUNCTION_BIN must name the built modelplane-function binary"
+    cmd_build crossplane provider-kubernetes
+    trap 'status=$?; if ((status != 0)); then cmd_down; fi' EXIT
+    local crds pki="$state/pki" dir
+    crds="$(crds_dir)"
+    kubectl_ apply --server-side --force-conflicts -f "$crds/crossplane" -f "$crds/provider-kubernetes" >/dev/null ||
+        die "crossplane: the Crossplane and provider-kubernetes CRDs did not apply"
+    kubectl_ wait --for condition=Established --timeout "${start_timeout}s" crd --all >/dev/null ||
+        die "crossplane: CRDs were not established within ${start_timeout}s"
+    kubectl_ create namespace crossplane-system >/dev/null
+
+    for dir in crossplane-client function-server provider-kubernetes-webhook; do
+        mkdir -p "$pki/$dir"
+        cp "$pki/ca.crt" "$pki/$dir/ca.crt"
+    done
+    sign crossplane-client/tls "/CN=crossplane" "extendedKeyUsage=clientAuth"
+    sign function-server/tls "/CN=modelplane-function" \
+        "$(printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "extendedKeyUsage=serverAuth")"
+    sign provider-kubernetes-webhook/tls "/CN=provider-kubernetes" \
+        "$(printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "extendedKeyUsage=serverAuth")"
+
+    local function_port xp_health xp_metrics pk_health pk_metrics pk_webhook
+    function_port="$(free_port)"
+    start modelplane-function "$function_bin" serve --address "127.0.0.1:$function_port" \
+        --tls-certs-dir "$pki/function-server"
+    wait_ready modelplane-function tcp_open "$function_port"
+
+    xp_health="$(free_port)"
+    xp_metrics="$(free_port)"
+    start crossplane env KUBECONFIG="$state/kubeconfig" TLS_CLIENT_CERTS_DIR="$pki/crossplane-client" \
+        "$bin_dir/crossplane" core start --enable-webhooks=false --package-runtime External \
+        --namespace crossplane-system --xpkg-cache-dir "$state/xpkg-cache" \
+        --health-probe-port "$xp_health" --metrics-port "$xp_metrics" --poll-interval 10s --sync-interval 30s
+    wait_ready crossplane http_ok "$xp_health" /readyz
+
+    pk_health="$(free_port)"
+    pk_metrics="$(free_port)"
+    pk_webhook="$(free_port)"
+    start provider-kubernetes env KUBECONFIG="$state/kubeconfig" TLS_SERVER_CERTS_DIR="$pki/provider-kubernetes-webhook" \
+        "$bin_dir/provider-kubernetes" --poll 10s --sync 30s --webhook-port "$pk_webhook" \
+        --metrics-bind-address "127.0.0.1:$pk_metrics" --health-probe-bind-addr "127.0.0.1:$pk_health"
+    wait_ready provider-kubernetes http_ok "$pk_health" /readyz
+
+    # The Compositions call the function by its package name; Crossplane dials the active revision's endpoint.
+    kubectl_ apply --server-side -f - >/dev/null <<EOF || die "crossplane: the FunctionRevision did not apply"
+apiVersion: pkg.crossplane.io/v1
+kind: FunctionRevision
+metadata:
+  name: modelplaneai-function-modelplane-test
+  labels:
+    pkg.crossplane.io/package: modelplaneai-function-modelplane
+spec:
+  desiredState: Active
+  image: modelplane.test/function-modelplane:local
+  revision: 1
+EOF
+    kubectl_ patch functionrevision modelplaneai-function-modelplane-test --subresource status --type merge \
+        -p "{\"status\":{\"endpoint\":\"127.0.0.1:$function_port\",\"capabilities\":[\"composition\"]}}" >/dev/null ||
+        die "crossplane: could not record the function's endpoint in the FunctionRevision status"
+    echo "export MODELPLANE_FUNCTION_ADDRESS=127.0.0.1:$function_port" >>"$state/env"
+    trap - EXIT
+    exports
+}
+
+cmd_run() {
+    local with_crossplane=false
+    while (($#)); do
+        case "$1" in
+        --crossplane) with_crossplane=true ;;
+        --) shift; break ;;
+        *) die "run: unknown argument '$1' (usage: run [--crossplane] -- CMD...)" ;;
+        esac
+        shift
+    done
+    (($#)) || die "run: no command given (usage: run [--crossplane] -- CMD...)"
+    trap 'cmd_down' EXIT
+    trap 'exit 130' INT TERM
+    eval "$(cmd_up)"
+    if $with_crossplane; then
+        eval "$(cmd_crossplane)"
+    fi
+    "$@"
+}
+
+case "${1:-}" in
+build) shift; cmd_build "$@" ;;
+up) cmd_up ;;
+crossplane) cmd_crossplane ;;
+down) cmd_down ;;
+run) shift; cmd_run "$@" ;;
+*) die "usage: $0 build [COMPONENT...] | up | crossplane | down | run [--crossplane] -- CMD..." ;;
+esac
