@@ -13,7 +13,7 @@
 #                                          up (and crossplane), run CMD with the exports, down on any exit
 #
 # Every component is one go.mod under modules/ (their dependency graphs would fight in one). Go's own caches
-# (GOMODCACHE, GOCACHE) keep the sources and objects; a binary is rebuilt only when its module's go.mod/go.sum or
+# (GOMODCACHE, GOCACHE) keep the sources and objects; a binary is rebuilt only when a file of its module directory or
 # the Go version change. State (certificates, kubeconfig, data, logs, PIDs) lives in CONTROLPLANE_STATE
 # (default tests/controlplane/.run). Every wait is bounded; a component that fails to build or start stops the
 # script with its name and the reason, after stopping whatever had started.
@@ -62,7 +62,9 @@ build_one() { # NAME
     package="$(component_field "$name" 3)"
     out="$bin_dir/$name"
     stamp="$bin_dir/$name.stamp"
-    wanted="$( (go version && cat "$module/go.mod" "$module/go.sum" && echo "$package") | sha256sum | cut -d' ' -f1)"
+    # Everything of ours that feeds the build: the module's files (go.mod, go.sum, any local stand-in module).
+    wanted="$( (go version && echo "$package" && find "$module" -type f -print0 | sort -z | xargs -0 cat) |
+        sha256sum | cut -d' ' -f1)"
     if [[ -x "$out" && "$(cat "$stamp" 2>/dev/null || true)" == "$wanted" ]]; then
         return
     fi
@@ -169,7 +171,7 @@ make_pki() {
     openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/ca.key" -out "$pki/ca.crt" -days 7 \
         -subj "/CN=modelplane-test-ca" 2>/dev/null || die "openssl could not create the test CA"
     sign apiserver "/CN=kube-apiserver" "$(printf '%s\n' \
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1" \
+        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,IP:10.0.0.1" \
         "extendedKeyUsage=serverAuth")"
     sign admin "/O=system:masters/CN=modelplane-test-admin" "extendedKeyUsage=clientAuth"
     openssl genrsa -out "$pki/service-account.key" 2048 2>/dev/null
@@ -248,11 +250,13 @@ cmd_up() {
     write_kubeconfig "$api_port"
     wait_ready kube-apiserver api_ready "$api_port" /readyz
 
+    local kcm_controllers=garbage-collector-controller,namespace-controller
+    kcm_controllers+=,serviceaccount-controller,serviceaccount-token-controller
     # The controller manager brings garbage collection (owner references), namespace deletion and service accounts.
     start kube-controller-manager "$bin_dir/kube-controller-manager" \
         --kubeconfig "$state/kubeconfig" --authentication-kubeconfig "$state/kubeconfig" \
         --authorization-kubeconfig "$state/kubeconfig" --leader-elect=false --secure-port 0 \
-        --controllers garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller \
+        --controllers "$kcm_controllers" \
         --service-account-private-key-file "$pki/service-account.key" --root-ca-file "$pki/ca.crt" \
         --use-service-account-credentials=false --profiling=false
     wait_ready kube-controller-manager kcm_ready
@@ -301,8 +305,22 @@ cmd_crossplane() {
     trap 'status=$?; if ((status != 0)); then cmd_down; fi' EXIT
     local crds pki="$state/pki" dir
     crds="$(crds_dir)"
-    kubectl_ apply --server-side --force-conflicts -f "$crds/crossplane" -f "$crds/provider-kubernetes" >/dev/null ||
-        die "crossplane: the Crossplane and provider-kubernetes CRDs did not apply"
+    local pk_webhook ca_bundle crd
+    pk_webhook="$(free_port)"
+    ca_bundle="$(base64 -w0 <"$pki/ca.crt")"
+    kubectl_ apply --server-side --force-conflicts -f "$crds/crossplane" >/dev/null ||
+        die "crossplane: the Crossplane CRDs did not apply"
+    for crd in "$crds"/provider-kubernetes/*.yaml; do
+        # Crossplane's package manager points a provider CRD's conversion webhook at the provider's Service;
+        # here the provider listens on loopback.
+        if grep -q 'strategy: Webhook' "$crd"; then
+            kubectl_ patch --local -f "$crd" --type merge -o yaml -p "{\"spec\":{\"conversion\":{\"webhook\":{\"clientConfig\":
+                {\"service\":null,\"url\":\"https://127.0.0.1:$pk_webhook/convert\",\"caBundle\":\"$ca_bundle\"}}}}}" |
+                kubectl_ apply --server-side --force-conflicts -f - >/dev/null
+        else
+            kubectl_ apply --server-side --force-conflicts -f "$crd" >/dev/null
+        fi || die "crossplane: the provider-kubernetes CRD ${crd##*/} did not apply"
+    done
     kubectl_ wait --for condition=Established --timeout "${start_timeout}s" crd --all >/dev/null ||
         die "crossplane: CRDs were not established within ${start_timeout}s"
     kubectl_ create namespace crossplane-system >/dev/null
@@ -317,7 +335,7 @@ cmd_crossplane() {
     sign provider-kubernetes-webhook/tls "/CN=provider-kubernetes" \
         "$(printf '%s\n' "subjectAltName=IP:127.0.0.1,DNS:localhost" "extendedKeyUsage=serverAuth")"
 
-    local function_port xp_health xp_metrics pk_health pk_metrics pk_webhook
+    local function_port xp_health xp_metrics pk_health pk_metrics
     function_port="$(free_port)"
     start modelplane-function "$function_bin" serve --address "127.0.0.1:$function_port" \
         --tls-certs-dir "$pki/function-server"
@@ -325,17 +343,17 @@ cmd_crossplane() {
 
     xp_health="$(free_port)"
     xp_metrics="$(free_port)"
-    start crossplane env KUBECONFIG="$state/kubeconfig" TLS_CLIENT_CERTS_DIR="$pki/crossplane-client" \
-        "$bin_dir/crossplane" core start --enable-webhooks=false --package-runtime External \
+    # Assignments before a function call reach the process it starts; `env` would hide the binary's PID.
+    KUBECONFIG="$state/kubeconfig" TLS_CLIENT_CERTS_DIR="$pki/crossplane-client" \
+        start crossplane "$bin_dir/crossplane" core start --enable-webhooks=false --package-runtime External \
         --namespace crossplane-system --xpkg-cache-dir "$state/xpkg-cache" \
         --health-probe-port "$xp_health" --metrics-port "$xp_metrics" --poll-interval 10s --sync-interval 30s
     wait_ready crossplane http_ok "$xp_health" /readyz
 
     pk_health="$(free_port)"
     pk_metrics="$(free_port)"
-    pk_webhook="$(free_port)"
-    start provider-kubernetes env KUBECONFIG="$state/kubeconfig" TLS_SERVER_CERTS_DIR="$pki/provider-kubernetes-webhook" \
-        "$bin_dir/provider-kubernetes" --poll 10s --sync 30s --webhook-port "$pk_webhook" \
+    KUBECONFIG="$state/kubeconfig" TLS_SERVER_CERTS_DIR="$pki/provider-kubernetes-webhook" \
+        start provider-kubernetes "$bin_dir/provider-kubernetes" --poll 10s --sync 30s --webhook-port "$pk_webhook" \
         --metrics-bind-address "127.0.0.1:$pk_metrics" --health-probe-bind-addr "127.0.0.1:$pk_health"
     wait_ready provider-kubernetes http_ok "$pk_health" /readyz
 

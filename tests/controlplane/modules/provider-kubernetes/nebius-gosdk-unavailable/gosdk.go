@@ -30,4 +30,6 @@ func WithCredentials(CredentialsReader) Option { return func() {} }
 func ServiceAccountReader(auth.PrivateKeyParser) CredentialsReader { return CredentialsReader{} }
 
 // BearerToken always fails.
-func (*SDK) BearerToken(context.Context) (auth.BearerToken, error) { return auth.BearerToken{}, ErrUnavailable }
+func (*SDK) BearerToken(context.Context) (auth.BearerToken, error) {
+	return auth.BearerToken{}, ErrUnavailable
+}

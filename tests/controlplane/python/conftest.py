@@ -1,0 +1,23 @@
+"""Session fixtures for the tests that run against the real control plane (tests/controlplane/controlplane.sh)."""
+
+from __future__ import annotations
+
+import pytest
+
+import installs
+from kube import Kube, wait_for
+
+
+@pytest.fixture(scope="session")
+def kube() -> Kube:
+    client = Kube.from_env()
+    wait_for("kube-apiserver /readyz", lambda: client.session.get(client.server + "/readyz", timeout=5).ok, 30)
+    return client
+
+
+@pytest.fixture(scope="session")
+def platform(kube) -> Kube:
+    """Every CRD the composed objects need, and our Configuration (its XRDs made into CRDs by Crossplane)."""
+    installs.install_crds(kube)
+    installs.install_configuration(kube)
+    return kube

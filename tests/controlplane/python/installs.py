@@ -1,0 +1,99 @@
+"""What the control-plane tests install: the upstream CRDs, provider-eks' CRDs, and our Configuration (XRDs,
+Compositions, default classes, activation policy), plus `modelplane-function render` of the examples."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kube import REPO_ROOT, Kube, crds_dir, describe, load_yaml_documents, wait_for
+
+# One version of each upstream CRD (a directory holds several releases of some): the ones the serving stacks pin.
+UPSTREAM_CRDS = (
+    "lws-leaderworkerset.yaml",
+    "grove-podcliqueset.yaml",
+    "grove-podclique.yaml",
+    "grove-podcliquescalinggroup.yaml",
+    "grove-podgang.yaml",
+    "kai-queue.yaml",
+    "kai-podgroup.yaml",
+    "modelexpress-crds.yaml",
+    "crossplane",
+    "provider-kubernetes",
+    "provider-helm",
+    "routing/gateway-api/v1.5.1",
+    "routing/gaie/v1.6.0",
+    "routing/gaie/v1.5.0",
+    "routing/gaie/v0.5.1",
+    "routing/envoy-gateway/v1.8.1",
+    "routing/envoy-ai-gateway/v0.7.0",
+)
+PROVIDER_EKS_CRDS = REPO_ROOT / "package" / "provider-eks" / "crds"
+CONFIGURATION = REPO_ROOT / "package" / "configuration"
+ESTABLISH_TIMEOUT_SECONDS = 120
+
+
+def function_binary() -> Path:
+    path = Path(os.environ.get("MODELPLANE_FUNCTION_BIN", ""))
+    if not path.is_file():
+        pytest.fail("MODELPLANE_FUNCTION_BIN must name the built modelplane-function binary")
+    return path
+
+
+def render(xr: Path, *required: Path) -> list[dict]:
+    """`modelplane-function render XR --required ...`: the composite (first document), then what it composes."""
+    argv = [str(function_binary()), "render", str(xr)]
+    for path in required:
+        argv += ["--required", str(path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert done.returncode == 0, f"render {xr} failed ({done.returncode}):\n{done.stderr}{done.stdout}"
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def crd_files() -> list[Path]:
+    root = crds_dir()
+    return [root / entry for entry in UPSTREAM_CRDS] + [PROVIDER_EKS_CRDS]
+
+
+def is_established(kube: Kube, name: str) -> bool:
+    crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name) or {}
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def install_crds(kube: Kube) -> list[str]:
+    names = []
+    for crd in load_yaml_documents(*crd_files()):
+        assert crd.get("kind") == "CustomResourceDefinition", f"not a CRD: {describe(crd)}"
+        if (crd["spec"].get("conversion") or {}).get("strategy") == "Webhook":
+            # Only the running provider can convert; controlplane.sh installed this CRD pointing at it.
+            live = kube.get(crd["apiVersion"], crd["kind"], crd["metadata"]["name"])
+            assert live, (f"{crd['metadata']['name']} needs its provider's conversion webhook: "
+                          "run controlplane.sh crossplane")
+            crd = copy.deepcopy(crd)
+            crd["spec"]["conversion"] = live["spec"]["conversion"]
+        kube.apply(crd)
+        names.append(crd["metadata"]["name"])
+    for name in names:
+        wait_for(f"CRD {name} Established", lambda: is_established(kube, name), ESTABLISH_TIMEOUT_SECONDS)
+    return names
+
+
+def install_configuration(kube: Kube) -> None:
+    """Our XRDs (Crossplane generates their CRDs), Compositions, default classes and activation policy, applied
+    with strict field validation."""
+    xrds = load_yaml_documents(CONFIGURATION / "xrds")
+    for xrd in xrds:
+        kube.apply(xrd)
+    for xrd in xrds:
+        name = xrd["metadata"]["name"]
+        wait_for(f"Crossplane to establish the CRD of XRD {name}", lambda: is_established(kube, name),
+                 ESTABLISH_TIMEOUT_SECONDS,
+                 lambda: str((kube.get(xrd["apiVersion"], xrd["kind"], name) or {}).get("status")))
+    for doc in load_yaml_documents(CONFIGURATION / "compositions", CONFIGURATION / "activation"):
+        kube.apply(doc)

@@ -1,0 +1,173 @@
+"""Crossplane in the loop: Crossplane core composes our XRs by calling modelplane-function over mTLS, and
+provider-kubernetes applies the composed Objects back into the same API server, which stands in for the workload
+cluster an Existing InferenceCluster points at.
+
+Two stand-ins remain, both for components that cannot run here: no kubelet runs, so no pod ever starts (a
+LeaderWorkerSet or Service is checked as stored, never as serving); and provider-helm is not running (its charts
+come from registries out of reach), so this test marks the cluster's helm Releases Ready the way provider-helm
+would once the charts were installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+from pathlib import Path
+
+from kube import REPO_ROOT, Kube, describe, load_yaml_documents, wait_for
+
+EXAMPLES = REPO_ROOT / "examples"
+API = "modelplane.ai/v1alpha1"
+OBJECT_API = "kubernetes.m.crossplane.io/v1alpha1"
+RELEASE_API = "helm.m.crossplane.io/v1beta1"
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+# Crossplane reconciles on watch events (realtime compositions); provider-kubernetes polls every 10 s here.
+CONVERGE_SECONDS = 180
+
+
+def conditions(obj: dict | None) -> dict[str, str]:
+    return {c.get("type"): c.get("status") for c in ((obj or {}).get("status") or {}).get("conditions") or []}
+
+
+def kubeconfig_pointing_back(kube: Kube) -> str:
+    """What an Existing InferenceCluster's secret holds: here, a kubeconfig for this very API server."""
+    pki = Path(os.environ["CONTROLPLANE_STATE"]) / "pki"
+
+    def b64(name: str) -> str:
+        return base64.b64encode((pki / name).read_bytes()).decode()
+
+    return f"""apiVersion: v1
+kind: Config
+clusters:
+- name: workload
+  cluster: {{server: "{kube.server}", certificate-authority-data: {b64("ca.crt")}}}
+users:
+- name: provider-kubernetes
+  user: {{client-certificate-data: {b64("admin.crt")}, client-key-data: {b64("admin.key")}}}
+contexts:
+- name: workload
+  context: {{cluster: workload, user: provider-kubernetes}}
+current-context: workload
+"""
+
+
+def composed_by(kube: Kube, api_version: str, kind: str, composite: str) -> list[dict]:
+    return [o for o in kube.list(api_version, kind)
+            if ((o.get("metadata") or {}).get("labels") or {}).get("crossplane.io/composite") == composite]
+
+
+def play_provider_helm(kube: Kube, composite: str) -> list[dict]:
+    """Marks the composite's Releases Ready and Synced, as provider-helm reports an installed chart."""
+    releases = composed_by(kube, RELEASE_API, "Release", composite)
+    for release in releases:
+        kube.patch_status(release, {"conditions": [
+            {"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "Synced", "status": "True", "reason": "ReconcileSuccess",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        ]})
+    return releases
+
+
+def gang_deployment(cluster: dict) -> dict:
+    """The seed's two-node gang, without its ModelCache (staging a cache runs a hydration Job, which needs a
+    kubelet), tolerating the example cluster's taints."""
+    deployment = copy.deepcopy(load_yaml_documents(EXAMPLES / "deployments" / "qwen3-coder.yaml")[0])
+    spec = deployment["spec"]["template"]["spec"]
+    spec.pop("modelCacheRef", None)
+    spec["tolerations"] = [{"key": t["key"], "operator": "Equal", "value": t["value"]}
+                           for t in cluster["spec"].get("taints", [])]
+    return deployment
+
+
+def exists(kube: Kube, obj: dict) -> bool:
+    meta = obj.get("metadata") or {}
+    return kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")) is not None
+
+
+def test_an_existing_cluster_and_a_gang_deployment_are_composed_applied_and_cleaned_up(platform):
+    kube = platform
+    cluster = load_yaml_documents(EXAMPLES / "clusters" / "existing-onprem.yaml")[0]
+    name = cluster["metadata"]["name"]
+    secret_ref = cluster["spec"]["cluster"]["existing"]["kubeconfigSecretRef"]
+    kube.ensure_namespace(secret_ref["namespace"])
+    kube.apply({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": secret_ref["name"], "namespace": secret_ref["namespace"]},
+                "stringData": {"kubeconfig": kubeconfig_pointing_back(kube)}})
+    for inference_class in load_yaml_documents(EXAMPLES / "classes"):
+        kube.apply(inference_class)
+    kube.apply(cluster)
+
+    def cluster_now() -> dict | None:
+        return kube.get(API, "InferenceCluster", name)
+
+    # Crossplane called the function: the provider configs and the stack's Releases exist.
+    releases = wait_for("the InferenceCluster's helm Releases", lambda: composed_by(kube, RELEASE_API, "Release", name),
+                        CONVERGE_SECONDS, lambda: str(conditions(cluster_now())))
+    assert kube.get(OBJECT_API, "ClusterProviderConfig", name), "no provider-kubernetes ClusterProviderConfig"
+    assert {r["metadata"]["namespace"] for r in releases} == {"modelplane-system"}
+
+    play_provider_helm(kube, name)
+    ready = wait_for("the InferenceCluster Ready", lambda: conditions(cluster_now()).get("Ready") == "True" and
+                     cluster_now(), CONVERGE_SECONDS, lambda: str((cluster_now() or {}).get("status")))
+    status = ready["status"]
+    assert status["stack"] == "Standard"
+    assert status["providerConfigName"] == name
+    assert [p["name"] for p in status["pools"]] == ["gpu"]
+    assert all(c["ready"] for c in status["components"]), status["components"]
+
+    deployment = gang_deployment(cluster)
+    namespace, md_name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    kube.ensure_namespace(namespace)
+    kube.apply(deployment)
+
+    def deployment_now() -> dict | None:
+        return kube.get(API, "ModelDeployment", md_name, namespace)
+
+    def objects_state() -> dict[str, dict[str, str]]:
+        return {o["spec"]["forProvider"]["manifest"]["kind"] + "/" + o["metadata"]["name"]: conditions(o)
+                for o in composed_by(kube, OBJECT_API, "Object", md_name)}
+
+    objects = wait_for("the ModelDeployment's Objects", lambda: composed_by(kube, OBJECT_API, "Object", md_name),
+                       CONVERGE_SECONDS, lambda: str((deployment_now() or {}).get("status")))
+    manifests = [o["spec"]["forProvider"]["manifest"] for o in objects]
+    kinds = sorted(m["kind"] for m in manifests)
+    assert "LeaderWorkerSet" in kinds and "Service" in kinds, kinds
+    assert {o["spec"]["providerConfigRef"]["name"] for o in objects} == {name}
+
+    # provider-kubernetes applied every manifest into the API server the kubeconfig points at.
+    for manifest in manifests:
+        wait_for(f"provider-kubernetes to apply {describe(manifest)}", lambda: exists(kube, manifest),
+                 CONVERGE_SECONDS, lambda: str(objects_state()))
+    # Every Object synced; each is Ready except the LeaderWorkerSet's, whose readiness is a CEL query on the
+    # status the LWS controller would write (no such controller, no kubelet here).
+    wait_for("every Object Synced, and Ready but for the LeaderWorkerSet",
+             lambda: all(c.get("Synced") == "True" and (c.get("Ready") == "True" or key.startswith("LeaderWorkerSet/"))
+                         for key, c in objects_state().items()), CONVERGE_SECONDS, lambda: str(objects_state()))
+    assert kube.list(LWS_API, "LeaderWorkerSet", namespace), "no LeaderWorkerSet stored"
+
+    # Crossplane wrote the function's status onto the XR.
+    written = wait_for("the ModelDeployment scheduled", lambda: conditions(deployment_now()).get("Scheduled") == "True"
+                       and deployment_now(), CONVERGE_SECONDS, lambda: str((deployment_now() or {}).get("status")))
+    assert written["status"]["placedReplicas"] == 1, written["status"]
+    assert conditions(written).get("Synced") == "True", written["status"]
+    assert conditions(written).get("Ready") == "False", "Ready without a running engine"
+
+    # Deleting the composite removes the Objects (garbage collection); provider-kubernetes then deletes what each
+    # applied, except where the Object's management policies leave Delete out (the shared Namespace).
+    deletable = [o["spec"]["forProvider"]["manifest"] for o in objects
+                 if {"*", "Delete"} & set(o["spec"].get("managementPolicies") or ["*"])]
+    kept = [o["spec"]["forProvider"]["manifest"] for o in objects
+            if o["spec"]["forProvider"]["manifest"] not in deletable]
+    assert any(m["kind"] == "LeaderWorkerSet" for m in deletable), "the LeaderWorkerSet would never be deleted"
+    kube.delete(API, "ModelDeployment", md_name, namespace)
+    wait_for("the ModelDeployment's Objects removed", lambda: not composed_by(kube, OBJECT_API, "Object", md_name),
+             CONVERGE_SECONDS)
+    wait_for("the ModelDeployment's manifests removed", lambda: not any(exists(kube, m) for m in deletable),
+             CONVERGE_SECONDS, lambda: str([describe(m) for m in deletable if exists(kube, m)]))
+    assert all(exists(kube, m) for m in kept), [describe(m) for m in kept if not exists(kube, m)]
+
+    kube.delete(API, "InferenceCluster", name)
+    wait_for("the InferenceCluster's Releases removed", lambda: not composed_by(kube, RELEASE_API, "Release", name),
+             CONVERGE_SECONDS)
+    wait_for("the InferenceCluster removed", lambda: cluster_now() is None, CONVERGE_SECONDS)
