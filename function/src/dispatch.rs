@@ -67,6 +67,11 @@ fn compose_request(composers: &[(&str, ComposeFn)], req: &RunFunctionRequest) ->
         .map(|m| m.metadata)
         .map_err(|e| format!("cannot read {} metadata: {e}", type_meta.kind))?;
     let subject = format!("{} {}", type_meta.kind, qualified_name(&meta));
+    let object = xr
+        .to_json()
+        .map_err(|e| format!("cannot read the observed composite: {e}"))?;
+    crate::validate::composite(&type_meta, &object).map_err(|e| format!("{subject}: {e}"))?;
+    drop(object);
     tracing::debug!(%subject, "composing");
     match catch_unwind(AssertUnwindSafe(|| compose(req, xr))) {
         Ok(Ok(out)) => Ok(out),

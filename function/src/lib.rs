@@ -5,7 +5,8 @@
 //! ([`sdk::response::to`]), adds what this function owns, and passes everything else through untouched.
 //!
 //! Layout:
-//! - [`dispatch`]: the RunFunction body; reads the composite's kind and runs its composer.
+//! - [`dispatch`]: the RunFunction body; reads the composite's kind, checks it against its XRD ([`validate`])
+//!   and runs its composer.
 //! - [`compose`]: one pure composer per XR kind: typed input in, desired objects out. No I/O, no clock.
 //! - [`sdk`]: request readers and response writers named as in Crossplane's function SDKs.
 //! - [`wire`]: `google.protobuf.Struct` kept as bytes and decoded straight into typed views.
@@ -23,6 +24,7 @@ pub mod schedule;
 pub mod sdk;
 pub mod server;
 pub mod stack;
+pub mod validate;
 pub mod wire;
 
 pub use dispatch::run_function;

@@ -424,13 +424,16 @@ impl Runner {
     async fn run_logged(&self, req: v1::RunFunctionRequest) -> Result<v1::RunFunctionResponse, Status> {
         let span = tracing::info_span!("RunFunction", tag = %crate::limits::cut(tag_of(&req), 256));
         let deadline = Deadline::default();
-        let _slot = self
+        // The slot goes with the work, not with this future: a cancelled call keeps it until it has stopped.
+        let slot = self
             .calls
-            .acquire()
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|_| Status::unavailable("the server is shutting down"))?;
         let cancel = deadline.cancel_on_drop();
         let rsp = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             let _entered = span.enter();
             let rsp = run_function_until(req, deadline);
             tracing::debug!(results = rsp.results.len(), "responded");

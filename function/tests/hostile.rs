@@ -176,7 +176,8 @@ fn cases() -> Vec<Case> {
         Case {
             name: "replicas: 4294967295 (a 171 GB allocation before)",
             request: deployment_request(&huge_replicas, vec![]),
-            fatal: "ModelDeployment ml-team/qwen3-coder: spec.replicas: 4294967295 replicas; at most 1000".into(),
+            fatal: "ModelDeployment ml-team/qwen3-coder: spec.replicas: value is greater than the maximum of 1000"
+                .into(),
         },
         Case {
             name: "replicas whose containers alone pass 4 MiB",
@@ -194,6 +195,93 @@ fn cases() -> Vec<Case> {
             name: "a 5 MiB engine name",
             request: deployment_request(&huge_engine, vec![]),
             fatal: "ModelDeployment ml-team/qwen3-coder: spec.template.spec.engines[0].name:".into(),
+        },
+    ]
+    .into_iter()
+    .chain(refused_by_the_xrds())
+    .collect()
+}
+
+/// What `validate.rs` used to let through although the API server refuses it: the embedded XRDs refuse it now.
+fn refused_by_the_xrds() -> Vec<Case> {
+    let md = |edit: &dyn Fn(&mut Value)| {
+        let mut md = seed();
+        edit(&mut md);
+        deployment_request(&md, vec![])
+    };
+    let engine = "spec.template.spec.engines[0]";
+    let mut cache = yaml("examples/caches/qwen3-coder.yaml");
+    cache["spec"]["huggingFace"]["sizeGiB"] = json!("eight");
+    let cluster_with = |edit: &dyn Fn(&mut Value)| {
+        let mut cluster = yaml("examples/clusters/eks-h200-us-east.yaml");
+        edit(&mut cluster);
+        request(&cluster, &[])
+    };
+    let refused = |subject: &str, path: &str| format!("{subject}: {path}: ");
+    let seed_subject = "ModelDeployment ml-team/qwen3-coder";
+    vec![
+        Case {
+            name: "replicas 1001",
+            request: md(&|md| md["spec"]["replicas"] = json!(1001)),
+            fatal: refused(seed_subject, "spec.replicas"),
+        },
+        Case {
+            name: "copies 65",
+            request: md(&|md| md["spec"]["template"]["spec"]["engines"][0]["copies"] = json!(65)),
+            fatal: refused(seed_subject, &format!("{engine}.copies")),
+        },
+        Case {
+            name: "a device count of 0",
+            request: md(&|md| {
+                md["spec"]["template"]["spec"]["engines"][0]["members"][0]["nodeSelector"]["devices"][0]["count"] =
+                    json!(0)
+            }),
+            fatal: refused(
+                seed_subject,
+                &format!("{engine}.members[0].nodeSelector.devices[0].count"),
+            ),
+        },
+        Case {
+            name: "worker settings on a Leader",
+            request: md(&|md| {
+                md["spec"]["template"]["spec"]["engines"][0]["members"][0]["worker"] = json!({"nodes": 1})
+            }),
+            fatal: refused(seed_subject, &format!("{engine}.members[0]")),
+        },
+        Case {
+            name: "a pod label value with spaces",
+            request: md(&|md| md["spec"]["template"]["metadata"] = json!({"labels": {"team": "ml ops"}})),
+            fatal: refused(seed_subject, "spec.template.metadata.labels"),
+        },
+        Case {
+            name: "an empty composite name",
+            request: md(&|md| md["metadata"]["name"] = json!("")),
+            fatal: "ModelDeployment ml-team/: metadata.name: a name is required".into(),
+        },
+        Case {
+            name: "control characters in the namespace",
+            request: md(&|md| md["metadata"]["namespace"] = json!("ml\u{7}team")),
+            fatal: "ModelDeployment ml\u{7}team/qwen3-coder: metadata.namespace:".into(),
+        },
+        Case {
+            name: "a cache size that is not a number",
+            request: request(&cache, &[]),
+            fatal: refused("ModelCache ml-team/qwen3-coder", "spec.huggingFace.sizeGiB"),
+        },
+        Case {
+            name: "an EKS cluster in region \"\"",
+            request: cluster_with(&|c| c["spec"]["cluster"]["eks"]["region"] = json!("")),
+            fatal: refused("InferenceCluster eks-h200-us-east", "spec.cluster.eks.region"),
+        },
+        Case {
+            name: "a VPC CIDR of /99",
+            request: cluster_with(&|c| {
+                c["spec"]["cluster"]["eks"]["networking"] = json!({"vpcCidr": "10.0.0.0/99"})
+            }),
+            fatal: refused(
+                "InferenceCluster eks-h200-us-east",
+                "spec.cluster.eks.networking.vpcCidr",
+            ),
         },
     ]
 }

@@ -2,6 +2,7 @@
 more connections than the server accepts, send more than it reads, or misconfigure it into a vague error.
 """
 
+import copy
 import os
 import socket
 import subprocess
@@ -9,6 +10,8 @@ import time
 
 import grpc
 import pytest
+import yaml
+from crossplane.function import resource
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
 import certs
@@ -163,3 +166,36 @@ def test_each_tls_failure_names_the_file_and_the_reason(tmp_path, pki, replace, 
         assert str(directory / name) in result.stderr, result.stderr
     assert reason in result.stderr
     assert "serving RunFunction" not in result.stderr
+
+
+def heavy_request():
+    """A ModelDeployment whose selector costs close to the CEL budget per device, over 100 clusters whose devices
+    all differ, so nothing is memoized: minutes of matching, unless the call stops."""
+    deployment = yaml.safe_load((conftest.REPO_ROOT / "examples/deployments/qwen3-coder.yaml").read_text())
+    ones = "[" + ",".join(["1"] * 300) + "]"
+    for member in deployment["spec"]["template"]["spec"]["engines"][0]["members"]:
+        member["nodeSelector"]["devices"][0]["selectors"] = [{"cel": f"{ones}.all(a, {ones}.all(b, a == b))"}]
+    cluster = yaml.safe_load(
+        (conftest.REPO_ROOT / "tests/fixtures/clusters/standard/eks-h200-us-west.yaml").read_text())
+    req = pipeline.request(deployment, tag="heavy")
+    for i in range(100):
+        clone = copy.deepcopy(cluster)
+        clone["metadata"]["name"] = f"cluster-{i}"
+        clone["status"]["pools"][0]["devices"][0]["attributes"]["productName"]["string"] = f"NVIDIA H200 #{i}"
+        req.required_resources["inference-clusters"].items.add().resource.CopyFrom(resource.dict_to_struct(clone))
+    req.required_resources["model-deployments"].SetInParent()
+    return req
+
+
+def test_an_abandoned_call_stops_working_and_frees_its_slot(tmp_path):
+    server = conftest.start_server(tmp_path, "--insecure", "--max-concurrent-calls", "1")
+    try:
+        with server.channel() as channel:
+            stub = grpcv1.FunctionRunnerServiceStub(channel)
+            with pytest.raises(grpc.RpcError) as abandoned:
+                stub.RunFunction(heavy_request(), timeout=1)
+            assert abandoned.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            # The only call slot is free again only once the abandoned call has stopped composing.
+            assert call(channel, timeout=5, tag="next").meta.tag == "next"
+    finally:
+        assert server.stop() == 0

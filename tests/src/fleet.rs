@@ -80,6 +80,11 @@ impl Scenario {
 
 /// A ModelDeployment over `clusters` clusters of `pools` pools each, with every requirement already resolved.
 pub fn fleet_request(clusters: usize, pools: usize) -> RunFunctionRequest {
+    fleet_request_with_replicas(clusters, pools, FLEET_REPLICAS)
+}
+
+/// [`fleet_request`] asking for `replicas` replicas.
+pub fn fleet_request_with_replicas(clusters: usize, pools: usize, replicas: u32) -> RunFunctionRequest {
     let fleet: Vec<Value> = (0..clusters).map(|i| inference_cluster(i, pools)).collect();
     let required = vec![
         (CACHE_REQUIREMENT, vec![staged_cache(&fleet)]),
@@ -90,7 +95,7 @@ pub fn fleet_request(clusters: usize, pools: usize) -> RunFunctionRequest {
             (0..GPU_CLASSES.len()).map(inference_class).collect(),
         ),
     ];
-    request(&model_deployment(FLEET_REPLICAS), required)
+    request(&model_deployment(replicas), required)
 }
 
 /// The deployment's ModelCache, Ready on every cluster, so the composer composes engines rather than waiting.

@@ -377,3 +377,13 @@ fn within_dra_limits(device: &Device) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// A CEL context whose `device` is `device` as a selector sees it (what the matcher builds per device).
+pub fn context_for(device: &Device) -> Result<Context<'static>, String> {
+    let mut context = Context::default().with_all();
+    let quantity = Program::compile("quantity(s)").ok();
+    let semver = Program::compile("semver(s)").ok();
+    let value = device_value(&mut context, &quantity, &semver, device)?;
+    context.add_variable_from_value("device", value);
+    Ok(context)
+}

@@ -52,7 +52,7 @@ pub fn structural_problems(schema: &Value, object: &Value) -> Vec<String> {
         jsonschema::draft7::new(schema).unwrap_or_else(|e| panic!("schema does not compile: {e}"));
     let mut found: Vec<String> = validator
         .iter_errors(object)
-        .map(|e| format!("{}: {e}", e.instance_path))
+        .map(|e| format!("{}: {e}", e.instance_path().as_str()))
         .collect();
     undeclared(schema, object, "", &mut found);
     found

@@ -10,6 +10,7 @@ use crate::{
         ENGINE_CONTAINER, Engine, ModelDeploymentSpec, RESERVED_PREFIX, Role, TemplateMetadata,
     },
     compose::{ComposeError, inference_class::is_dns_label},
+    limits::quote,
 };
 
 /// The container probes Modelplane writes when the user does not, and so checks when the user does.
@@ -95,7 +96,32 @@ fn validate_engine(path: &str, engine: &Engine) -> Result<(), ComposeError> {
     Ok(())
 }
 
+/// Template labels and annotations land on pods, so they must be what the API server accepts there; the XRD
+/// bounds their size but not their characters.
 fn reserved(path: &str, metadata: &TemplateMetadata) -> Result<(), ComposeError> {
+    for (key, value) in &metadata.labels {
+        let at = || format!("{path}.labels");
+        if let Some(why) = crate::validate::metadata::qualified_name(key) {
+            return Err(ComposeError::new(at(), format!("key {}: {why}", quote(key, 64))));
+        }
+        if !crate::validate::metadata::is_label_value(value) {
+            return Err(ComposeError::new(
+                at(),
+                format!(
+                    "{key}: {} is not a label value (at most 63 alphanumerics, '-', '_' or '.')",
+                    quote(value, 64)
+                ),
+            ));
+        }
+    }
+    for key in metadata.annotations.keys() {
+        if let Some(why) = crate::validate::metadata::qualified_name(key) {
+            return Err(ComposeError::new(
+                format!("{path}.annotations"),
+                format!("key {}: {why}", quote(key, 64)),
+            ));
+        }
+    }
     let keys = metadata
         .labels
         .keys()

@@ -4,6 +4,7 @@
 //! Run it through `tests/bench.sh`, which builds the three servers and the Python venv. Every call count and the
 //! time spent per measurement are bounded, and only loopback addresses are used.
 
+mod limits;
 mod load;
 mod micro;
 mod report;
@@ -149,6 +150,8 @@ async fn run(cli: &Cli) -> Result<bool, String> {
         }
     }
 
+    limits::print_cel();
+
     if cli.micro_only {
         return Ok(true);
     }
@@ -224,6 +227,15 @@ async fn run(cli: &Cli) -> Result<bool, String> {
                 samples,
             });
         }
+    }
+    if let (Some(ours), Some(channel), Some(fleet)) = (
+        running.first(),
+        channels.first(),
+        requests
+            .iter()
+            .rfind(|r| matches!(r.scenario, Scenario::Fleet { .. })),
+    ) {
+        limits::print_memory(ours, channel, &fleet.bytes, cli.scale).await;
     }
     drop(running);
 

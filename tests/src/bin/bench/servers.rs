@@ -32,6 +32,12 @@ pub struct Running {
     child: Child,
 }
 
+impl Running {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         // A benchmark server holds no state worth a graceful stop; SIGKILL also reaches a wedged one.

@@ -1,0 +1,148 @@
+//! One source of truth for what a composite may be: the XRDs the package ships, embedded here, so `render` and
+//! the server refuse exactly what the API server would, before anything is composed. Each composite is checked
+//! against its XRD's structural schema (types, patterns, enums, bounds, required fields, after defaulting) and its
+//! `x-kubernetes-validations` rules, and its metadata as the API server checks every custom resource's.
+//!
+//! Nothing here names a field of any kind: whatever the embedded XRDs say is what is enforced.
+
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::{api::TypeMeta, compose::ComposeError};
+
+pub mod metadata;
+pub mod schema;
+
+use schema::{Layout, ObjectSchema};
+
+/// The XRDs of `package/configuration`, as the package installs them.
+const XRDS: &[(&str, &str)] = &[
+    (
+        "package/configuration/xrds/inferenceclasses.yaml",
+        include_str!("../../../package/configuration/xrds/inferenceclasses.yaml"),
+    ),
+    (
+        "package/configuration/xrds/inferenceclusters.yaml",
+        include_str!("../../../package/configuration/xrds/inferenceclusters.yaml"),
+    ),
+    (
+        "package/configuration/xrds/modelcaches.yaml",
+        include_str!("../../../package/configuration/xrds/modelcaches.yaml"),
+    ),
+    (
+        "package/configuration/xrds/modeldeployments.yaml",
+        include_str!("../../../package/configuration/xrds/modeldeployments.yaml"),
+    ),
+];
+
+/// Most findings one FATAL message lists; the rest are counted.
+const MAX_FINDINGS_SHOWN: usize = 5;
+
+/// One served version of one kind, in both layouts (a legacy package serves the same schema under `X<Kind>`).
+struct Served {
+    group: String,
+    kind: String,
+    version: String,
+    modern: ObjectSchema,
+    legacy: ObjectSchema,
+}
+
+fn served() -> &'static Result<Vec<Served>, String> {
+    static SERVED: OnceLock<Result<Vec<Served>, String>> = OnceLock::new();
+    SERVED.get_or_init(load)
+}
+
+fn load() -> Result<Vec<Served>, String> {
+    let mut out = Vec::new();
+    for (path, text) in XRDS {
+        let xrd: Value = serde_yaml::from_str(text).map_err(|e| format!("{path}: {e}"))?;
+        let field = |pointer: &str| {
+            xrd.pointer(pointer)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{path}: no {pointer}"))
+        };
+        let (group, kind) = (field("/spec/group")?, field("/spec/names/kind")?);
+        for version in xrd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let (Some(name), Some(schema)) = (
+                version.get("name").and_then(Value::as_str),
+                version.pointer("/schema/openAPIV3Schema"),
+            ) else {
+                continue;
+            };
+            // Status is the function's to write and is validated when written, not when the spec is read.
+            let mut spec_only = schema.clone();
+            if let Some(props) = spec_only.get_mut("properties").and_then(Value::as_object_mut) {
+                props.remove("status");
+            }
+            let build = |layout| ObjectSchema::new(&spec_only, layout).map_err(|e| format!("{path}: {e}"));
+            out.push(Served {
+                group: group.clone(),
+                kind: kind.clone(),
+                version: name.to_owned(),
+                modern: build(Layout::Modern)?,
+                legacy: build(Layout::Legacy)?,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Checks `object` (the observed composite) against the XRD that defines `type_meta`. A kind no embedded XRD
+/// defines passes: the composer lookup refuses it with a better message.
+pub fn composite(type_meta: &TypeMeta, object: &Value) -> Result<(), ComposeError> {
+    let served = served()
+        .as_ref()
+        .map_err(|e| ComposeError::new("", format!("the embedded XRDs do not load: {e}")))?;
+    let (group, version) = type_meta
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", &type_meta.api_version));
+    let legacy_kind = type_meta.kind.strip_prefix('X');
+    let Some(schema) = served.iter().find_map(|s| {
+        if s.group != group || s.version != version {
+            None
+        } else if s.kind == type_meta.kind {
+            Some(&s.modern)
+        } else if legacy_kind == Some(s.kind.as_str()) {
+            Some(&s.legacy)
+        } else {
+            None
+        }
+    }) else {
+        return Ok(());
+    };
+    let mut findings = metadata::check(object.get("metadata"));
+    if findings.is_empty() {
+        let mut without_status = object.clone();
+        if let Some(map) = without_status.as_object_mut() {
+            map.remove("status");
+        }
+        findings = schema.admission(&without_status);
+    }
+    match findings.split_first() {
+        None => Ok(()),
+        Some(((path, reason), rest)) => {
+            let mut message = crate::limits::cut(reason, 1024);
+            for (path, reason) in rest.iter().take(MAX_FINDINGS_SHOWN - 1) {
+                message.push_str(&format!("; {path}: {}", crate::limits::cut(reason, 512)));
+            }
+            if rest.len() >= MAX_FINDINGS_SHOWN {
+                message.push_str(&format!("; and {} more", rest.len() + 1 - MAX_FINDINGS_SHOWN));
+            }
+            Err(ComposeError::new(
+                path.clone(),
+                format!("{message} (the XRD refuses this, as the API server would)"),
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
