@@ -14,6 +14,7 @@
 pub mod api;
 pub mod compose;
 pub mod dispatch;
+pub mod error;
 pub mod proto;
 pub mod render;
 pub mod schedule;

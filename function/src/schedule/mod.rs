@@ -22,7 +22,7 @@ use crate::{
         inference_cluster::{PoolStatus, TaintEffect},
         model_deployment::{ReplicaSpec, Role},
     },
-    compose::ComposeError,
+    error::ComposeError,
     stack::{components, serving_stack},
 };
 
