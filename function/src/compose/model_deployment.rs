@@ -241,13 +241,7 @@ fn cache_condition(
     gate: &cache::CacheGate,
     status: &ModelDeploymentStatus,
 ) {
-    let Some(cache) = spec
-        .template
-        .spec
-        .model_cache_ref
-        .as_ref()
-        .map(|r| r.name.as_str())
-    else {
+    let Some(cache) = spec.cache_name() else {
         return;
     };
     if status.placed_replicas == 0 {
