@@ -4,6 +4,9 @@
 //! 1. The scheduler alone on 1000 clusters × 8 pools × 8 engines.
 //! 2. A whole RunFunction, wire bytes in and out, of a 10-replica two-node-gang deployment over 100 clusters ×
 //!    8 pools (the request Modelplane's Python function takes ~4.5 s on).
+//! 3. A one-replica two-node gang, wire bytes in and out: the first call (answered with requirements) and the
+//!    call that composes it (probes and all), each beside an echo of the same request (decode, copy desired and
+//!    context into a response, encode: what a no-op function on an SDK does), with the steps timed apart.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -15,7 +18,7 @@ use std::{
 use modelplane_function::{
     api::model_deployment::ReplicaSpec,
     compose::model_deployment::{CLUSTERS, DEPLOYMENTS},
-    proto::v1::{Resource, Resources, RunFunctionRequest, State},
+    proto::v1::{Resource, Resources, RunFunctionRequest, RunFunctionResponse, State},
     run_function,
     schedule::{ClusterView, Input, schedule},
     wire::RawStruct,
@@ -151,7 +154,97 @@ fn run_function_on_a_hundred_clusters() {
     );
 }
 
+fn p50(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// p50 of `runs` runs of `f` on `bytes`.
+fn time(bytes: &[u8], runs: usize, f: impl Fn(RunFunctionRequest) -> Vec<u8>) -> Duration {
+    p50((0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            let req = RunFunctionRequest::decode(bytes).unwrap();
+            let out = f(req);
+            let elapsed = start.elapsed();
+            assert!(!out.is_empty());
+            elapsed
+        })
+        .collect())
+}
+
+fn one_replica_gang() {
+    let xr = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
+        "metadata": {"name": "qwen3-coder", "namespace": "ml-team", "uid": "0"},
+        "spec": {"replicas": 1, "template": {"spec": {"engines": [gang_engine("qwen3-coder")]}}}});
+    let resource = |v: &Value| Resource {
+        resource: RawStruct::from_value(v),
+        ..Default::default()
+    };
+    let first = RunFunctionRequest {
+        observed: Some(State {
+            composite: Some(resource(&xr)),
+            ..Default::default()
+        }),
+        desired: Some(State::default()),
+        ..Default::default()
+    };
+    let mut answered = first.clone();
+    answered.required_resources.insert(
+        CLUSTERS.into(),
+        Resources {
+            items: vec![resource(&cluster(0, "Standard"))],
+        },
+    );
+    answered
+        .required_resources
+        .insert(DEPLOYMENTS.into(), Resources::default());
+    const RUNS: usize = 2000;
+    for (what, req) in [("first call", first), ("composed", answered)] {
+        let bytes = req.encode_to_vec();
+        let echo = time(&bytes, RUNS, |req| {
+            RunFunctionResponse {
+                desired: req.desired,
+                context: req.context,
+                ..Default::default()
+            }
+            .encode_to_vec()
+        });
+        let ours = time(&bytes, RUNS, |req| run_function(req).encode_to_vec());
+        let decode = time(&bytes, RUNS, |_| vec![0]);
+        let decoded = RunFunctionRequest::decode(bytes.as_slice()).unwrap();
+        let compose = p50((0..RUNS)
+            .map(|_| {
+                let req = decoded.clone();
+                let start = Instant::now();
+                let rsp = run_function(req);
+                let elapsed = start.elapsed();
+                assert!(rsp.results.is_empty(), "{:?}", rsp.results);
+                elapsed
+            })
+            .collect());
+        let rsp = run_function(decoded);
+        let encode = p50((0..RUNS)
+            .map(|_| {
+                let start = Instant::now();
+                let out = rsp.encode_to_vec();
+                let elapsed = start.elapsed();
+                assert!(!out.is_empty());
+                elapsed
+            })
+            .collect());
+        println!(
+            "RunFunction, 1-replica gang, {what} ({} B in, {} B out): ours p50 {ours:?}, echo p50 {echo:?} ({:.2}x); \
+             decode {decode:?}, run_function {compose:?}, encode {encode:?}",
+            bytes.len(),
+            rsp.encode_to_vec().len(),
+            ours.as_secs_f64() / echo.as_secs_f64(),
+        );
+    }
+}
+
 fn main() {
     scheduler_on_a_thousand_clusters();
     run_function_on_a_hundred_clusters();
+    one_replica_gang();
 }

@@ -17,6 +17,7 @@ pub mod api;
 pub mod cel;
 pub mod compose;
 pub mod dispatch;
+pub mod error;
 pub mod limits;
 pub mod proto;
 pub mod render;

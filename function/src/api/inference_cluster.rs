@@ -300,6 +300,17 @@ pub struct InferenceClusterStatus {
     pub pools: Vec<PoolStatus>,
     #[serde(default)]
     pub components: Vec<ComponentStatus>,
+    /// The conditions Crossplane keeps on the composite, read back by other composers; a composer reports its
+    /// own through the response, never here.
+    #[serde(default, skip_serializing)]
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

@@ -29,6 +29,17 @@ fn one() -> u32 {
     1
 }
 
+impl ModelDeploymentSpec {
+    /// The ModelCache the engines load from, if the deployment references one.
+    pub fn cache_name(&self) -> Option<&str> {
+        self.template
+            .spec
+            .model_cache_ref
+            .as_ref()
+            .map(|r| r.name.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct DeploymentTemplate {
     #[serde(default)]

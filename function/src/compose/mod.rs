@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use crate::{
     api::TypeMeta,
     proto::v1::{ResourceSelector, RunFunctionRequest, Status},
-    wire::{DecodeError, RawStruct},
+    wire::RawStruct,
 };
 
 pub mod inference_class;
@@ -20,6 +20,8 @@ pub mod inference_cluster;
 pub mod model_cache;
 pub mod model_deployment;
 pub mod remote;
+
+pub use crate::error::ComposeError;
 
 #[cfg(test)]
 pub mod fixtures;
@@ -88,33 +90,6 @@ fn served_kind_in<'k>(composers: &[(&str, ComposeFn)], kind: &'k str) -> &'k str
     match kind.strip_prefix('X') {
         Some(claim_kind) if composers.iter().any(|(served, _)| *served == claim_kind) => claim_kind,
         _ => kind,
-    }
-}
-
-/// Why a composite could not be composed: the field path at fault and what is wrong with it. Becomes a FATAL
-/// result, so the message has to be enough for a user to fix their manifest.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{path}: {reason}")]
-pub struct ComposeError {
-    pub path: String,
-    pub reason: String,
-}
-
-impl ComposeError {
-    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self {
-            path: path.into(),
-            reason: reason.into(),
-        }
-    }
-}
-
-impl From<DecodeError> for ComposeError {
-    fn from(e: DecodeError) -> Self {
-        Self {
-            path: e.path,
-            reason: e.message,
-        }
     }
 }
 

@@ -23,6 +23,7 @@ use crate::{
     },
     schedule::{self, ClusterView, Input, Outcome, Placement, Unplaced},
     sdk::request,
+    stack::CacheUse,
     wire::RawStruct,
 };
 
@@ -56,8 +57,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     };
     let clusters = read_clusters(cluster_items, &mut out.warnings);
     let observed = observed::ObservedReplicas::read(req);
-    let pins = observed.pins();
-    let used_elsewhere = used_by_others(deployment_items, name, namespace);
+    let (pins, used_elsewhere) = (observed.pins(), used_by_others(deployment_items, name, namespace));
     let outcomes = schedule::schedule(&Input {
         spec: &md.spec.template.spec,
         replicas: md.spec.replicas,
@@ -66,141 +66,137 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         used_elsewhere: &used_elsewhere,
     })?;
     let gate = cache::CacheGate::read(req, &md.spec);
-    let cache = gate.cache_use(namespace);
-    let mut status = ModelDeploymentStatus::default();
-    let mut waiting_for_cache = Vec::new();
-    for (index, outcome) in (0u32..).zip(&outcomes) {
-        let ctx = replica::ReplicaContext {
-            xr_name: name,
-            xr_namespace: namespace,
-            replica: index,
-            spec: &md.spec,
-            cache: cache.as_ref(),
-        };
-        let mut replica = match outcome {
-            Outcome::Placed(placement) => compose_placed(req, &mut out, &ctx, placement, &gate),
-            Outcome::Unplaced(unplaced) => unplaced_status(index, unplaced),
-        };
-        let current = replica.cluster.clone();
-        let serving = replica.ready == Some(true);
-        replica.moving_from = retain_previous(
-            req,
-            &mut out,
-            &md.spec,
-            &observed,
-            index,
-            current.as_deref(),
-            serving,
-            &clusters,
-        );
-        if let Some(why) = &replica.waiting_for {
-            waiting_for_cache.push(why.clone());
-        }
-        status.placed_replicas += u32::from(replica.cluster.is_some());
-        status.ready_replicas += u32::from(serving);
-        status.replicas.push(replica);
-    }
+    let replicas = Replicas {
+        req,
+        name,
+        namespace,
+        spec: &md.spec,
+        clusters: &clusters,
+        observed: &observed,
+        cache: gate.cache_use(namespace),
+        gate: &gate,
+    };
+    let status = replicas.compose(&mut out, &outcomes);
     scheduled_condition(&mut out, &status, md.spec.replicas);
-    let cache_name = md
-        .spec
-        .template
-        .spec
-        .model_cache_ref
-        .as_ref()
-        .map(|r| r.name.as_str());
-    if let (Some(cache_name), true) = (cache_name, status.placed_replicas > 0) {
-        cache_condition(&mut out, cache_name, &gate, &waiting_for_cache);
-    }
+    cache_condition(&mut out, &md.spec, &gate, &status);
     if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(&status) {
         out.status.extend(map);
     }
     Ok(out)
 }
 
-/// Composes one placed replica's Objects (only its namespace while its cache is not staged there), and says
-/// where it runs and whether it serves.
-fn compose_placed(
-    req: &RunFunctionRequest,
-    out: &mut Output,
-    ctx: &replica::ReplicaContext,
-    placement: &Placement,
-    gate: &cache::CacheGate,
-) -> ReplicaStatus {
-    let cluster = &placement.cluster.metadata.name;
-    let started = ctx.spec.template.spec.engines.iter().any(|engine| {
-        request::observed_composed(req, &replica::engine_key(ctx.replica, cluster, &engine.name)).is_some()
-    });
-    let blocked = gate.blocks(cluster).filter(|_| !started);
-    let objects = match &blocked {
-        None => replica::objects(ctx, placement),
-        Some(_) => vec![replica::namespace(ctx, placement)],
-    };
-    let mut ready = blocked.is_none();
-    for desired in objects {
-        let observed_ready = object_ready(request::observed_composed(req, &desired.key));
-        ready &= observed_ready;
-        out.compose(desired.key, desired.object, observed_ready);
-    }
-    ReplicaStatus {
-        replica: ctx.replica,
-        cluster: Some(cluster.clone()),
-        stack: Some(placement.cluster.status.stack),
-        engines: engine_status(ctx.spec, placement),
-        ready: Some(ready),
-        waiting_for: blocked,
-        waiting_for_scale_up: placement
-            .engines
-            .iter()
-            .filter(|e| e.waits_for_scale_up)
-            .map(|e| e.pool.name.clone())
-            .collect(),
-        components_not_ready: placement
-            .cluster
-            .components_not_ready()
-            .into_iter()
-            .map(str::to_owned)
-            .collect(),
-        ..ReplicaStatus::default()
-    }
+/// What composing every replica of one deployment reads.
+struct Replicas<'a> {
+    req: &'a RunFunctionRequest,
+    name: &'a str,
+    namespace: &'a str,
+    spec: &'a ModelDeploymentSpec,
+    clusters: &'a [ClusterView],
+    observed: &'a observed::ObservedReplicas,
+    gate: &'a cache::CacheGate,
+    cache: Option<CacheUse<'a>>,
 }
 
-/// Keeps a replica's other placements running while it moves (make before break): until its current
-/// placement serves, unless their cluster is gone. Returns the placement kept, for status.
-#[allow(clippy::too_many_arguments)]
-fn retain_previous(
-    req: &RunFunctionRequest,
-    out: &mut Output,
-    spec: &ModelDeploymentSpec,
-    observed: &observed::ObservedReplicas,
-    index: u32,
-    current: Option<&str>,
-    serving: bool,
-    clusters: &[ClusterView],
-) -> Option<PreviousPlacement> {
-    if serving {
-        return None;
-    }
-    let mut kept = None;
-    for (cluster, placement) in observed.replicas.get(&index)? {
-        let gone = !clusters.iter().any(|c| &c.metadata.name == cluster);
-        if Some(cluster.as_str()) == current || gone {
-            continue;
-        }
-        for key in &placement.keys {
-            let resource = request::observed_composed(req, key);
-            if let Some(object) = resource.and_then(observed::retained) {
-                out.compose(key.clone(), object, object_ready(resource));
+impl Replicas<'_> {
+    /// Composes each replica where the scheduler put it, keeping a moving replica's old placement running,
+    /// and reports them all.
+    fn compose(&self, out: &mut Output, outcomes: &[Outcome]) -> ModelDeploymentStatus {
+        let mut status = ModelDeploymentStatus::default();
+        for (index, outcome) in (0u32..).zip(outcomes) {
+            let mut replica = match outcome {
+                Outcome::Placed(placement) => self.compose_placed(out, index, placement),
+                Outcome::Unplaced(unplaced) => unplaced_status(index, unplaced),
+            };
+            let serving = replica.ready == Some(true);
+            if !serving {
+                replica.moving_from = self.retain_previous(out, index, replica.cluster.as_deref());
             }
+            status.placed_replicas += u32::from(replica.cluster.is_some());
+            status.ready_replicas += u32::from(serving);
+            status.replicas.push(replica);
         }
-        kept.get_or_insert_with(|| PreviousPlacement {
-            cluster: cluster.clone(),
-            engines: previous_engines(spec, placement),
-        });
+        status
     }
-    kept
+
+    /// Composes one placed replica's Objects (only its namespace while its cache is not staged there), and
+    /// says where it runs and whether it serves.
+    fn compose_placed(&self, out: &mut Output, index: u32, placement: &Placement) -> ReplicaStatus {
+        let ctx = replica::ReplicaContext {
+            xr_name: self.name,
+            xr_namespace: self.namespace,
+            replica: index,
+            spec: self.spec,
+            cache: self.cache.as_ref(),
+        };
+        let cluster = &placement.cluster.metadata.name;
+        let started = self.spec.template.spec.engines.iter().any(|engine| {
+            let key = replica::engine_key(index, cluster, &engine.name);
+            request::observed_composed(self.req, &key).is_some()
+        });
+        let blocked = self.gate.blocks(cluster).filter(|_| !started);
+        let objects = match &blocked {
+            None => replica::objects(&ctx, placement),
+            Some(_) => vec![replica::namespace(&ctx, placement)],
+        };
+        let mut ready = blocked.is_none();
+        for desired in objects {
+            let observed_ready = object_ready(request::observed_composed(self.req, &desired.key));
+            ready &= observed_ready;
+            out.compose(desired.key, desired.object, observed_ready);
+        }
+        ReplicaStatus {
+            replica: index,
+            cluster: Some(cluster.clone()),
+            stack: Some(placement.cluster.status.stack),
+            engines: engine_status(self.spec, placement),
+            ready: Some(ready),
+            waiting_for: blocked,
+            waiting_for_scale_up: placement
+                .engines
+                .iter()
+                .filter(|e| e.waits_for_scale_up)
+                .map(|e| e.pool.name.clone())
+                .collect(),
+            components_not_ready: placement
+                .cluster
+                .components_not_ready()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            ..ReplicaStatus::default()
+        }
+    }
+
+    /// Keeps a replica's other placements running while it does not serve where it is now (make before
+    /// break), unless their cluster is gone. Returns the placement kept, for status.
+    fn retain_previous(
+        &self,
+        out: &mut Output,
+        index: u32,
+        current: Option<&str>,
+    ) -> Option<PreviousPlacement> {
+        let mut kept = None;
+        for (cluster, placement) in self.observed.replicas.get(&index)? {
+            let gone = !self.clusters.iter().any(|c| &c.metadata.name == cluster);
+            if Some(cluster.as_str()) == current || gone {
+                continue;
+            }
+            for key in &placement.keys {
+                let resource = request::observed_composed(self.req, key);
+                if let Some(object) = resource.and_then(observed::retained) {
+                    out.compose(key.clone(), object, object_ready(resource));
+                }
+            }
+            kept.get_or_insert_with(|| PreviousPlacement {
+                cluster: cluster.clone(),
+                engines: previous_engines(self.spec, placement),
+            });
+        }
+        kept
+    }
 }
 
-/// The nodes an observed placement holds, from the engines' pools and the spec it was composed with.
+/// The nodes an observed placement holds, from the engines' pools and the spec.
 fn previous_engines(
     spec: &ModelDeploymentSpec,
     placement: &observed::ObservedPlacement,
@@ -235,7 +231,23 @@ fn scheduled_condition(out: &mut Output, status: &ModelDeploymentStatus, wanted:
 }
 
 /// Reported only for placed replicas: with none placed there is nothing to wait for yet.
-fn cache_condition(out: &mut Output, cache: &str, gate: &cache::CacheGate, waiting: &[String]) {
+fn cache_condition(
+    out: &mut Output,
+    spec: &ModelDeploymentSpec,
+    gate: &cache::CacheGate,
+    status: &ModelDeploymentStatus,
+) {
+    let Some(cache) = spec.cache_name() else {
+        return;
+    };
+    if status.placed_replicas == 0 {
+        return;
+    }
+    let waiting: Vec<&str> = status
+        .replicas
+        .iter()
+        .filter_map(|r| r.waiting_for.as_deref())
+        .collect();
     match waiting.first() {
         None => out.condition("CacheReady", Status::ConditionTrue, "CacheStaged", ""),
         Some(why) => {

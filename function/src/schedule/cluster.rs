@@ -1,67 +1,11 @@
-//! The narrow view of an `InferenceCluster` the scheduler reads, and the cluster-level checks: is it usable
-//! yet, does the deployment's cluster selector pick it, does the deployment tolerate its taints.
+//! The cluster-level checks on an [`ClusterView`]: is it usable yet for a replica, does the deployment
+//! tolerate its taints, and which of its tolerations the pods must carry.
 
-use std::collections::BTreeMap;
-
-use serde::Deserialize;
-
+pub use crate::api::cluster_view::ClusterView;
 use crate::api::{
-    inference_cluster::{ComponentStatus, PoolStatus, Stack, Taint, TaintEffect},
+    inference_cluster::{PoolStatus, Taint, TaintEffect},
     model_deployment::{Toleration, TolerationOperator},
 };
-
-/// An `InferenceCluster` as the scheduler and the workload composer see it: name, labels, taints and the
-/// status contract. Everything else in the object is skipped undecoded.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct ClusterView {
-    pub metadata: ClusterMeta,
-    #[serde(default)]
-    pub spec: ClusterSpecView,
-    #[serde(default)]
-    pub status: ClusterStatusView,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct ClusterMeta {
-    pub name: String,
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct ClusterSpecView {
-    #[serde(default)]
-    pub taints: Vec<Taint>,
-}
-
-/// `InferenceClusterStatus` plus the conditions Crossplane maintains.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterStatusView {
-    #[serde(default)]
-    pub stack: Stack,
-    #[serde(default)]
-    pub provider_config_name: String,
-    #[serde(default)]
-    pub cache_storage_class: String,
-    #[serde(default)]
-    pub model_express_address: Option<String>,
-    #[serde(default)]
-    pub kai_queue: Option<String>,
-    #[serde(default)]
-    pub pools: Vec<PoolStatus>,
-    #[serde(default)]
-    pub components: Vec<ComponentStatus>,
-    #[serde(default)]
-    pub conditions: Vec<Condition>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct Condition {
-    #[serde(rename = "type")]
-    pub type_: String,
-    pub status: String,
-}
 
 impl ClusterView {
     /// Why nothing can be placed here yet, if so. The cluster must say how to reach it, and either be Ready or

@@ -21,7 +21,7 @@ use crate::{
         inference_cluster::PoolStatus,
         model_deployment::{Engine, ReplicaSpec},
     },
-    compose::ComposeError,
+    error::ComposeError,
 };
 
 /// One device request with its selectors compiled.

@@ -22,7 +22,7 @@ use crate::{
         inference_cluster::{PoolStatus, TaintEffect},
         model_deployment::{Engine, ReplicaSpec, Role},
     },
-    compose::ComposeError,
+    error::ComposeError,
     limits::{MAX_REPLICAS, MAX_RESPONSE_BYTES},
     stack::{components, serving_stack},
 };

@@ -9,12 +9,10 @@ use super::{
     components::{GROVE, KAI_QUEUES, KAI_SCHEDULER, MODEL_EXPRESS},
     model_express, pod_clique_set,
 };
-use crate::{
-    api::{
-        inference_cluster::{PoolStatus, Stack},
-        model_deployment::Engine,
-    },
-    schedule::ClusterView,
+use crate::api::{
+    cluster_view::ClusterView,
+    inference_cluster::{PoolStatus, Stack},
+    model_deployment::Engine,
 };
 
 pub struct Dynamo;

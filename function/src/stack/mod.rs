@@ -10,12 +10,10 @@
 
 use serde_json::Value;
 
-use crate::{
-    api::{
-        inference_cluster::{PoolStatus, Stack},
-        model_deployment::{Engine, TemplateMetadata},
-    },
-    schedule::ClusterView,
+use crate::api::{
+    cluster_view::ClusterView,
+    inference_cluster::{PoolStatus, Stack},
+    model_deployment::{Engine, TemplateMetadata},
 };
 
 pub mod components;

@@ -7,12 +7,10 @@ use super::{
     CacheUse, Component, EngineAdditions, EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, ServingStack,
     StackObject, components::LEADER_WORKER_SET, leader_worker_set,
 };
-use crate::{
-    api::{
-        inference_cluster::{PoolStatus, Stack},
-        model_deployment::Engine,
-    },
-    schedule::ClusterView,
+use crate::api::{
+    cluster_view::ClusterView,
+    inference_cluster::{PoolStatus, Stack},
+    model_deployment::Engine,
 };
 
 pub struct Standard;

@@ -114,6 +114,7 @@ pub fn report(
         kai_queue: stack.kai_queue().map(str::to_owned),
         pools,
         components,
+        conditions: Vec::new(),
     };
     if let Ok(Value::Object(map)) = serde_json::to_value(&status) {
         out.status = map;

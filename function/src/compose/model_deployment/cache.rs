@@ -47,13 +47,7 @@ struct CacheView {
 
 impl CacheGate {
     pub fn read(req: &RunFunctionRequest, spec: &ModelDeploymentSpec) -> Self {
-        let Some(name) = spec
-            .template
-            .spec
-            .model_cache_ref
-            .as_ref()
-            .map(|r| r.name.as_str())
-        else {
+        let Some(name) = spec.cache_name() else {
             return Self::NotUsed;
         };
         let Some(found) = request::required_resources(req, CACHE) else {
