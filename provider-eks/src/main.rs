@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use modelplane_provider_eks::activation::{self, ManagedKind};
+use modelplane_provider_eks::activation;
 use modelplane_provider_eks::controllers::{self, Shared};
 use modelplane_provider_eks::crds;
 use modelplane_provider_eks::eks::clients::ClientCache;
@@ -46,7 +46,14 @@ struct RunArgs {
     /// Seconds between observations while AWS is creating, updating or deleting.
     #[arg(long, env = "BUSY_INTERVAL_SECONDS", default_value_t = 15)]
     busy_interval_seconds: u64,
-    /// Start every controller at once instead of waiting for ManagedResourceDefinitions (Crossplane < v2).
+    /// First retry after an error; doubles per consecutive failure up to --max-backoff-seconds.
+    #[arg(long, env = "BACKOFF_SECONDS", default_value_t = 1)]
+    backoff_seconds: u64,
+    /// Longest wait between retries, and the wait after a permanent AWS error (validation, quota, ...).
+    #[arg(long, env = "MAX_BACKOFF_SECONDS", default_value_t = 120)]
+    max_backoff_seconds: u64,
+    /// Start every controller once its CRD is Established, without waiting for ManagedResourceDefinitions
+    /// (Crossplane < v2).
     #[arg(long, env = "ACTIVATE_ALL")]
     activate_all: bool,
     /// Act only while holding the Lease `modelplane-provider-eks` (run more than one replica safely).
@@ -97,7 +104,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         timing: Timing {
             poll: Duration::from_secs(args.poll_interval_seconds),
             busy: Duration::from_secs(args.busy_interval_seconds),
-            ..Timing::default()
+            backoff: Duration::from_secs(args.backoff_seconds),
+            max_backoff: Duration::from_secs(args.max_backoff_seconds),
         },
     };
     let server = tokio::spawn(metrics::serve(args.metrics_address, metrics));
@@ -117,16 +125,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             std::process::exit(1);
         });
     }
-    if args.activate_all {
-        for kind in ManagedKind::ALL {
-            controllers::spawn(&shared, kind);
-        }
-    } else {
-        activation::run(kube, |kind| {
-            controllers::spawn(&shared, kind);
-        })
-        .await;
-    }
+    activation::run(kube, args.activate_all, |kind| {
+        controllers::spawn(&shared, kind);
+    })
+    .await;
     tokio::select! {
         served = server => served.context("metrics server stopped")?.context("metrics server failed"),
         _ = tokio::signal::ctrl_c() => Ok(()),

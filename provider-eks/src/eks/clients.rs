@@ -2,7 +2,7 @@
 //! config version and region, so steady-state reconciles reuse one connection pool and credential cache.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_config::profile::ProfileFileCredentialsProvider;
@@ -31,6 +31,8 @@ pub struct AwsClients {
     pub eks: aws_sdk_eks::Client,
     pub ec2: aws_sdk_ec2::Client,
     pub sdk: SdkConfig,
+    /// Subnet id -> availability zone, learned from EC2 DescribeSubnets; never changes for a subnet.
+    pub subnet_zones: Arc<Mutex<HashMap<String, String>>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -84,6 +86,7 @@ impl ClientCache {
             eks: aws_sdk_eks::Client::new(&sdk),
             ec2: aws_sdk_ec2::Client::new(&sdk),
             sdk,
+            subnet_zones: Arc::default(),
         };
         let mut cache = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         // Older versions of the same config are dead entries now.

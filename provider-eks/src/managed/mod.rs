@@ -4,6 +4,7 @@
 pub mod annotations;
 pub mod conditions;
 pub mod decide;
+pub mod events;
 pub mod external;
 pub mod policy;
 pub mod reconciler;

@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 use aws_credential_types::Credentials as AwsCredentials;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionStatus,
+};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams, PostParams};
 use modelplane_eks_api::*;
@@ -37,7 +40,13 @@ pub struct World {
 }
 
 impl World {
+    /// A world whose CRDs are Established, as on a cluster where Crossplane installed the package.
     pub async fn start() -> Option<Self> {
+        Self::start_with(true).await
+    }
+
+    /// `crds_established: false` leaves the managed kinds' CRDs not yet served (see `establish_crds`).
+    pub async fn start_with(crds_established: bool) -> Option<Self> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let moto = super::start_moto()?;
         let kmock = super::start_kmock()?;
@@ -69,6 +78,7 @@ impl World {
             starts: 0,
         };
         world.seed().await;
+        world.seed_crds(crds_established).await;
         Some(world)
     }
 
@@ -115,6 +125,30 @@ impl World {
             mrd.data = json!({ "spec": { "state": "Inactive" } });
             self.mrds().create(&PostParams::default(), &mrd).await.unwrap();
         }
+    }
+
+    /// The provider's CRDs, with `Established` as given (Crossplane creates them after the MRD turns Active;
+    /// the API server serves a kind only once its CRD is Established).
+    pub async fn seed_crds(&self, established: bool) {
+        for mut crd in modelplane_provider_eks::crds::all() {
+            crd.status = Some(crd_status(established));
+            self.crds().create(&PostParams::default(), &crd).await.unwrap();
+        }
+    }
+
+    pub async fn establish_crds(&self) {
+        for crd in modelplane_provider_eks::crds::all() {
+            let name = crd.metadata.name.clone().unwrap();
+            let patch = Patch::Merge(json!({ "status": crd_status(true) }));
+            self.crds()
+                .patch_status(&name, &PatchParams::default(), &patch)
+                .await
+                .unwrap();
+        }
+    }
+
+    pub fn crds(&self) -> Api<CustomResourceDefinition> {
+        Api::all(self.kube.clone())
     }
 
     pub fn mrds(&self) -> Api<DynamicObject> {
@@ -215,6 +249,15 @@ impl Drop for World {
         self.kill_provider();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+fn crd_status(established: bool) -> CustomResourceDefinitionStatus {
+    let status = if established { "True" } else { "False" };
+    serde_json::from_value(json!({
+        "conditions": [{ "type": "Established", "status": status, "reason": "InitialNamesAccepted" }],
+        "acceptedNames": { "kind": "", "plural": "" },
+    }))
+    .unwrap()
 }
 
 pub fn mrd_resource() -> ApiResource {
