@@ -11,6 +11,7 @@ use modelplane_provider_eks::activation;
 use modelplane_provider_eks::controllers::{self, Shared};
 use modelplane_provider_eks::crds;
 use modelplane_provider_eks::eks::clients::ClientCache;
+use modelplane_provider_eks::eks::throttle::{Limits, Rate};
 use modelplane_provider_eks::leader::Elector;
 use modelplane_provider_eks::managed::reconciler::Timing;
 use modelplane_provider_eks::metrics::{self, Metrics};
@@ -52,6 +53,25 @@ struct RunArgs {
     /// Longest wait between retries, and the wait after a permanent AWS error (validation, quota, ...).
     #[arg(long, env = "MAX_BACKOFF_SECONDS", default_value_t = 120)]
     max_backoff_seconds: u64,
+    /// Longest wait between polls of a resource that stays in sync: the poll interval doubles per calm poll
+    /// up to this (a spec change is acted on at once, whatever the interval).
+    #[arg(long, env = "MAX_POLL_INTERVAL_SECONDS", default_value_t = 600)]
+    max_poll_interval_seconds: u64,
+    /// Client-side rate limit per (ProviderConfig, region, EKS API): requests per second and burst.
+    #[arg(long, env = "EKS_RATE", default_value_t = 10.0)]
+    eks_rate: f64,
+    #[arg(long, env = "EKS_BURST", default_value_t = 20.0)]
+    eks_burst: f64,
+    /// Per EC2 Describe* API (AWS documents a 100-token bucket refilled at 20/s).
+    #[arg(long, env = "EC2_READ_RATE", default_value_t = 20.0)]
+    ec2_read_rate: f64,
+    #[arg(long, env = "EC2_READ_BURST", default_value_t = 100.0)]
+    ec2_read_burst: f64,
+    /// Per mutating EC2 API (launch templates).
+    #[arg(long, env = "EC2_WRITE_RATE", default_value_t = 5.0)]
+    ec2_write_rate: f64,
+    #[arg(long, env = "EC2_WRITE_BURST", default_value_t = 50.0)]
+    ec2_write_burst: f64,
     /// Start every controller once its CRD is Established, without waiting for ManagedResourceDefinitions
     /// (Crossplane < v2).
     #[arg(long, env = "ACTIVATE_ALL")]
@@ -83,6 +103,24 @@ fn write_crds(out_dir: Option<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The rate-limit flags, each checked: a rate must be positive and a burst at least one call.
+fn limits(args: &RunArgs) -> anyhow::Result<Limits> {
+    let rate = |name: &str, per_second: f64, burst: f64| {
+        if per_second.is_finite() && per_second > 0.0 && burst.is_finite() && burst >= 1.0 {
+            Ok(Rate { per_second, burst })
+        } else {
+            Err(anyhow::anyhow!(
+                "--{name}-rate must be > 0 and --{name}-burst >= 1 (got {per_second} and {burst})"
+            ))
+        }
+    };
+    Ok(Limits {
+        eks: rate("eks", args.eks_rate, args.eks_burst)?,
+        ec2_read: rate("ec2-read", args.ec2_read_rate, args.ec2_read_burst)?,
+        ec2_write: rate("ec2-write", args.ec2_write_rate, args.ec2_write_burst)?,
+    })
+}
+
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let filter = if args.debug {
         "info,modelplane_provider_eks=debug"
@@ -98,7 +136,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("cannot build Kubernetes client")?;
     let metrics = Arc::new(Metrics::default());
     let shared = Shared {
-        aws: Arc::new(ClientCache::new(kube.clone())),
+        aws: Arc::new(ClientCache::with_limits(kube.clone(), limits(&args)?)),
         kube: kube.clone(),
         metrics: metrics.clone(),
         timing: Timing {
@@ -106,6 +144,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             busy: Duration::from_secs(args.busy_interval_seconds),
             backoff: Duration::from_secs(args.backoff_seconds),
             max_backoff: Duration::from_secs(args.max_backoff_seconds),
+            max_poll: Duration::from_secs(args.max_poll_interval_seconds),
+            jitter: 0.1,
         },
     };
     let server = tokio::spawn(metrics::serve(args.metrics_address, metrics));

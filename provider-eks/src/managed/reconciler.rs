@@ -2,7 +2,7 @@
 //! [`Connector`]. Every failure ends in [`Reconciler::fail`]: Synced=False/ReconcileError with the message, and a
 //! requeue with backoff. Kubernetes write errors go to the controller's error policy instead.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,9 +21,11 @@ use super::decide::{
     BeforeObserve, Facts, MISSING_AND_CREATE_FORBIDDEN, Observed, Step, after_observe, before_observe,
 };
 use super::external::{ExternalClient, ExternalError, Observation};
+use super::pacing::{Calm, in_steady_state, jitter, next_poll, spread};
 use super::policy::Policies;
 use super::resource::Managed;
 use super::writes;
+use crate::eks::throttle::with_urgency;
 use crate::metrics::Metrics;
 
 /// Builds an [`ExternalClient`] for one managed resource from its ProviderConfig.
@@ -43,6 +45,10 @@ pub struct Timing {
     /// First retry after an error; doubles per consecutive failure up to `max_backoff`.
     pub backoff: Duration,
     pub max_backoff: Duration,
+    /// Longest wait between polls of a resource that stays in sync (see `pacing`).
+    pub max_poll: Duration,
+    /// Every requeue moves by up to this fraction either way, so resources observed together drift apart.
+    pub jitter: f64,
 }
 
 impl Default for Timing {
@@ -52,6 +58,8 @@ impl Default for Timing {
             busy: Duration::from_secs(15),
             backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(120),
+            max_poll: Duration::from_secs(600),
+            jitter: 0.1,
         }
     }
 }
@@ -64,6 +72,9 @@ pub struct Reconciler<C> {
     pub kind: &'static str,
     pub clock: fn() -> Timestamp,
     failures: Mutex<HashMap<String, u32>>,
+    calm: Mutex<HashMap<String, Calm>>,
+    /// Resources reconciled since this process started: the first look at a steady one is spread out.
+    seen: Mutex<HashSet<String>>,
 }
 
 impl<C> Reconciler<C> {
@@ -82,6 +93,8 @@ impl<C> Reconciler<C> {
             kind,
             clock: Timestamp::now,
             failures: Mutex::default(),
+            calm: Mutex::default(),
+            seen: Mutex::default(),
         }
     }
 
@@ -101,6 +114,35 @@ impl<C> Reconciler<C> {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         failures.insert(key.to_string(), u32::MAX);
         self.timing.max_backoff
+    }
+
+    /// The next poll of a resource that was just found `idle` (in sync, nothing busy) or not, jittered.
+    fn next_poll(&self, key: &str, generation: Option<i64>, idle: bool) -> Duration {
+        let mut calm = self.calm.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = calm.entry(key.to_string()).or_default();
+        let wait = next_poll(entry, generation, idle, self.timing.poll, self.timing.max_poll);
+        jitter(wait, self.timing.jitter)
+    }
+
+    /// True the first time a key is seen by this process.
+    fn first_sight(&self, key: &str) -> bool {
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string())
+    }
+
+    fn unsettle(&self, key: &str) {
+        self.calm.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
+
+    fn forget(&self, key: &str) {
+        self.calm.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
     }
 
     fn succeeded(&self, key: &str) {
@@ -166,6 +208,7 @@ impl<C> Reconciler<C> {
         err: ExternalError,
     ) -> Result<Action, kube::Error> {
         tracing::info!(kind = self.kind, name = %key(mr), error = %err, "reconcile failed");
+        self.unsettle(&key(mr));
         self.metrics.reconcile_error(self.kind, err.metric_label());
         let (delay, message) = match &err {
             ExternalError::Rejected(_) => {
@@ -205,6 +248,21 @@ where
     M: Managed,
     C: Connector<M>,
 {
+    let steady = in_steady_state(mr.as_ref(), mr.conditions(), mr.observed_generation());
+    // After a restart every resource is listed at once; those already in sync wait a random part of one poll
+    // interval, so the fleet is not described in the same second.
+    if r.first_sight(&key(mr.as_ref())) && steady && r.timing.poll > Duration::ZERO {
+        return Ok(Action::requeue(spread(r.timing.poll)));
+    }
+    // Steady-state polls yield AWS capacity to everything else (creates, deletes, spec changes).
+    with_urgency(!steady, reconcile_now(mr, r.clone())).await
+}
+
+async fn reconcile_now<M, C>(mr: Arc<M>, r: Arc<Reconciler<C>>) -> Result<Action, kube::Error>
+where
+    M: Managed,
+    C: Connector<M>,
+{
     let now = (r.clock)();
     let facts = facts_of(mr.as_ref(), now);
     r.metrics.reconcile(r.kind);
@@ -235,13 +293,17 @@ where
         Err(e) => return r.fail(&mr, e).await,
     };
     let step = after_observe(&facts, allowed, &Observed::from(&observation));
+    if step != Step::Idle {
+        // Something is happening: the next calm stretch starts from the normal poll interval.
+        r.unsettle(&key(&mr));
+    }
     tracing::debug!(kind = r.kind, name = %key(&mr), ?step, "decided");
     let busy = r.timing.busy;
     match step {
         Step::Finalize => {
             writes::unpublish(&r.client, &mr).await?;
             writes::remove_finalizer(&r.client, &mr).await?;
-            r.succeeded(&key(&mr));
+            r.forget(&key(&mr));
             Ok(Action::await_change())
         }
         Step::Delete => match external.delete(&mr).await {
@@ -306,10 +368,13 @@ where
         Step::WaitWhileBusy | Step::Idle => {
             let mr = writes::add_finalizer(&r.client, &mr).await?;
             writes::publish(&r.client, &mr, &observation.connection_details).await?;
-            let requeue = if observation.busy || observation.readiness != Readiness::Available {
-                busy
+            let idle =
+                step == Step::Idle && !observation.busy && observation.readiness == Readiness::Available;
+            let next_poll = r.next_poll(&key(&mr), writes::generation(&mr), idle);
+            let requeue = if idle {
+                next_poll
             } else {
-                r.timing.poll
+                jitter(busy, r.timing.jitter)
             };
             r.done(&mr, &observation, &observation.readiness, requeue).await
         }

@@ -19,6 +19,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, Patch,
 use modelplane_eks_api::*;
 use serde_json::json;
 
+use super::fastkube::FastKube;
 use super::proxy::FaultProxy;
 use super::{MOTO_CREDENTIALS, Peer};
 
@@ -30,7 +31,9 @@ pub const CONVERGE: Duration = Duration::from_secs(180);
 
 pub struct World {
     pub moto: Peer,
-    pub _kmock: Peer,
+    /// The Kubernetes stand-in: kmock, or (for the fleet benchmark) the in-process `FastKube`.
+    pub _kmock: Option<Peer>,
+    pub _fastkube: Option<FastKube>,
     pub proxy: FaultProxy,
     pub kube: kube::Client,
     pub dir: PathBuf,
@@ -47,18 +50,32 @@ impl World {
 
     /// `crds_established: false` leaves the managed kinds' CRDs not yet served (see `establish_crds`).
     pub async fn start_with(crds_established: bool) -> Option<Self> {
+        let kmock = super::start_kmock()?;
+        Self::start_on(Some(kmock), None, crds_established).await
+    }
+
+    /// A world on the in-process `FastKube` instead of kmock, for thousands of managed resources.
+    pub async fn start_fast() -> Option<Self> {
+        let fast = FastKube::start().await;
+        Self::start_on(None, Some(fast), true).await
+    }
+
+    async fn start_on(kmock: Option<Peer>, fast: Option<FastKube>, crds_established: bool) -> Option<Self> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let moto = super::start_moto()?;
-        let kmock = super::start_kmock()?;
         let proxy = FaultProxy::start(moto.port).await;
-        let config = kube::Config::new(kmock.url().parse().unwrap());
+        let (url, port) = match (&kmock, &fast) {
+            (Some(k), _) => (k.url(), k.port),
+            (None, Some(f)) => (f.url(), f.port),
+            (None, None) => panic!("a world needs a Kubernetes stand-in"),
+        };
+        let config = kube::Config::new(url.parse().unwrap());
         let kube = kube::Client::try_from(config).unwrap();
-        let dir =
-            std::env::temp_dir().join(format!("provider-eks-e2e-{}-{}", std::process::id(), kmock.port));
+        let dir = std::env::temp_dir().join(format!("provider-eks-e2e-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = json!({
             "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
-            "clusters": [{ "name": "kmock", "cluster": { "server": kmock.url() } }],
+            "clusters": [{ "name": "kmock", "cluster": { "server": url } }],
             "users": [{ "name": "kmock", "user": {} }],
             "contexts": [{ "name": "kmock", "context": { "cluster": "kmock", "user": "kmock" } }],
         });
@@ -70,6 +87,7 @@ impl World {
         let world = World {
             moto,
             _kmock: kmock,
+            _fastkube: fast,
             proxy,
             kube,
             dir,
