@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
@@ -59,30 +60,76 @@ fn mrd_resource() -> ApiResource {
     )
 }
 
-/// Watches MRDs and calls `start` once per kind when it becomes Active. Returns when every kind runs.
-pub async fn run(kube: kube::Client, mut start: impl FnMut(ManagedKind)) {
-    let api: Api<DynamicObject> = Api::all_with(kube, &mrd_resource());
-    let mut started = BTreeSet::new();
-    let mut events = watcher(api, watcher::Config::default())
+/// The kind whose CRD this is, if it is one of ours and the API server serves it (`Established=True`).
+/// Crossplane creates the CRD only after the MRD turns Active, and a watch on a kind that is not served yet
+/// fails and backs off for up to a minute; so a controller starts only when both are true.
+pub fn established(crd: &CustomResourceDefinition) -> Option<ManagedKind> {
+    let kind = ManagedKind::ALL
+        .into_iter()
+        .find(|k| k.mrd_name() == crd.name_any())?;
+    let conditions = crd.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+        .then_some(kind)
+}
+
+/// What one watch event says about a kind.
+enum Signal {
+    Active(ManagedKind),
+    Established(ManagedKind),
+}
+
+/// Calls `start` once per kind when its MRD is Active (unless `activate_all`: Crossplane before v2 has no
+/// MRDs) and its CRD is Established. Returns when every kind runs.
+pub async fn run(kube: kube::Client, activate_all: bool, mut start: impl FnMut(ManagedKind)) {
+    let mrds: Api<DynamicObject> = Api::all_with(kube.clone(), &mrd_resource());
+    let crds: Api<CustomResourceDefinition> = Api::all(kube);
+    let none = BTreeSet::new();
+    let activations = watcher(mrds, watcher::Config::default())
         .default_backoff()
         .applied_objects()
-        .boxed();
+        .map(move |e| e.map(|mrd| newly_active(&mrd, &none).map(Signal::Active)));
+    let establishments = watcher(crds, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .map(|e| e.map(|crd| established(&crd).map(Signal::Established)));
+    let mut events = if activate_all {
+        establishments.boxed()
+    } else {
+        futures::stream::select(activations, establishments).boxed()
+    };
+    let mut active: BTreeSet<ManagedKind> = if activate_all {
+        ManagedKind::ALL.into()
+    } else {
+        BTreeSet::new()
+    };
+    let mut served = BTreeSet::new();
+    let mut started = BTreeSet::new();
     while let Some(event) = events.next().await {
         match event {
-            Ok(mrd) => {
-                if let Some(kind) = newly_active(&mrd, &started) {
-                    tracing::info!(
-                        kind = kind.label(),
-                        "ManagedResourceDefinition is Active: starting controller"
-                    );
-                    started.insert(kind);
-                    start(kind);
-                    if started.len() == ManagedKind::ALL.len() {
-                        return;
-                    }
-                }
+            Ok(Some(Signal::Active(kind))) => {
+                active.insert(kind);
             }
-            Err(e) => tracing::warn!(error = %e, "watching ManagedResourceDefinitions failed; retrying"),
+            Ok(Some(Signal::Established(kind))) => {
+                served.insert(kind);
+            }
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "watching ManagedResourceDefinitions or CRDs failed; retrying");
+                continue;
+            }
+        }
+        for kind in active.intersection(&served) {
+            if started.insert(*kind) {
+                tracing::info!(
+                    kind = kind.label(),
+                    "ManagedResourceDefinition is Active and its CRD Established: starting controller"
+                );
+                start(*kind);
+            }
+        }
+        if started.len() == ManagedKind::ALL.len() {
+            return;
         }
     }
 }
@@ -123,5 +170,25 @@ mod tests {
             newly_active(&mrd("buckets.s3.aws.m.upbound.io", "Active"), &BTreeSet::new()),
             None
         );
+    }
+
+    fn crd(name: &str, established: &str) -> CustomResourceDefinition {
+        serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "spec": { "group": "eks.m.modelplane.ai", "names": { "kind": "X", "plural": "x" },
+                      "scope": "Namespaced", "versions": [] },
+            "status": { "conditions": [{ "type": "Established", "status": established }] },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_crd_counts_only_once_established() {
+        assert_eq!(established(&crd("clusters.eks.m.modelplane.ai", "False")), None);
+        assert_eq!(
+            established(&crd("clusters.eks.m.modelplane.ai", "True")),
+            Some(ManagedKind::Cluster)
+        );
+        assert_eq!(established(&crd("buckets.s3.aws.m.upbound.io", "True")), None);
     }
 }

@@ -2,9 +2,12 @@
 
 use std::sync::Arc;
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
 use futures::StreamExt;
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use modelplane_eks_api::{Cluster, NodePool};
 
@@ -12,6 +15,9 @@ use crate::activation::ManagedKind;
 use crate::eks::clients::ClientCache;
 use crate::eks::cluster::ClusterConnector;
 use crate::eks::node_pool::NodePoolConnector;
+use crate::managed::annotations::EXTERNAL_NAME;
+use crate::managed::conditions::READY;
+use crate::managed::events::desired_state;
 use crate::managed::reconciler::{Connector, Reconciler, Timing, error_policy, reconcile};
 use crate::managed::resource::Managed;
 use crate::metrics::Metrics;
@@ -44,6 +50,18 @@ where
         .await;
 }
 
+/// A controller whose own watch passes only desired-state changes (see `managed::events`): the provider's
+/// status and bookkeeping writes never wake it, so its requeue schedule (backoff, poll) is what drives it.
+fn filtered_controller<M: Managed>(kube: &kube::Client) -> Controller<M> {
+    let (reader, writer) = reflector::store();
+    let stream = watcher(Api::<M>::all(kube.clone()), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(desired_state::<M>, PredicateConfig::default());
+    Controller::for_stream(stream, reader)
+}
+
 /// Starts the controller of `kind` in the background.
 pub fn spawn(shared: &Shared, kind: ManagedKind) -> tokio::task::JoinHandle<()> {
     let shared = shared.clone();
@@ -52,10 +70,7 @@ pub fn spawn(shared: &Shared, kind: ManagedKind) -> tokio::task::JoinHandle<()> 
             let connector = ClusterConnector {
                 cache: shared.aws.clone(),
             };
-            let controller = Controller::new(
-                Api::<Cluster>::all(shared.kube.clone()),
-                watcher::Config::default(),
-            );
+            let controller = cluster_controller(&shared);
             tokio::spawn(run(shared, controller, connector, kind.label()))
         }
         ManagedKind::NodePool => {
@@ -68,26 +83,66 @@ pub fn spawn(shared: &Shared, kind: ManagedKind) -> tokio::task::JoinHandle<()> 
     }
 }
 
+/// A Cluster being deleted waits for its node groups; it is woken when one of its NodePools is gone, so the
+/// delete goes on as soon as the last one is, not at the next backoff retry.
+fn cluster_controller(shared: &Shared) -> Controller<Cluster> {
+    let controller = filtered_controller::<Cluster>(&shared.kube);
+    let clusters = controller.store();
+    let deleted_pools = watcher(
+        Api::<NodePool>::all(shared.kube.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .filter_map(|event| {
+        futures::future::ready(match event {
+            Ok(watcher::Event::Delete(pool)) => Some(Ok(pool)),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+    });
+    controller.watches_stream(deleted_pools, move |pool: NodePool| {
+        let cluster = ObjectRef::<Cluster>::new(&pool.spec.for_provider.cluster_ref.name)
+            .within(&pool.namespace().unwrap_or_default());
+        let deleting = clusters
+            .get(&cluster)
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+        deleting.then_some(cluster)
+    })
+}
+
+/// What a NodePool needs from its Cluster: whether it is Ready, deleted, its AWS name and subnets. Other
+/// Cluster status writes do not concern the pools.
+fn what_pools_need(cluster: &Cluster) -> Option<u64> {
+    let mut hasher = DefaultHasher::new();
+    let status = cluster.status.as_ref();
+    let ready = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == READY).map(|c| c.status));
+    format!("{ready:?}").hash(&mut hasher);
+    cluster.metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    cluster.annotations().get(EXTERNAL_NAME).hash(&mut hasher);
+    status.map(|s| &s.at_provider.subnet_ids).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// Node pools also wake up when their Cluster changes (becomes Ready, gets deleted), so a pool waiting for its
 /// cluster needs no tight polling: hundreds of waiting pools would otherwise poll the API server every second.
 fn node_pool_controller(shared: &Shared) -> Controller<NodePool> {
-    let controller = Controller::new(
-        Api::<NodePool>::all(shared.kube.clone()),
-        watcher::Config::default(),
-    );
+    let controller = filtered_controller::<NodePool>(&shared.kube);
     let pools = controller.store();
-    controller.watches(
+    let clusters = watcher(
         Api::<Cluster>::all(shared.kube.clone()),
         watcher::Config::default(),
-        move |cluster| {
-            let namespace = cluster.namespace();
-            let name = cluster.name_any();
-            pools
-                .state()
-                .into_iter()
-                .filter(|p| p.namespace() == namespace && p.spec.for_provider.cluster_ref.name == name)
-                .map(|p| ObjectRef::from_obj(p.as_ref()))
-                .collect::<Vec<_>>()
-        },
     )
+    .default_backoff()
+    .applied_objects()
+    .predicate_filter(what_pools_need, PredicateConfig::default());
+    controller.watches_stream(clusters, move |cluster| {
+        let namespace = cluster.namespace();
+        let name = cluster.name_any();
+        pools
+            .state()
+            .into_iter()
+            .filter(|p| p.namespace() == namespace && p.spec.for_provider.cluster_ref.name == name)
+            .map(|p| ObjectRef::from_obj(p.as_ref()))
+            .collect::<Vec<_>>()
+    })
 }

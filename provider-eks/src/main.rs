@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use modelplane_provider_eks::activation::{self, ManagedKind};
+use modelplane_provider_eks::activation;
 use modelplane_provider_eks::controllers::{self, Shared};
 use modelplane_provider_eks::crds;
 use modelplane_provider_eks::eks::clients::ClientCache;
+use modelplane_provider_eks::eks::throttle::{Limits, Rate};
 use modelplane_provider_eks::leader::Elector;
 use modelplane_provider_eks::managed::reconciler::Timing;
 use modelplane_provider_eks::metrics::{self, Metrics};
@@ -46,7 +47,33 @@ struct RunArgs {
     /// Seconds between observations while AWS is creating, updating or deleting.
     #[arg(long, env = "BUSY_INTERVAL_SECONDS", default_value_t = 15)]
     busy_interval_seconds: u64,
-    /// Start every controller at once instead of waiting for ManagedResourceDefinitions (Crossplane < v2).
+    /// First retry after an error; doubles per consecutive failure up to --max-backoff-seconds.
+    #[arg(long, env = "BACKOFF_SECONDS", default_value_t = 1)]
+    backoff_seconds: u64,
+    /// Longest wait between retries, and the wait after a permanent AWS error (validation, quota, ...).
+    #[arg(long, env = "MAX_BACKOFF_SECONDS", default_value_t = 120)]
+    max_backoff_seconds: u64,
+    /// Longest wait between polls of a resource that stays in sync: the poll interval doubles per calm poll
+    /// up to this (a spec change is acted on at once, whatever the interval).
+    #[arg(long, env = "MAX_POLL_INTERVAL_SECONDS", default_value_t = 600)]
+    max_poll_interval_seconds: u64,
+    /// Client-side rate limit per (ProviderConfig, region, EKS API): requests per second and burst.
+    #[arg(long, env = "EKS_RATE", default_value_t = 10.0)]
+    eks_rate: f64,
+    #[arg(long, env = "EKS_BURST", default_value_t = 20.0)]
+    eks_burst: f64,
+    /// Per EC2 Describe* API (AWS documents a 100-token bucket refilled at 20/s).
+    #[arg(long, env = "EC2_READ_RATE", default_value_t = 20.0)]
+    ec2_read_rate: f64,
+    #[arg(long, env = "EC2_READ_BURST", default_value_t = 100.0)]
+    ec2_read_burst: f64,
+    /// Per mutating EC2 API (launch templates).
+    #[arg(long, env = "EC2_WRITE_RATE", default_value_t = 5.0)]
+    ec2_write_rate: f64,
+    #[arg(long, env = "EC2_WRITE_BURST", default_value_t = 50.0)]
+    ec2_write_burst: f64,
+    /// Start every controller once its CRD is Established, without waiting for ManagedResourceDefinitions
+    /// (Crossplane < v2).
     #[arg(long, env = "ACTIVATE_ALL")]
     activate_all: bool,
     /// Act only while holding the Lease `modelplane-provider-eks` (run more than one replica safely).
@@ -76,6 +103,24 @@ fn write_crds(out_dir: Option<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The rate-limit flags, each checked: a rate must be positive and a burst at least one call.
+fn limits(args: &RunArgs) -> anyhow::Result<Limits> {
+    let rate = |name: &str, per_second: f64, burst: f64| {
+        if per_second.is_finite() && per_second > 0.0 && burst.is_finite() && burst >= 1.0 {
+            Ok(Rate { per_second, burst })
+        } else {
+            Err(anyhow::anyhow!(
+                "--{name}-rate must be > 0 and --{name}-burst >= 1 (got {per_second} and {burst})"
+            ))
+        }
+    };
+    Ok(Limits {
+        eks: rate("eks", args.eks_rate, args.eks_burst)?,
+        ec2_read: rate("ec2-read", args.ec2_read_rate, args.ec2_read_burst)?,
+        ec2_write: rate("ec2-write", args.ec2_write_rate, args.ec2_write_burst)?,
+    })
+}
+
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let filter = if args.debug {
         "info,modelplane_provider_eks=debug"
@@ -91,13 +136,16 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .context("cannot build Kubernetes client")?;
     let metrics = Arc::new(Metrics::default());
     let shared = Shared {
-        aws: Arc::new(ClientCache::new(kube.clone())),
+        aws: Arc::new(ClientCache::with_limits(kube.clone(), limits(&args)?)),
         kube: kube.clone(),
         metrics: metrics.clone(),
         timing: Timing {
             poll: Duration::from_secs(args.poll_interval_seconds),
             busy: Duration::from_secs(args.busy_interval_seconds),
-            ..Timing::default()
+            backoff: Duration::from_secs(args.backoff_seconds),
+            max_backoff: Duration::from_secs(args.max_backoff_seconds),
+            max_poll: Duration::from_secs(args.max_poll_interval_seconds),
+            jitter: 0.1,
         },
     };
     let server = tokio::spawn(metrics::serve(args.metrics_address, metrics));
@@ -117,16 +165,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             std::process::exit(1);
         });
     }
-    if args.activate_all {
-        for kind in ManagedKind::ALL {
-            controllers::spawn(&shared, kind);
-        }
-    } else {
-        activation::run(kube, |kind| {
-            controllers::spawn(&shared, kind);
-        })
-        .await;
-    }
+    activation::run(kube, args.activate_all, |kind| {
+        controllers::spawn(&shared, kind);
+    })
+    .await;
     tokio::select! {
         served = server => served.context("metrics server stopped")?.context("metrics server failed"),
         _ = tokio::signal::ctrl_c() => Ok(()),

@@ -25,6 +25,7 @@ CUSTOM_RESOURCES = {
     "eks.m.modelplane.ai/v1alpha1/providerconfigs": ("ProviderConfig", True),
     "eks.m.modelplane.ai/v1alpha1/clusterproviderconfigs": ("ClusterProviderConfig", False),
     "apiextensions.crossplane.io/v1alpha1/managedresourcedefinitions": ("ManagedResourceDefinition", False),
+    "apiextensions.k8s.io/v1/customresourcedefinitions": ("CustomResourceDefinition", False),
 }
 
 

@@ -28,6 +28,9 @@ const TIMING: Timing = Timing {
     busy: Duration::from_secs(15),
     backoff: Duration::from_secs(1),
     max_backoff: Duration::from_secs(8),
+    // No adaptive polling and no jitter: these tests compare requeue times exactly.
+    max_poll: Duration::from_secs(60),
+    jitter: 0.0,
 };
 
 /// A scripted EKS: what exists, its status, whether it matches the spec, and every call made.

@@ -2,7 +2,7 @@
 //! config version and region, so steady-state reconciles reuse one connection pool and credential cache.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_config::profile::ProfileFileCredentialsProvider;
@@ -16,6 +16,7 @@ use modelplane_eks_api::{
     ClusterProviderConfig, CredentialsSource, ProviderConfig, ProviderConfigReference, ProviderConfigSpec,
 };
 
+use super::throttle::{Limits, NameOperation, Throttle};
 use crate::managed::external::ExternalError;
 
 /// Where Kubernetes projects the service-account token that web identity exchanges for AWS credentials.
@@ -31,6 +32,8 @@ pub struct AwsClients {
     pub eks: aws_sdk_eks::Client,
     pub ec2: aws_sdk_ec2::Client,
     pub sdk: SdkConfig,
+    /// Subnet id -> availability zone, learned from EC2 DescribeSubnets; never changes for a subnet.
+    pub subnet_zones: Arc<Mutex<HashMap<String, String>>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -46,13 +49,21 @@ struct CacheKey {
 pub struct ClientCache {
     kube: kube::Client,
     clients: Mutex<HashMap<CacheKey, AwsClients>>,
+    /// Every AWS call of the process goes through these shared rate limits.
+    throttle: Arc<Throttle>,
 }
 
 impl ClientCache {
+    /// A cache whose AWS calls use the default rate limits.
     pub fn new(kube: kube::Client) -> Self {
+        Self::with_limits(kube, Limits::default())
+    }
+
+    pub fn with_limits(kube: kube::Client, limits: Limits) -> Self {
         Self {
             kube,
             clients: Mutex::default(),
+            throttle: Arc::new(Throttle::new(limits)),
         }
     }
 
@@ -80,10 +91,26 @@ impl ClientCache {
         let sdk = self
             .sdk_config(&spec, config_namespace.as_deref(), region)
             .await?;
+        // One ProviderConfig is one set of credentials, so one AWS account: its calls share the buckets.
+        let account = format!("{}/{}/{}", key.kind, key.namespace, key.name);
+        let sdk = match sdk.http_client() {
+            Some(inner) => sdk
+                .to_builder()
+                .http_client(self.throttle.client(inner, &account, region))
+                .build(),
+            None => sdk,
+        };
+        let eks = aws_sdk_eks::config::Builder::from(&sdk)
+            .interceptor(NameOperation)
+            .build();
+        let ec2 = aws_sdk_ec2::config::Builder::from(&sdk)
+            .interceptor(NameOperation)
+            .build();
         let clients = AwsClients {
-            eks: aws_sdk_eks::Client::new(&sdk),
-            ec2: aws_sdk_ec2::Client::new(&sdk),
+            eks: aws_sdk_eks::Client::from_conf(eks),
+            ec2: aws_sdk_ec2::Client::from_conf(ec2),
             sdk,
+            subnet_zones: Arc::default(),
         };
         let mut cache = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         // Older versions of the same config are dead entries now.

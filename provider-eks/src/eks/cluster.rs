@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use modelplane_eks_api::{Cluster, ClusterObservation};
 
 use super::clients::{AwsClients, ClientCache};
-use super::convert::{ObservedCluster, cluster_drift, cluster_phase};
+use super::convert::{ObservedCluster, cluster_drift, cluster_phase, region_change};
 use super::errors::{classify, is_code};
 use super::{external_name, kubeconfig, request_token};
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
@@ -53,6 +53,10 @@ impl ExternalClient<Cluster> for ClusterClient {
     type AtProvider = ClusterObservation;
 
     async fn observe(&self, mr: &Cluster) -> Result<Observation<ClusterObservation>, ExternalError> {
+        let recorded_arn = mr.status.as_ref().and_then(|s| s.at_provider.arn.as_deref());
+        if let Some(why) = region_change(recorded_arn, &mr.spec.for_provider.region) {
+            return Err(ExternalError::Rejected(why));
+        }
         let name = external_name(mr);
         let described = match self.clients.eks.describe_cluster().name(&name).send().await {
             Ok(out) => out.cluster,
@@ -73,6 +77,8 @@ impl ExternalClient<Cluster> for ClusterClient {
             endpoint_public_access: vpc.is_some_and(|v| v.endpoint_public_access),
             endpoint_private_access: vpc.is_some_and(|v| v.endpoint_private_access),
             tags: cluster.tags.clone().unwrap_or_default().into_iter().collect(),
+            role_arn: cluster.role_arn.clone(),
+            subnet_ids: vpc.and_then(|v| v.subnet_ids.clone()).unwrap_or_default(),
         };
         let drift = cluster_drift(&mr.spec.for_provider, &observed);
         *self.observed.lock().unwrap_or_else(|p| p.into_inner()) = Some(observed);
@@ -106,7 +112,7 @@ impl ExternalClient<Cluster> for ClusterClient {
         };
         Ok(Observation {
             exists: true,
-            up_to_date: drift.is_empty(),
+            up_to_date: drift.up_to_date(),
             readiness: phase.readiness,
             busy: phase.busy,
             late_initialized: None,
@@ -192,7 +198,11 @@ impl ExternalClient<Cluster> for ClusterClient {
                 .await
                 .map_err(|e| classify(&format!("cannot tag EKS cluster {name}"), &e))?;
         }
-        Ok(())
+        // What could be applied was; what cannot is refused by name, so Synced never claims AWS matches.
+        match drift.unchangeable.refusal(&format!("EKS cluster {name}")) {
+            Some(why) => Err(ExternalError::Rejected(why)),
+            None => Ok(()),
+        }
     }
 
     async fn delete(&self, mr: &Cluster) -> Result<(), ExternalError> {
@@ -208,8 +218,9 @@ impl ExternalClient<Cluster> for ClusterClient {
         let attached = groups.nodegroups.unwrap_or_default();
         if !attached.is_empty() {
             return Err(ExternalError::Waiting(format!(
-                "EKS cluster {name} still has {} node group(s); they are deleted first",
-                attached.len()
+                "EKS cluster {name} still has {} node group(s), deleted first: {}",
+                attached.len(),
+                attached.join(", ")
             )));
         }
         match self.clients.eks.delete_cluster().name(&name).send().await {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use modelplane_eks_api::{ClusterParameters, NodePoolParameters, Scaling, Taint};
+use modelplane_eks_api::{CapacityType, ClusterParameters, NodePoolParameters, Scaling, Taint};
 use serde_json::json;
 
 use crate::managed::conditions::Readiness;
@@ -61,6 +61,9 @@ pub struct ObservedCluster {
     pub endpoint_public_access: bool,
     pub endpoint_private_access: bool,
     pub tags: BTreeMap<String, String>,
+    /// Fixed at creation: a different value in the spec is refused, never silently accepted.
+    pub role_arn: Option<String>,
+    pub subnet_ids: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,12 +74,78 @@ pub struct ClusterDrift {
     pub endpoint_access: Option<(bool, bool)>,
     /// Tags to add or change. Tags the spec does not name are left alone: AWS and other tools add their own.
     pub tags: BTreeMap<String, String>,
+    /// Spec fields that differ from AWS and cannot be changed on an existing cluster (see [`Unchangeable`]).
+    pub unchangeable: Unchangeable,
 }
 
 impl ClusterDrift {
+    /// Nothing Update can do something about.
     pub fn is_empty(&self) -> bool {
         self.version.is_none() && self.endpoint_access.is_none() && self.tags.is_empty()
     }
+
+    /// Up to date only when nothing differs, changeable or not: a spec AWS cannot follow is never reported
+    /// as in sync.
+    pub fn up_to_date(&self) -> bool {
+        self.is_empty() && self.unchangeable.is_empty()
+    }
+}
+
+/// Spec fields (by path) whose new values AWS cannot apply to the existing resource. The reconciler refuses
+/// them with Synced=False naming the fields, rather than replacing the resource behind the user's back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Unchangeable(pub Vec<String>);
+
+impl Unchangeable {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn check(&mut self, field: &str, differs: bool) {
+        if differs {
+            self.0.push(format!("spec.forProvider.{field}"));
+        }
+    }
+
+    /// The refusal shown on Synced, or None when every field can be applied. Stable for a given spec, so a
+    /// repeated refusal writes no new status.
+    pub fn refusal(&self, what: &str) -> Option<String> {
+        (!self.is_empty()).then(|| {
+            format!(
+                "cannot change {} of existing {what} in place: AWS fixes them at creation; create a new \
+                 resource with the new values and delete this one, or revert the spec",
+                self.0.join(", ")
+            )
+        })
+    }
+}
+
+/// Same members, any order.
+fn same_set(a: &[String], b: &[String]) -> bool {
+    let mut a = a.to_vec();
+    let mut b = b.to_vec();
+    a.sort();
+    a.dedup();
+    b.sort();
+    b.dedup();
+    a == b
+}
+
+/// The region in an ARN (`arn:aws:eks:us-east-1:123456789012:cluster/demo`).
+pub fn arn_region(arn: &str) -> Option<&str> {
+    arn.split(':').nth(3).filter(|r| !r.is_empty())
+}
+
+/// A resource that was made in one region and whose spec now names another would be created again in the new
+/// region, leaving the old one behind: refuse instead.
+pub fn region_change(recorded_arn: Option<&str>, desired_region: &str) -> Option<String> {
+    let recorded = arn_region(recorded_arn?)?;
+    (recorded != desired_region).then(|| {
+        format!(
+            "cannot change spec.forProvider.region from {recorded} to {desired_region}: the resource exists in \
+             {recorded}; create a new resource in {desired_region} and delete this one, or revert the spec"
+        )
+    })
 }
 
 fn minor(version: &str) -> Option<(u32, u32)> {
@@ -99,7 +168,27 @@ fn next_version(desired: &str, running: Option<&str>) -> Option<String> {
 
 pub fn cluster_drift(desired: &ClusterParameters, observed: &ObservedCluster) -> ClusterDrift {
     let access = (desired.endpoint_public_access, desired.endpoint_private_access);
+    let mut unchangeable = Unchangeable::default();
+    let downgrade = match (
+        minor(&desired.version),
+        observed.version.as_deref().and_then(minor),
+    ) {
+        (Some(d), Some(r)) => d < r,
+        _ => false,
+    };
+    unchangeable.check("version", downgrade);
+    unchangeable.check(
+        "roleArn",
+        observed.role_arn.as_ref().is_some_and(|r| *r != desired.role_arn),
+    );
+    unchangeable.check(
+        "networking.subnetIds",
+        !desired.networking.subnet_ids.is_empty()
+            && !observed.subnet_ids.is_empty()
+            && !same_set(&desired.networking.subnet_ids, &observed.subnet_ids),
+    );
     ClusterDrift {
+        unchangeable,
         version: next_version(&desired.version, observed.version.as_deref()),
         endpoint_access: (access != (observed.endpoint_public_access, observed.endpoint_private_access))
             .then_some(access),
@@ -120,6 +209,12 @@ pub struct ObservedNodeGroup {
     pub taints: Vec<Taint>,
     pub ami_type: Option<String>,
     pub disk_size: Option<u32>,
+    /// Fixed at creation (checked, never updated).
+    pub instance_types: Vec<String>,
+    /// `ON_DEMAND`, `SPOT` or `CAPACITY_BLOCK`.
+    pub capacity_type: Option<String>,
+    pub node_role: Option<String>,
+    pub subnets: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -129,9 +224,15 @@ pub struct NodeGroupDrift {
     pub labels_remove: Vec<String>,
     pub taints_set: Vec<Taint>,
     pub taints_remove: Vec<Taint>,
+    pub unchangeable: Unchangeable,
 }
 
 impl NodeGroupDrift {
+    /// Up to date only when nothing differs, changeable or not.
+    pub fn up_to_date(&self) -> bool {
+        self.is_empty() && self.unchangeable.is_empty()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.scaling.is_none()
             && self.labels_set.is_empty()
@@ -141,10 +242,59 @@ impl NodeGroupDrift {
     }
 }
 
-/// Labels and taints on a node group are owned by the spec: extra ones are removed.
-pub fn nodegroup_drift(desired: &NodePoolParameters, observed: &ObservedNodeGroup) -> NodeGroupDrift {
+/// What AWS calls a capacity type.
+pub fn capacity_type_name(capacity: CapacityType) -> &'static str {
+    match capacity {
+        CapacityType::OnDemand => "ON_DEMAND",
+        CapacityType::CapacityBlock => "CAPACITY_BLOCK",
+    }
+}
+
+/// Labels and taints on a node group are owned by the spec: extra ones are removed. Instance types, capacity
+/// type, node role, subnets, AMI type and disk size are fixed at creation: a difference is reported as
+/// unchangeable. `desired_subnets` is None when the pool's subnets cannot be worked out now (its Cluster object
+/// is gone or not Ready): subnets are then not compared.
+pub fn nodegroup_drift(
+    desired: &NodePoolParameters,
+    observed: &ObservedNodeGroup,
+    desired_subnets: Option<&[String]>,
+) -> NodeGroupDrift {
     let same_taint = |a: &Taint, b: &Taint| a.key == b.key && a.effect == b.effect;
+    let mut unchangeable = Unchangeable::default();
+    unchangeable.check(
+        "instanceTypes",
+        !observed.instance_types.is_empty() && !same_set(&desired.instance_types, &observed.instance_types),
+    );
+    unchangeable.check(
+        "capacityType",
+        observed
+            .capacity_type
+            .as_deref()
+            .is_some_and(|c| c != capacity_type_name(desired.capacity_type)),
+    );
+    unchangeable.check(
+        "nodeRoleArn",
+        observed
+            .node_role
+            .as_ref()
+            .is_some_and(|r| *r != desired.node_role_arn),
+    );
+    unchangeable.check(
+        "zones",
+        desired_subnets.is_some_and(|d| {
+            !d.is_empty() && !observed.subnets.is_empty() && !same_set(d, &observed.subnets)
+        }),
+    );
+    unchangeable.check(
+        "amiType",
+        matches!((&desired.ami_type, &observed.ami_type), (Some(d), Some(o)) if d != o),
+    );
+    unchangeable.check(
+        "diskSize",
+        matches!((desired.disk_size, observed.disk_size), (Some(d), Some(o)) if d != o),
+    );
     NodeGroupDrift {
+        unchangeable,
         scaling: (observed.scaling != Some(desired.scaling)).then_some(desired.scaling),
         labels_set: desired
             .labels

@@ -83,6 +83,7 @@ fn running(version: &str) -> ObservedCluster {
             ("aws:owner".to_string(), "x".to_string()),
         ]
         .into(),
+        ..Default::default()
     }
 }
 
@@ -150,12 +151,13 @@ fn group() -> ObservedNodeGroup {
         taints: pool().taints,
         ami_type: Some("AL2023_x86_64_NVIDIA".into()),
         disk_size: Some(20),
+        ..Default::default()
     }
 }
 
 #[test]
 fn a_matching_node_group_has_no_drift() {
-    assert!(nodegroup_drift(&pool(), &group()).is_empty());
+    assert!(nodegroup_drift(&pool(), &group(), None).is_empty());
 }
 
 #[test]
@@ -172,7 +174,7 @@ fn scaling_labels_and_taints_drift_is_corrected_in_both_directions() {
         value: "1".into(),
         effect: TaintEffect::NoExecute,
     }];
-    let drift = nodegroup_drift(&pool(), &observed);
+    let drift = nodegroup_drift(&pool(), &observed, None);
     assert_eq!(drift.scaling, Some(pool().scaling));
     assert_eq!(drift.labels_remove, vec!["stale".to_string()]);
     assert_eq!(drift.taints_set, pool().taints);
@@ -183,7 +185,7 @@ fn scaling_labels_and_taints_drift_is_corrected_in_both_directions() {
 fn a_taint_whose_value_changed_is_set_not_removed() {
     let mut observed = group();
     observed.taints[0].value = "old".into();
-    let drift = nodegroup_drift(&pool(), &observed);
+    let drift = nodegroup_drift(&pool(), &observed, None);
     assert_eq!(drift.taints_set, pool().taints);
     assert!(drift.taints_remove.is_empty());
 }
@@ -198,4 +200,69 @@ fn open_ami_type_and_disk_size_are_late_initialized_once() {
     filled.ami_type = Some("AL2023_x86_64_NVIDIA".into());
     filled.disk_size = Some(20);
     assert_eq!(nodegroup_late_init(&filled, &group()), None);
+}
+
+#[test]
+fn fields_fixed_at_creation_are_named_not_silently_accepted() {
+    let mut desired = pool();
+    desired.instance_types = vec!["p5.48xlarge".into()];
+    desired.node_role_arn = "arn:aws:iam::1:role/nodes".into();
+    let observed = ObservedNodeGroup {
+        instance_types: vec!["p4d.24xlarge".into()],
+        capacity_type: Some("ON_DEMAND".into()),
+        node_role: Some("arn:aws:iam::1:role/nodes".into()),
+        subnets: vec!["subnet-a".into()],
+        ..group()
+    };
+    let drift = nodegroup_drift(&desired, &observed, Some(&["subnet-b".to_string()]));
+    assert!(drift.is_empty(), "nothing Update could change");
+    assert!(!drift.up_to_date());
+    assert_eq!(
+        drift.unchangeable.0,
+        vec!["spec.forProvider.instanceTypes", "spec.forProvider.zones"]
+    );
+    let message = drift.unchangeable.refusal("EKS node group h200").unwrap();
+    assert!(
+        message.contains("spec.forProvider.instanceTypes, spec.forProvider.zones"),
+        "{message}"
+    );
+    // Same types in another order, unknown subnets: nothing to refuse.
+    let reordered = ObservedNodeGroup {
+        instance_types: vec!["p5.48xlarge".into()],
+        ..observed
+    };
+    assert!(nodegroup_drift(&desired, &reordered, None).up_to_date());
+}
+
+#[test]
+fn a_cluster_refuses_a_downgrade_a_new_role_and_new_subnets() {
+    let mut desired = cluster("1.33");
+    desired.networking.subnet_ids = vec!["subnet-c".into(), "subnet-d".into()];
+    let observed = ObservedCluster {
+        role_arn: Some("arn:aws:iam::123456789012:role/other".into()),
+        subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
+        ..running("1.34")
+    };
+    let drift = cluster_drift(&desired, &observed);
+    assert_eq!(drift.version, None);
+    assert_eq!(
+        drift.unchangeable.0,
+        vec![
+            "spec.forProvider.version",
+            "spec.forProvider.roleArn",
+            "spec.forProvider.networking.subnetIds"
+        ]
+    );
+}
+
+#[test]
+fn a_region_change_is_refused_once_the_resource_exists() {
+    let arn = "arn:aws:eks:us-east-1:123456789012:cluster/demo";
+    assert_eq!(region_change(Some(arn), "us-east-1"), None);
+    assert!(
+        region_change(Some(arn), "eu-west-1")
+            .unwrap()
+            .contains("spec.forProvider.region")
+    );
+    assert_eq!(region_change(None, "eu-west-1"), None);
 }

@@ -7,6 +7,7 @@ pub mod errors;
 pub mod kubeconfig;
 pub mod launch_template;
 pub mod node_pool;
+pub mod throttle;
 
 use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};

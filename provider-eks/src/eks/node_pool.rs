@@ -1,6 +1,7 @@
 //! `NodePool` <-> EKS managed node group. The pool joins the EKS cluster of the `Cluster` it references; that
 //! name is kept in `status.atProvider.clusterName`, so a pool can still be deleted after its Cluster object is gone.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -10,11 +11,14 @@ use aws_sdk_eks::types::{
 };
 use kube::{Api, ResourceExt};
 use modelplane_eks_api::{
-    CapacityType, Cluster, ConditionStatus, NodePool, NodePoolObservation, Scaling, Taint, TaintEffect,
+    Cluster, ConditionStatus, NodePool, NodePoolObservation, Scaling, Taint, TaintEffect,
 };
 
 use super::clients::{AwsClients, ClientCache};
-use super::convert::{ObservedNodeGroup, nodegroup_drift, nodegroup_late_init, nodegroup_phase};
+use super::convert::{
+    NodeGroupDrift, ObservedNodeGroup, capacity_type_name, nodegroup_drift, nodegroup_late_init,
+    nodegroup_phase, region_change,
+};
 use super::errors::{classify, is_code};
 use super::{external_name, launch_template, request_token};
 use crate::managed::conditions::READY;
@@ -87,7 +91,7 @@ impl Connector<NodePool> for NodePoolConnector {
         Ok(NodePoolClient {
             clients,
             cluster,
-            observed: Mutex::default(),
+            drift: Mutex::default(),
         })
     }
 }
@@ -96,8 +100,8 @@ pub struct NodePoolClient {
     clients: AwsClients,
     /// None only while deleting a pool whose cluster was never resolved: nothing can exist in AWS then.
     cluster: Option<ClusterTarget>,
-    /// What the last Observe saw, so Update needs no second Describe.
-    observed: Mutex<Option<ObservedNodeGroup>>,
+    /// What the last Observe found different, so Update needs no second Describe.
+    drift: Mutex<Option<NodeGroupDrift>>,
 }
 
 fn to_eks_taint(t: &Taint) -> EksTaint {
@@ -143,6 +147,56 @@ impl NodePoolClient {
             .ok_or_else(|| ExternalError::Waiting("the pool's Cluster is not resolved".into()))
     }
 
+    /// The zone of each subnet. A subnet never moves, so each is described once per process (per ProviderConfig
+    /// version and region) and steady-state observes cost no EC2 call.
+    async fn subnet_zones(
+        &self,
+        subnet_ids: &[String],
+        cluster: &str,
+    ) -> Result<HashMap<String, String>, ExternalError> {
+        let unknown: Vec<String> = {
+            let known = self
+                .clients
+                .subnet_zones
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            subnet_ids
+                .iter()
+                .filter(|id| !known.contains_key(*id))
+                .cloned()
+                .collect()
+        };
+        if !unknown.is_empty() {
+            let described = self
+                .clients
+                .ec2
+                .describe_subnets()
+                .set_subnet_ids(Some(unknown))
+                .send()
+                .await
+                .map_err(|e| classify(&format!("cannot describe subnets of EKS cluster {cluster}"), &e))?;
+            let mut known = self
+                .clients
+                .subnet_zones
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for subnet in described.subnets.unwrap_or_default() {
+                if let (Some(id), Some(zone)) = (subnet.subnet_id, subnet.availability_zone) {
+                    known.insert(id, zone);
+                }
+            }
+        }
+        let known = self
+            .clients
+            .subnet_zones
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        Ok(subnet_ids
+            .iter()
+            .filter_map(|id| Some((id.clone(), known.get(id)?.clone())))
+            .collect())
+    }
+
     /// The cluster's subnets in the pool's zones (all of them when no zones are given).
     async fn subnets(&self, mr: &NodePool) -> Result<Vec<String>, ExternalError> {
         let cluster = self.cluster()?;
@@ -150,25 +204,12 @@ impl NodePoolClient {
         if zones.is_empty() {
             return Ok(cluster.subnet_ids.clone());
         }
-        let described = self
-            .clients
-            .ec2
-            .describe_subnets()
-            .set_subnet_ids(Some(cluster.subnet_ids.clone()))
-            .send()
-            .await
-            .map_err(|e| {
-                classify(
-                    &format!("cannot describe subnets of EKS cluster {}", cluster.name),
-                    &e,
-                )
-            })?;
-        let chosen: Vec<String> = described
-            .subnets
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|s| s.availability_zone.as_ref().is_some_and(|z| zones.contains(z)))
-            .filter_map(|s| s.subnet_id)
+        let zone_of = self.subnet_zones(&cluster.subnet_ids, &cluster.name).await?;
+        let chosen: Vec<String> = cluster
+            .subnet_ids
+            .iter()
+            .filter(|id| zone_of.get(*id).is_some_and(|z| zones.contains(z)))
+            .cloned()
             .collect();
         if chosen.is_empty() {
             return Err(ExternalError::Rejected(format!(
@@ -189,6 +230,10 @@ impl ExternalClient<NodePool> for NodePoolClient {
         let Some(cluster) = &self.cluster else {
             return Ok(Observation::missing());
         };
+        let recorded_arn = mr.status.as_ref().and_then(|s| s.at_provider.arn.as_deref());
+        if let Some(why) = region_change(recorded_arn, &mr.spec.for_provider.region) {
+            return Err(ExternalError::Rejected(why));
+        }
         let name = external_name(mr);
         let described = self
             .clients
@@ -228,6 +273,10 @@ impl ExternalClient<NodePool> for NodePoolClient {
             ami_type: group.ami_type.as_ref().map(|a| a.as_str().to_string()),
             // With a launch template the disk size lives in the template, not on the group.
             disk_size: group.disk_size.and_then(|d| u32::try_from(d).ok()),
+            instance_types: group.instance_types.clone().unwrap_or_default(),
+            capacity_type: group.capacity_type.as_ref().map(|c| c.as_str().to_string()),
+            node_role: group.node_role.clone(),
+            subnets: group.subnets.clone().unwrap_or_default(),
         };
         let issues: Vec<String> = group
             .health
@@ -247,10 +296,17 @@ impl ExternalClient<NodePool> for NodePoolClient {
             .unwrap_or_default();
         let phase = nodegroup_phase(&status, &issues);
         let desired = &mr.spec.for_provider;
-        let up_to_date = nodegroup_drift(desired, &observed).is_empty();
+        // The subnets the spec asks for are only known while the Cluster is Ready (and cost no call once the
+        // subnets' zones are cached); without them the pool's subnets are not compared.
+        let desired_subnets = match cluster.subnet_ids.is_empty() {
+            true => None,
+            false => self.subnets(mr).await.ok(),
+        };
+        let drift = nodegroup_drift(desired, &observed, desired_subnets.as_deref());
+        let up_to_date = drift.up_to_date();
         let late_initialized = nodegroup_late_init(desired, &observed);
         let scaling = observed.scaling;
-        *self.observed.lock().unwrap_or_else(|p| p.into_inner()) = Some(observed);
+        *self.drift.lock().unwrap_or_else(|p| p.into_inner()) = Some(drift);
         Ok(Observation {
             exists: true,
             up_to_date,
@@ -289,10 +345,7 @@ impl ExternalClient<NodePool> for NodePoolClient {
         } else {
             None
         };
-        let capacity = match spec.capacity_type {
-            CapacityType::OnDemand => CapacityTypes::OnDemand,
-            CapacityType::CapacityBlock => CapacityTypes::CapacityBlock,
-        };
+        let capacity = CapacityTypes::from(capacity_type_name(spec.capacity_type));
         let disk_size = match template {
             Some(_) => None,
             None => spec.disk_size.and_then(|d| i32::try_from(d).ok()),
@@ -327,13 +380,16 @@ impl ExternalClient<NodePool> for NodePoolClient {
     async fn update(&self, mr: &NodePool, _: &NodePoolObservation) -> Result<(), ExternalError> {
         let cluster = self.cluster()?;
         let name = external_name(mr);
-        let observed = self
-            .observed
+        let drift = self
+            .drift
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
             .unwrap_or_default();
-        let drift = nodegroup_drift(&mr.spec.for_provider, &observed);
+        let refusal = drift.unchangeable.refusal(&format!("EKS node group {name}"));
+        if drift.is_empty() {
+            return refusal.map_or(Ok(()), |why| Err(ExternalError::Rejected(why)));
+        }
         let mut request = self
             .clients
             .eks
@@ -372,7 +428,8 @@ impl ExternalClient<NodePool> for NodePoolClient {
             .send()
             .await
             .map_err(|e| classify(&format!("cannot update EKS node group {name}"), &e))?;
-        Ok(())
+        // What could be applied was; what cannot is refused by name, so Synced never claims AWS matches.
+        refusal.map_or(Ok(()), |why| Err(ExternalError::Rejected(why)))
     }
 
     async fn delete(&self, mr: &NodePool) -> Result<(), ExternalError> {

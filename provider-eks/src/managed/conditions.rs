@@ -14,6 +14,8 @@ pub enum Readiness {
     Available,
     Creating,
     Deleting,
+    /// Deletion was asked for but waits on something (a Cluster on its node groups); the text says what.
+    WaitingToDelete(String),
     /// Exists but cannot be used (updating, failed, degraded); the text says why.
     Unavailable(String),
 }
@@ -24,6 +26,7 @@ impl Readiness {
             Readiness::Available => (ConditionStatus::True, "Available", None),
             Readiness::Creating => (ConditionStatus::False, "Creating", None),
             Readiness::Deleting => (ConditionStatus::False, "Deleting", None),
+            Readiness::WaitingToDelete(why) => (ConditionStatus::False, "Deleting", Some(why.clone())),
             Readiness::Unavailable(why) => (ConditionStatus::False, "Unavailable", Some(why.clone())),
         }
     }

@@ -1,6 +1,7 @@
-//! The reconciler's decisions, without I/O: given what the managed resource says and what Observe found,
-//! which single step comes next. `reconciler.rs` carries the step out.
-
+//! The reconciler's decisions, without I/O, in two phases that mirror crossplane-runtime's loop:
+//! [`before_observe`] looks only at the managed resource (pause, policies, orphaning); [`after_observe`] takes
+//! what Observe found and picks the one step that comes next. Each phase returns its own type, so a step that
+//! only makes sense before observing can never come out after it (and the reconciler needs no "impossible" arm).
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::annotations::CreationMarks;
@@ -10,6 +11,10 @@ use super::policy::Policies;
 /// How long a freshly created resource may be missing from Describe before we create it again. AWS APIs are
 /// eventually consistent; crossplane-runtime uses the same grace period.
 pub const CREATION_GRACE: SignedDuration = SignedDuration::from_secs(30);
+
+/// Shown on Synced when an Observe-only resource is missing.
+pub const MISSING_AND_CREATE_FORBIDDEN: &str =
+    "external resource does not exist and the management policies forbid creating it";
 
 /// What the managed resource says about itself (metadata, spec policies, annotations).
 #[derive(Debug, Clone, PartialEq)]
@@ -44,16 +49,33 @@ impl<O> From<&Observation<O>> for Observed {
     }
 }
 
+/// Policies that passed validation. Only [`before_observe`] makes one, so [`after_observe`] cannot be reached
+/// with a paused, invalid or orphaning resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allowed(Policies);
+
+impl Allowed {
+    pub fn policies(self) -> Policies {
+        self.0
+    }
+}
+
+/// The decision that needs no external state.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Step {
-    /// Nothing decided yet that needs no external state: connect and Observe.
-    Observe,
+pub enum BeforeObserve {
     /// Paused by annotation or an empty policy list: Synced=False/ReconcilePaused, touch nothing.
     Pause,
     /// The resource itself is invalid; report it and wait for a spec change.
     Reject(String),
     /// Deleted without the Delete policy: leave the external resource, unpublish, drop the finalizer.
     Orphan,
+    /// Connect and Observe, then ask [`after_observe`].
+    Observe(Allowed),
+}
+
+/// The one step after Observe.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
     /// Deleted and the external resource exists: ask AWS to delete it.
     Delete,
     /// Deleted and AWS is already deleting: wait.
@@ -63,6 +85,8 @@ pub enum Step {
     /// Missing shortly after a successful Create: give AWS time to show it.
     WaitForCreationGrace,
     Create,
+    /// Missing, and the policies allow no Create (Observe-only): report it, look again after the poll interval.
+    MissingAndCreateForbidden,
     /// Write what AWS chose into the spec (a merge patch for `spec.forProvider`).
     LateInitialize(serde_json::Value),
     /// AWS is still creating or updating: no change may be sent now.
@@ -72,28 +96,29 @@ pub enum Step {
     Idle,
 }
 
-pub fn decide(facts: &Facts, observed: Option<&Observed>) -> Step {
+pub fn before_observe(facts: &Facts) -> BeforeObserve {
     if facts.paused {
-        return Step::Pause;
+        return BeforeObserve::Pause;
     }
     let policies = match facts.policies {
         Ok(p) => p,
-        Err(why) => return Step::Reject(why.to_string()),
+        Err(why) => return BeforeObserve::Reject(why.to_string()),
     };
     if facts.deleting && !policies.delete {
-        return Step::Orphan;
+        return BeforeObserve::Orphan;
     }
     if !facts.deleting && facts.creation.incomplete() && !facts.name_is_deterministic {
-        return Step::Reject(
+        return BeforeObserve::Reject(
             "cannot determine creation result: remove the crossplane.io/external-create-pending annotation if \
              the external resource does not exist"
                 .into(),
         );
     }
-    let Some(observed) = observed else {
-        return Step::Observe;
-    };
+    BeforeObserve::Observe(Allowed(policies))
+}
 
+pub fn after_observe(facts: &Facts, allowed: Allowed, observed: &Observed) -> Step {
+    let policies = allowed.policies();
     if facts.deleting {
         return match (observed.exists, observed.busy) {
             (false, _) => Step::Finalize,
@@ -103,7 +128,7 @@ pub fn decide(facts: &Facts, observed: Option<&Observed>) -> Step {
     }
     if !observed.exists {
         if !policies.create {
-            return Step::Reject("external resource does not exist".into());
+            return Step::MissingAndCreateForbidden;
         }
         let recently_created = facts
             .creation

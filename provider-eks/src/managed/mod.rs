@@ -4,7 +4,9 @@
 pub mod annotations;
 pub mod conditions;
 pub mod decide;
+pub mod events;
 pub mod external;
+pub mod pacing;
 pub mod policy;
 pub mod reconciler;
 pub mod resource;

@@ -2,7 +2,7 @@
 //! [`Connector`]. Every failure ends in [`Reconciler::fail`]: Synced=False/ReconcileError with the message, and a
 //! requeue with backoff. Kubernetes write errors go to the controller's error policy instead.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,11 +17,15 @@ use super::annotations::{
     CREATE_FAILED, CREATE_PENDING, CREATE_SUCCEEDED, CreationMarks, EXTERNAL_NAME, is_paused, timestamp,
 };
 use super::conditions::{Outcome, Readiness, set_ready, set_synced};
-use super::decide::{Facts, Observed, Step, decide};
+use super::decide::{
+    BeforeObserve, Facts, MISSING_AND_CREATE_FORBIDDEN, Observed, Step, after_observe, before_observe,
+};
 use super::external::{ExternalClient, ExternalError, Observation};
+use super::pacing::{Calm, in_steady_state, jitter, next_poll, spread};
 use super::policy::Policies;
 use super::resource::Managed;
 use super::writes;
+use crate::eks::throttle::with_urgency;
 use crate::metrics::Metrics;
 
 /// Builds an [`ExternalClient`] for one managed resource from its ProviderConfig.
@@ -41,6 +45,10 @@ pub struct Timing {
     /// First retry after an error; doubles per consecutive failure up to `max_backoff`.
     pub backoff: Duration,
     pub max_backoff: Duration,
+    /// Longest wait between polls of a resource that stays in sync (see `pacing`).
+    pub max_poll: Duration,
+    /// Every requeue moves by up to this fraction either way, so resources observed together drift apart.
+    pub jitter: f64,
 }
 
 impl Default for Timing {
@@ -50,6 +58,8 @@ impl Default for Timing {
             busy: Duration::from_secs(15),
             backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(120),
+            max_poll: Duration::from_secs(600),
+            jitter: 0.1,
         }
     }
 }
@@ -62,6 +72,9 @@ pub struct Reconciler<C> {
     pub kind: &'static str,
     pub clock: fn() -> Timestamp,
     failures: Mutex<HashMap<String, u32>>,
+    calm: Mutex<HashMap<String, Calm>>,
+    /// Resources reconciled since this process started: the first look at a steady one is spread out.
+    seen: Mutex<HashSet<String>>,
 }
 
 impl<C> Reconciler<C> {
@@ -80,6 +93,8 @@ impl<C> Reconciler<C> {
             kind,
             clock: Timestamp::now,
             failures: Mutex::default(),
+            calm: Mutex::default(),
+            seen: Mutex::default(),
         }
     }
 
@@ -92,6 +107,42 @@ impl<C> Reconciler<C> {
             .backoff
             .saturating_mul(factor)
             .min(self.timing.max_backoff)
+    }
+
+    /// The longest backoff, at once: the error will not go away by itself.
+    fn permanent_backoff(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        failures.insert(key.to_string(), u32::MAX);
+        self.timing.max_backoff
+    }
+
+    /// The next poll of a resource that was just found `idle` (in sync, nothing busy) or not, jittered.
+    fn next_poll(&self, key: &str, generation: Option<i64>, idle: bool) -> Duration {
+        let mut calm = self.calm.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = calm.entry(key.to_string()).or_default();
+        let wait = next_poll(entry, generation, idle, self.timing.poll, self.timing.max_poll);
+        jitter(wait, self.timing.jitter)
+    }
+
+    /// True the first time a key is seen by this process.
+    fn first_sight(&self, key: &str) -> bool {
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string())
+    }
+
+    fn unsettle(&self, key: &str) {
+        self.calm.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
+
+    fn forget(&self, key: &str) {
+        self.calm.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
     }
 
     fn succeeded(&self, key: &str) {
@@ -143,14 +194,38 @@ impl<C> Reconciler<C> {
         writes::write_status(&self.client, mr, status).await
     }
 
-    /// The one failure epilogue: report the error on Synced and retry with backoff.
+    /// The one failure epilogue: report the error on Synced and retry with backoff. A rejection (AWS said the
+    /// request itself is wrong: validation, unsupported version, quota) cannot succeed by retrying soon, so it
+    /// waits the longest backoff at once; a spec change wakes the resource earlier through its watch.
     async fn fail<M: Managed>(&self, mr: &M, err: ExternalError) -> Result<Action, kube::Error> {
+        self.fail_with(mr, None, err).await
+    }
+
+    async fn fail_with<M: Managed>(
+        &self,
+        mr: &M,
+        ready: Option<&Readiness>,
+        err: ExternalError,
+    ) -> Result<Action, kube::Error> {
         tracing::info!(kind = self.kind, name = %key(mr), error = %err, "reconcile failed");
+        self.unsettle(&key(mr));
         self.metrics.reconcile_error(self.kind, err.metric_label());
-        self.status::<M, ()>(mr, None, &Outcome::Error(err.to_string()), None)
+        let (delay, message) = match &err {
+            ExternalError::Rejected(_) => {
+                let delay = self.permanent_backoff(&key(mr));
+                let message = format!(
+                    "{err} (permanent error: retrying in {} s or when the spec changes)",
+                    delay.as_secs()
+                );
+                (delay, message)
+            }
+            // Waiting resources back off too: what they wait for (their Cluster) wakes them through a watch.
+            ExternalError::Transient(_) | ExternalError::Waiting(_) => {
+                (self.next_backoff(&key(mr)), err.to_string())
+            }
+        };
+        self.status::<M, ()>(mr, ready, &Outcome::Error(message), None)
             .await?;
-        // Waiting resources back off too: what they wait for (their Cluster) wakes them through a watch.
-        let delay = self.next_backoff(&key(mr));
         Ok(Action::requeue(delay))
     }
 
@@ -173,30 +248,42 @@ where
     M: Managed,
     C: Connector<M>,
 {
+    let steady = in_steady_state(mr.as_ref(), mr.conditions(), mr.observed_generation());
+    // After a restart every resource is listed at once; those already in sync wait a random part of one poll
+    // interval, so the fleet is not described in the same second.
+    if r.first_sight(&key(mr.as_ref())) && steady && r.timing.poll > Duration::ZERO {
+        return Ok(Action::requeue(spread(r.timing.poll)));
+    }
+    // Steady-state polls yield AWS capacity to everything else (creates, deletes, spec changes).
+    with_urgency(!steady, reconcile_now(mr, r.clone())).await
+}
+
+async fn reconcile_now<M, C>(mr: Arc<M>, r: Arc<Reconciler<C>>) -> Result<Action, kube::Error>
+where
+    M: Managed,
+    C: Connector<M>,
+{
     let now = (r.clock)();
     let facts = facts_of(mr.as_ref(), now);
-    let pre = decide(&facts, None);
     r.metrics.reconcile(r.kind);
-    match pre {
-        Step::Pause => {
+    let allowed = match before_observe(&facts) {
+        BeforeObserve::Pause => {
             r.status::<M, ()>(&mr, None, &Outcome::Paused, None).await?;
             return Ok(Action::await_change());
         }
-        Step::Reject(why) => return r.fail(mr.as_ref(), ExternalError::Rejected(why)).await,
-        Step::Orphan => {
+        BeforeObserve::Reject(why) => return r.fail(mr.as_ref(), ExternalError::Rejected(why)).await,
+        BeforeObserve::Orphan => {
             writes::unpublish(&r.client, mr.as_ref()).await?;
             writes::remove_finalizer(&r.client, mr.as_ref()).await?;
             return Ok(Action::await_change());
         }
-        _ => {}
-    }
-
+        BeforeObserve::Observe(allowed) => allowed,
+    };
     // Initialize: the external name defaults to the object's name, recorded before anything is created.
     let mut mr = (*mr).clone();
     if !facts.deleting && !mr.annotations().contains_key(EXTERNAL_NAME) {
         mr = writes::set_annotations(&r.client, &mr, &[(EXTERNAL_NAME, mr.name_any())]).await?;
     }
-
     let external = match r.connector.connect(&mr).await {
         Ok(c) => c,
         Err(e) => return r.fail(&mr, e).await,
@@ -205,34 +292,53 @@ where
         Ok(o) => o,
         Err(e) => return r.fail(&mr, e).await,
     };
-    let step = decide(&facts, Some(&Observed::from(&observation)));
+    let step = after_observe(&facts, allowed, &Observed::from(&observation));
+    if step != Step::Idle {
+        // Something is happening: the next calm stretch starts from the normal poll interval.
+        r.unsettle(&key(&mr));
+    }
     tracing::debug!(kind = r.kind, name = %key(&mr), ?step, "decided");
     let busy = r.timing.busy;
-
     match step {
         Step::Finalize => {
             writes::unpublish(&r.client, &mr).await?;
             writes::remove_finalizer(&r.client, &mr).await?;
-            r.succeeded(&key(&mr));
+            r.forget(&key(&mr));
             Ok(Action::await_change())
         }
-        Step::Delete => {
-            if let Err(e) = external.delete(&mr).await {
-                return r.fail(&mr, e).await;
+        Step::Delete => match external.delete(&mr).await {
+            Ok(()) => r.done(&mr, &observation, &Readiness::Deleting, busy).await,
+            // Still Ready=True would claim the resource is in use; it is being deleted, and this is why not yet.
+            Err(ExternalError::Waiting(why)) => {
+                let ready = Readiness::WaitingToDelete(why.clone());
+                r.fail_with(&mr, Some(&ready), ExternalError::Waiting(why)).await
             }
-            r.done(&mr, &observation, &Readiness::Deleting, busy).await
-        }
+            Err(e) => r.fail_with(&mr, Some(&Readiness::Deleting), e).await,
+        },
         Step::WaitForDeletion => r.done(&mr, &observation, &Readiness::Deleting, busy).await,
         Step::WaitForCreationGrace => r.done(&mr, &observation, &Readiness::Creating, busy).await,
+        Step::MissingAndCreateForbidden => {
+            r.metrics.reconcile_error(r.kind, "rejected");
+            r.status(
+                &mr,
+                Some(&observation.readiness),
+                &Outcome::Error(MISSING_AND_CREATE_FORBIDDEN.into()),
+                Some(&observation.at_provider),
+            )
+            .await?;
+            // Observe-only resources are usually made elsewhere: keep looking at the normal poll rate.
+            Ok(Action::requeue(r.timing.poll))
+        }
         Step::Create => {
             let mr = writes::add_finalizer(&r.client, &mr).await?;
             // Fails with 409 when another reconcile got here first, so only one Create is ever in flight.
             let mr = writes::set_annotations(&r.client, &mr, &[(CREATE_PENDING, timestamp(now))]).await?;
             match external.create(&mr).await {
                 Err(e) => {
-                    writes::set_annotations(&r.client, &mr, &[(CREATE_FAILED, timestamp((r.clock)()))])
-                        .await?;
-                    r.fail(&mr, e).await
+                    let mr =
+                        writes::set_annotations(&r.client, &mr, &[(CREATE_FAILED, timestamp((r.clock)()))])
+                            .await?;
+                    r.fail_with(&mr, Some(&Readiness::Creating), e).await
                 }
                 Ok(details) => {
                     let mr = writes::set_annotations(
@@ -255,27 +361,22 @@ where
             let mr = writes::add_finalizer(&r.client, &mr).await?;
             writes::publish(&r.client, &mr, &observation.connection_details).await?;
             if let Err(e) = external.update(&mr, &observation.at_provider).await {
-                return r.fail(&mr, e).await;
+                return r.fail_with(&mr, Some(&observation.readiness), e).await;
             }
             r.done(&mr, &observation, &observation.readiness, busy).await
         }
         Step::WaitWhileBusy | Step::Idle => {
             let mr = writes::add_finalizer(&r.client, &mr).await?;
             writes::publish(&r.client, &mr, &observation.connection_details).await?;
-            let requeue = if observation.busy || observation.readiness != Readiness::Available {
-                busy
+            let idle =
+                step == Step::Idle && !observation.busy && observation.readiness == Readiness::Available;
+            let next_poll = r.next_poll(&key(&mr), writes::generation(&mr), idle);
+            let requeue = if idle {
+                next_poll
             } else {
-                r.timing.poll
+                jitter(busy, r.timing.jitter)
             };
             r.done(&mr, &observation, &observation.readiness, requeue).await
-        }
-        other @ (Step::Observe | Step::Pause | Step::Reject(_) | Step::Orphan) => {
-            // decide() returns these only before observing.
-            r.fail(
-                &mr,
-                ExternalError::Rejected(format!("unexpected step {other:?} after observe")),
-            )
-            .await
         }
     }
 }

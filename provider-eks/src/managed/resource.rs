@@ -22,6 +22,13 @@ pub trait Managed:
     fn conditions(&self) -> &[Condition];
     /// `status.atProvider` as stored, for skipping status writes that would change nothing.
     fn at_provider_json(&self) -> serde_json::Value;
+    /// `status.observedGeneration`: the generation the last reconcile acted on.
+    fn observed_generation(&self) -> Option<i64> {
+        self.conditions()
+            .iter()
+            .filter_map(|c| c.observed_generation)
+            .min()
+    }
 }
 
 impl Managed for Cluster {

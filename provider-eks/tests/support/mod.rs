@@ -143,5 +143,6 @@ pub fn reset_moto(moto: &Peer) {
 pub const MOTO_CREDENTIALS: &str =
     "[default]\naws_access_key_id = AKIDMODELPLANETEST\naws_secret_access_key = moto-secret-never-logged\n";
 
+pub mod fastkube;
 pub mod proxy;
 pub mod world;

@@ -22,6 +22,9 @@ pub enum Fault {
     Hang,
     /// Forwarded to moto, but the answer is dropped: the call happened and the caller never learns it.
     Lost,
+    /// 400 InvalidParameterException, as EKS answers a request that can never succeed (an unsupported
+    /// Kubernetes version, a quota, a bad parameter).
+    Reject,
 }
 
 #[derive(Default)]
@@ -30,6 +33,8 @@ struct State {
     /// Only requests whose operation contains this text get faults; empty: all.
     fault_filter: String,
     requests: Vec<String>,
+    /// Every request whose operation contains this text gets `Fault::Reject`, for as long as it is set.
+    reject_always: Option<String>,
 }
 
 #[derive(Clone)]
@@ -61,6 +66,11 @@ impl FaultProxy {
         let mut s = self.state.lock().unwrap();
         s.fault_filter = filter.to_string();
         s.faults.extend(faults.iter().copied());
+    }
+
+    /// Rejects every request whose operation contains `filter`, from now on.
+    pub fn reject_always(&self, filter: &str) {
+        self.state.lock().unwrap().reject_always = Some(filter.to_string());
     }
 
     pub fn requests(&self) -> Vec<String> {
@@ -126,7 +136,9 @@ async fn serve(mut socket: TcpStream, upstream_port: u16, state: Arc<Mutex<State
     let fault = {
         let mut s = state.lock().unwrap();
         s.requests.push(op.clone());
-        if op.contains(&s.fault_filter) {
+        if s.reject_always.as_ref().is_some_and(|f| op.contains(f.as_str())) {
+            Some(Fault::Reject)
+        } else if op.contains(&s.fault_filter) {
             s.faults.pop_front()
         } else {
             None
@@ -137,6 +149,15 @@ async fn serve(mut socket: TcpStream, upstream_port: u16, state: Arc<Mutex<State
             let body = r#"{"message":"Rate exceeded"}"#;
             let answer = format!(
                 "HTTP/1.1 400 Bad Request\r\nx-amzn-errortype: ThrottlingException\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(answer.as_bytes()).await;
+            return;
+        }
+        Some(Fault::Reject) => {
+            let body = r#"{"message":"unsupported Kubernetes version 1.99"}"#;
+            let answer = format!(
+                "HTTP/1.1 400 Bad Request\r\nx-amzn-errortype: InvalidParameterException\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = socket.write_all(answer.as_bytes()).await;

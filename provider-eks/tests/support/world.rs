@@ -11,11 +11,15 @@ use std::time::{Duration, Instant};
 use aws_credential_types::Credentials as AwsCredentials;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionStatus,
+};
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams, PostParams};
 use modelplane_eks_api::*;
 use serde_json::json;
 
+use super::fastkube::FastKube;
 use super::proxy::FaultProxy;
 use super::{MOTO_CREDENTIALS, Peer};
 
@@ -27,7 +31,9 @@ pub const CONVERGE: Duration = Duration::from_secs(180);
 
 pub struct World {
     pub moto: Peer,
-    pub _kmock: Peer,
+    /// The Kubernetes stand-in: kmock, or (for the fleet benchmark) the in-process `FastKube`.
+    pub _kmock: Option<Peer>,
+    pub _fastkube: Option<FastKube>,
     pub proxy: FaultProxy,
     pub kube: kube::Client,
     pub dir: PathBuf,
@@ -37,19 +43,39 @@ pub struct World {
 }
 
 impl World {
+    /// A world whose CRDs are Established, as on a cluster where Crossplane installed the package.
     pub async fn start() -> Option<Self> {
+        Self::start_with(true).await
+    }
+
+    /// `crds_established: false` leaves the managed kinds' CRDs not yet served (see `establish_crds`).
+    pub async fn start_with(crds_established: bool) -> Option<Self> {
+        let kmock = super::start_kmock()?;
+        Self::start_on(Some(kmock), None, crds_established).await
+    }
+
+    /// A world on the in-process `FastKube` instead of kmock, for thousands of managed resources.
+    pub async fn start_fast() -> Option<Self> {
+        let fast = FastKube::start().await;
+        Self::start_on(None, Some(fast), true).await
+    }
+
+    async fn start_on(kmock: Option<Peer>, fast: Option<FastKube>, crds_established: bool) -> Option<Self> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let moto = super::start_moto()?;
-        let kmock = super::start_kmock()?;
         let proxy = FaultProxy::start(moto.port).await;
-        let config = kube::Config::new(kmock.url().parse().unwrap());
+        let (url, port) = match (&kmock, &fast) {
+            (Some(k), _) => (k.url(), k.port),
+            (None, Some(f)) => (f.url(), f.port),
+            (None, None) => panic!("a world needs a Kubernetes stand-in"),
+        };
+        let config = kube::Config::new(url.parse().unwrap());
         let kube = kube::Client::try_from(config).unwrap();
-        let dir =
-            std::env::temp_dir().join(format!("provider-eks-e2e-{}-{}", std::process::id(), kmock.port));
+        let dir = std::env::temp_dir().join(format!("provider-eks-e2e-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let kubeconfig = json!({
             "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
-            "clusters": [{ "name": "kmock", "cluster": { "server": kmock.url() } }],
+            "clusters": [{ "name": "kmock", "cluster": { "server": url } }],
             "users": [{ "name": "kmock", "user": {} }],
             "contexts": [{ "name": "kmock", "context": { "cluster": "kmock", "user": "kmock" } }],
         });
@@ -61,6 +87,7 @@ impl World {
         let world = World {
             moto,
             _kmock: kmock,
+            _fastkube: fast,
             proxy,
             kube,
             dir,
@@ -69,6 +96,7 @@ impl World {
             starts: 0,
         };
         world.seed().await;
+        world.seed_crds(crds_established).await;
         Some(world)
     }
 
@@ -115,6 +143,30 @@ impl World {
             mrd.data = json!({ "spec": { "state": "Inactive" } });
             self.mrds().create(&PostParams::default(), &mrd).await.unwrap();
         }
+    }
+
+    /// The provider's CRDs, with `Established` as given (Crossplane creates them after the MRD turns Active;
+    /// the API server serves a kind only once its CRD is Established).
+    pub async fn seed_crds(&self, established: bool) {
+        for mut crd in modelplane_provider_eks::crds::all() {
+            crd.status = Some(crd_status(established));
+            self.crds().create(&PostParams::default(), &crd).await.unwrap();
+        }
+    }
+
+    pub async fn establish_crds(&self) {
+        for crd in modelplane_provider_eks::crds::all() {
+            let name = crd.metadata.name.clone().unwrap();
+            let patch = Patch::Merge(json!({ "status": crd_status(true) }));
+            self.crds()
+                .patch_status(&name, &PatchParams::default(), &patch)
+                .await
+                .unwrap();
+        }
+    }
+
+    pub fn crds(&self) -> Api<CustomResourceDefinition> {
+        Api::all(self.kube.clone())
     }
 
     pub fn mrds(&self) -> Api<DynamicObject> {
@@ -215,6 +267,15 @@ impl Drop for World {
         self.kill_provider();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+fn crd_status(established: bool) -> CustomResourceDefinitionStatus {
+    let status = if established { "True" } else { "False" };
+    serde_json::from_value(json!({
+        "conditions": [{ "type": "Established", "status": status, "reason": "InitialNamesAccepted" }],
+        "acceptedNames": { "kind": "", "plural": "" },
+    }))
+    .unwrap()
 }
 
 pub fn mrd_resource() -> ApiResource {

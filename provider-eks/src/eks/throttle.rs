@@ -1,0 +1,380 @@
+//! Client-side AWS rate limits shared by the whole process: one token bucket per (account, region, API), so a
+//! fleet of node groups cannot exceed what AWS allows however many reconciles run at once. Every AWS call goes
+//! through it (the SDK's own retries too): an interceptor names the operation on the request, and the HTTP
+//! connector takes a token before sending. A throttling answer halves the bucket's rate; successes win it back
+//! slowly. Urgent work (creates, deletes, updates, anything not in steady state) is served before steady-state
+//! describes, which wait while an urgent call is queued on the same bucket.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient,
+    SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextMut;
+use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, Metadata};
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
+
+/// Carries the operation name from the interceptor to the connector; removed before the request leaves.
+const OPERATION_HEADER: &str = "x-modelplane-operation";
+
+tokio::task_local! {
+    /// Whether the reconcile running in this task is urgent (not a steady-state poll).
+    static URGENT: bool;
+}
+
+/// Runs `work` with its AWS calls marked urgent or not.
+pub async fn with_urgency<F: std::future::Future>(urgent: bool, work: F) -> F::Output {
+    URGENT.scope(urgent, work).await
+}
+
+fn urgent_now() -> bool {
+    // Calls made outside a reconcile (tests, tools) are never held back.
+    URGENT.try_with(|u| *u).unwrap_or(true)
+}
+
+/// A token bucket's size: `burst` tokens, refilled at `per_second`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    pub per_second: f64,
+    pub burst: f64,
+}
+
+/// The rates per API family. AWS documents EC2's (non-mutating actions: bucket 100, refill 20/s, per API);
+/// EKS publishes none, so its defaults are conservative. All are flags.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    pub eks: Rate,
+    pub ec2_read: Rate,
+    pub ec2_write: Rate,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            eks: Rate {
+                per_second: 10.0,
+                burst: 20.0,
+            },
+            ec2_read: Rate {
+                per_second: 20.0,
+                burst: 100.0,
+            },
+            ec2_write: Rate {
+                per_second: 5.0,
+                burst: 50.0,
+            },
+        }
+    }
+}
+
+impl Limits {
+    fn rate_for(&self, service: &str, operation: &str) -> Rate {
+        let read = ["Describe", "List", "Get"]
+            .iter()
+            .any(|p| operation.starts_with(p));
+        match (service.to_ascii_lowercase().contains("ec2"), read) {
+            (true, true) => self.ec2_read,
+            (true, false) => self.ec2_write,
+            (false, _) => self.eks,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct BucketState {
+    tokens: f64,
+    refilled: Instant,
+    /// The current refill rate: lowered by throttling answers, back up to `max` with successes.
+    rate: f64,
+    max: Rate,
+    urgent_waiting: usize,
+}
+
+#[derive(Debug)]
+pub struct Bucket {
+    state: Mutex<BucketState>,
+}
+
+/// Lowest rate a throttled bucket falls to: one call every ten seconds still probes for recovery.
+const MIN_RATE: f64 = 0.1;
+
+impl Bucket {
+    fn new(max: Rate) -> Self {
+        Self {
+            state: Mutex::new(BucketState {
+                tokens: max.burst,
+                refilled: Instant::now(),
+                rate: max.per_second,
+                max,
+                urgent_waiting: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BucketState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes a token now, or says how long to wait before trying again.
+    fn try_take(&self, urgent: bool) -> Result<(), Duration> {
+        let mut s = self.lock();
+        let now = Instant::now();
+        let elapsed = now.duration_since(s.refilled).as_secs_f64();
+        s.tokens = (s.tokens + elapsed * s.rate).min(s.max.burst);
+        s.refilled = now;
+        let blocked_by_urgent = !urgent && s.urgent_waiting > 0;
+        if s.tokens >= 1.0 && !blocked_by_urgent {
+            s.tokens -= 1.0;
+            return Ok(());
+        }
+        let missing = (1.0 - s.tokens).max(0.0);
+        let wait = if blocked_by_urgent {
+            // Look again once the urgent callers have had their turn.
+            1.0 / s.rate
+        } else {
+            missing / s.rate
+        };
+        Err(Duration::from_secs_f64(wait.clamp(0.001, 10.0)))
+    }
+
+    pub async fn acquire(&self, urgent: bool) {
+        let mut registered = false;
+        loop {
+            match self.try_take(urgent) {
+                Ok(()) => break,
+                Err(wait) => {
+                    if urgent && !registered {
+                        self.lock().urgent_waiting += 1;
+                        registered = true;
+                    }
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+        if registered {
+            let mut s = self.lock();
+            s.urgent_waiting = s.urgent_waiting.saturating_sub(1);
+        }
+    }
+
+    /// AWS said slow down: halve the rate and start from an empty bucket.
+    pub fn throttled(&self) {
+        let mut s = self.lock();
+        s.rate = (s.rate / 2.0).max(MIN_RATE);
+        s.tokens = 0.0;
+    }
+
+    /// A call went through: win back a little of the rate.
+    pub fn succeeded(&self) {
+        let mut s = self.lock();
+        if s.rate < s.max.per_second {
+            s.rate = (s.rate + s.max.per_second / 20.0).min(s.max.per_second);
+        }
+    }
+
+    pub fn rate(&self) -> f64 {
+        self.lock().rate
+    }
+}
+
+/// Every bucket of the process, by (account, region, service:operation).
+#[derive(Debug, Default)]
+pub struct Throttle {
+    limits: Limits,
+    buckets: Mutex<HashMap<(String, String, String), Arc<Bucket>>>,
+}
+
+impl Throttle {
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            buckets: Mutex::default(),
+        }
+    }
+
+    pub fn bucket(&self, account: &str, region: &str, service: &str, operation: &str) -> Arc<Bucket> {
+        let key = (
+            account.to_string(),
+            region.to_string(),
+            format!("{service}:{operation}"),
+        );
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        buckets
+            .entry(key)
+            .or_insert_with(|| Arc::new(Bucket::new(self.limits.rate_for(service, operation))))
+            .clone()
+    }
+
+    /// The HTTP client for one (account, region): `inner` behind this throttle.
+    pub fn client(
+        self: &Arc<Self>,
+        inner: SharedHttpClient,
+        account: &str,
+        region: &str,
+    ) -> SharedHttpClient {
+        SharedHttpClient::new(ThrottledClient {
+            inner,
+            throttle: self.clone(),
+            account: account.to_string(),
+            region: region.to_string(),
+        })
+    }
+}
+
+/// Writes the operation name where the connector can read it.
+#[derive(Debug)]
+pub struct NameOperation;
+
+impl Intercept for NameOperation {
+    fn name(&self) -> &'static str {
+        "NameOperation"
+    }
+
+    fn modify_before_transmit(
+        &self,
+        context: &mut BeforeTransmitInterceptorContextMut<'_>,
+        _: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Some(metadata) = cfg.load::<Metadata>() {
+            let value = format!("{}:{}", metadata.service(), metadata.name());
+            context
+                .request_mut()
+                .headers_mut()
+                .insert(OPERATION_HEADER, value);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct ThrottledClient {
+    inner: SharedHttpClient,
+    throttle: Arc<Throttle>,
+    account: String,
+    region: String,
+}
+
+impl HttpClient for ThrottledClient {
+    fn http_connector(
+        &self,
+        settings: &HttpConnectorSettings,
+        components: &RuntimeComponents,
+    ) -> SharedHttpConnector {
+        SharedHttpConnector::new(ThrottledConnector {
+            inner: self.inner.http_connector(settings, components),
+            throttle: self.throttle.clone(),
+            account: self.account.clone(),
+            region: self.region.clone(),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct ThrottledConnector {
+    inner: SharedHttpConnector,
+    throttle: Arc<Throttle>,
+    account: String,
+    region: String,
+}
+
+/// A throttling answer: 429, or an EKS/EC2 error code that says so (EC2 answers 503 RequestLimitExceeded).
+fn is_throttling(status: u16, error_type: Option<&str>) -> bool {
+    let code = error_type.unwrap_or_default();
+    status == 429
+        || status == 503
+        || ["Throttling", "TooManyRequests", "RequestLimitExceeded"]
+            .iter()
+            .any(|c| code.contains(c))
+}
+
+impl HttpConnector for ThrottledConnector {
+    fn call(&self, mut request: HttpRequest) -> HttpConnectorFuture {
+        let urgent = urgent_now();
+        let operation = request
+            .headers_mut()
+            .remove(OPERATION_HEADER)
+            .unwrap_or_else(|| "unknown:unknown".into());
+        let (service, name) = operation.split_once(':').unwrap_or(("unknown", "unknown"));
+        let bucket = self.throttle.bucket(&self.account, &self.region, service, name);
+        let inner = self.inner.clone();
+        HttpConnectorFuture::new(async move {
+            bucket.acquire(urgent).await;
+            let response = inner.call(request).await?;
+            let error_type = response.headers().get("x-amzn-errortype");
+            if is_throttling(response.status().as_u16(), error_type) {
+                bucket.throttled();
+            } else {
+                bucket.succeeded();
+            }
+            Ok(response)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_lets_its_burst_through_then_waits_for_its_rate() {
+        let bucket = Bucket::new(Rate {
+            per_second: 2.0,
+            burst: 3.0,
+        });
+        for _ in 0..3 {
+            assert!(bucket.try_take(true).is_ok());
+        }
+        let wait = bucket.try_take(true).unwrap_err();
+        assert!(wait <= Duration::from_millis(500), "{wait:?}");
+    }
+
+    #[test]
+    fn throttling_halves_the_rate_and_successes_win_it_back() {
+        let bucket = Bucket::new(Rate {
+            per_second: 10.0,
+            burst: 10.0,
+        });
+        bucket.throttled();
+        assert_eq!(bucket.rate(), 5.0);
+        bucket.throttled();
+        assert_eq!(bucket.rate(), 2.5);
+        for _ in 0..20 {
+            bucket.succeeded();
+        }
+        assert_eq!(bucket.rate(), 10.0);
+    }
+
+    #[test]
+    fn steady_state_describes_wait_while_urgent_work_is_queued() {
+        let bucket = Bucket::new(Rate {
+            per_second: 1.0,
+            burst: 5.0,
+        });
+        bucket.lock().urgent_waiting = 1;
+        assert!(bucket.try_take(false).is_err());
+        assert!(bucket.try_take(true).is_ok());
+    }
+
+    #[test]
+    fn throttling_answers_are_recognised() {
+        assert!(is_throttling(429, None));
+        assert!(is_throttling(400, Some("ThrottlingException")));
+        assert!(is_throttling(503, Some("RequestLimitExceeded")));
+        assert!(!is_throttling(400, Some("InvalidParameterException")));
+    }
+
+    #[test]
+    fn ec2_reads_writes_and_eks_calls_get_their_own_rates() {
+        let limits = Limits::default();
+        assert_eq!(limits.rate_for("ec2", "DescribeSubnets"), limits.ec2_read);
+        assert_eq!(limits.rate_for("ec2", "CreateLaunchTemplate"), limits.ec2_write);
+        assert_eq!(limits.rate_for("eks", "CreateNodegroup"), limits.eks);
+    }
+}
