@@ -68,4 +68,19 @@ case "$status" in
 *) fail "Python tests failed (pytest exit $status)" ;;
 esac
 
+# --- Real control plane (tests/controlplane) ----------------------------------------------------------------------
+# etcd, kube-apiserver, kube-controller-manager, kubectl, Crossplane core and provider-kubernetes, built from pinned
+# Go modules (Go's caches make later runs fast), started on loopback; the admission and Crossplane-in-the-loop
+# tests run against them. controlplane.sh stops every process it started when the tests end, pass or fail.
+step "control plane: build etcd, Kubernetes, Crossplane, provider-kubernetes (tests/controlplane/modules)"
+command -v go >/dev/null || fail "go is not on PATH (Go 1.26 or later is needed, https://go.dev/dl/)"
+bash tests/controlplane/controlplane.sh build || fail "a control-plane component did not build (named above)"
+
+step "pytest tests/controlplane/python on the real control plane"
+status=0
+bash tests/controlplane/controlplane.sh run --crossplane -- \
+    "$venv/bin/python" -m pytest tests/controlplane/python -q || status=$?
+((status == 0)) || fail "control-plane tests failed (exit $status; logs in tests/controlplane/.run/)"
+# --- end of the control-plane block ---------------------------------------------------------------------------------
+
 step "all tests passed"

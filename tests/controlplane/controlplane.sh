@@ -391,9 +391,13 @@ cmd_run() {
     (($#)) || die "run: no command given (usage: run [--crossplane] -- CMD...)"
     trap 'cmd_down' EXIT
     trap 'exit 130' INT TERM
-    eval "$(cmd_up)"
+    # Not `eval "$(cmd_up)"`: that would hide a failed start behind eval's own success.
+    local exported
+    exported="$(cmd_up)" || exit 1
+    eval "$exported"
     if $with_crossplane; then
-        eval "$(cmd_crossplane)"
+        exported="$(cmd_crossplane)" || exit 1
+        eval "$exported"
     fi
     "$@"
 }
