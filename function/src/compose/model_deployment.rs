@@ -71,6 +71,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     let (mut placed, mut ready_replicas) = (0u32, 0u32);
     let mut unplaced_reason = None;
     for (index, outcome) in (0u32..).zip(&outcomes) {
+        crate::limits::check_deadline()?;
         match outcome {
             Outcome::Placed(placement) => {
                 let ctx = replica::ReplicaContext {
