@@ -421,9 +421,16 @@ impl Runner {
     /// Runs the call off the async workers, on its own thread under a deadline, once a call slot is free. If
     /// tonic drops this future (the client went away, or its `grpc-timeout` or ours passed) the call is
     /// cancelled and stops at its next check.
-    async fn run_logged(&self, req: v1::RunFunctionRequest) -> Result<v1::RunFunctionResponse, Status> {
+    async fn run_logged(
+        &self,
+        req: v1::RunFunctionRequest,
+        client_timeout: Option<Duration>,
+    ) -> Result<v1::RunFunctionResponse, Status> {
         let span = tracing::info_span!("RunFunction", tag = %crate::limits::cut(tag_of(&req), 256));
-        let deadline = Deadline::default();
+        // Stop composing a little before the caller stops waiting, so it reads a FATAL that says why rather than
+        // DEADLINE_EXCEEDED.
+        let timeout = client_timeout.unwrap_or(CALL_TIMEOUT).min(CALL_TIMEOUT);
+        let deadline = Deadline::after(timeout.mul_f64(0.9));
         // The slot goes with the work, not with this future: a cancelled call keeps it until it has stopped.
         let slot = self
             .calls
@@ -452,7 +459,10 @@ impl v1::function_runner_service_server::FunctionRunnerService for Runner {
         &self,
         request: Request<v1::RunFunctionRequest>,
     ) -> Result<Response<v1::RunFunctionResponse>, Status> {
-        Ok(Response::new(self.run_logged(request.into_inner()).await?))
+        let timeout = grpc_timeout(request.metadata());
+        Ok(Response::new(
+            self.run_logged(request.into_inner(), timeout).await?,
+        ))
     }
 }
 
@@ -463,13 +473,51 @@ impl v1beta1::function_runner_service_server::FunctionRunnerService for Runner {
         &self,
         request: Request<v1beta1::RunFunctionRequest>,
     ) -> Result<Response<v1beta1::RunFunctionResponse>, Status> {
+        let timeout = grpc_timeout(request.metadata());
         let req = reencode::<_, v1::RunFunctionRequest>(&request.into_inner())?;
-        let rsp = self.run_logged(req).await?;
+        let rsp = self.run_logged(req, timeout).await?;
         Ok(Response::new(reencode(&rsp)?))
     }
+}
+
+/// The caller's deadline from its `grpc-timeout` header (`<digits><unit>`, unit one of H M S m u n).
+fn grpc_timeout(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
+    let value = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let amount: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(amount.saturating_mul(3600)),
+        "M" => Duration::from_secs(amount.saturating_mul(60)),
+        "S" => Duration::from_secs(amount),
+        "m" => Duration::from_millis(amount),
+        "u" => Duration::from_micros(amount),
+        "n" => Duration::from_nanos(amount),
+        _ => return None,
+    })
 }
 
 fn reencode<From: Message, To: Message + Default>(message: &From) -> Result<To, Status> {
     To::decode(message.encode_to_vec().as_slice())
         .map_err(|e| Status::internal(format!("cannot convert between v1 and v1beta1: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse_in_every_unit() {
+        let parse = |value: &str| {
+            let mut metadata = tonic::metadata::MetadataMap::new();
+            metadata.insert("grpc-timeout", value.parse().unwrap());
+            grpc_timeout(&metadata)
+        };
+        assert_eq!(parse("10S"), Some(Duration::from_secs(10)));
+        assert_eq!(parse("2M"), Some(Duration::from_secs(120)));
+        assert_eq!(parse("1500m"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse("7u"), Some(Duration::from_micros(7)));
+        assert_eq!(parse("x"), None);
+        assert_eq!(parse("10"), None);
+        assert_eq!(grpc_timeout(&tonic::metadata::MetadataMap::new()), None);
+    }
 }

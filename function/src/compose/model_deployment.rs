@@ -76,7 +76,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         cache: gate.cache_use(namespace),
         gate: &gate,
     };
-    let status = replicas.compose(&mut out, &outcomes);
+    let status = replicas.compose(&mut out, &outcomes)?;
     scheduled_condition(&mut out, &status, md.spec.replicas);
     cache_condition(&mut out, &md.spec, &gate, &status);
     if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(&status) {
@@ -99,10 +99,11 @@ struct Replicas<'a> {
 
 impl Replicas<'_> {
     /// Composes each replica where the scheduler put it, keeping a moving replica's old placement running,
-    /// and reports them all.
-    fn compose(&self, out: &mut Output, outcomes: &[Outcome]) -> ModelDeploymentStatus {
+    /// and reports them all. Stops when the call's deadline passes.
+    fn compose(&self, out: &mut Output, outcomes: &[Outcome]) -> Result<ModelDeploymentStatus, ComposeError> {
         let mut status = ModelDeploymentStatus::default();
         for (index, outcome) in (0u32..).zip(outcomes) {
+            crate::limits::check_deadline()?;
             let mut replica = match outcome {
                 Outcome::Placed(placement) => self.compose_placed(out, index, placement),
                 Outcome::Unplaced(unplaced) => unplaced_status(index, unplaced),
@@ -115,7 +116,7 @@ impl Replicas<'_> {
             status.ready_replicas += u32::from(serving);
             status.replicas.push(replica);
         }
-        status
+        Ok(status)
     }
 
     /// Composes one placed replica's Objects (only its namespace while its cache is not staged there), and
