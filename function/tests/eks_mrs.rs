@@ -1,110 +1,159 @@
-//! The provider-eks managed resources an EKS InferenceCluster composes are accepted by the CRDs provider-eks
-//! installs, generated from the same `modelplane-eks-api` types (`CustomResourceExt::crd()`).
+//! Everything an EKS InferenceCluster composes, at every stage until it is whole, is accepted by the CRDs that
+//! serve it: the provider-eks kinds by the CRDs provider-eks installs (generated from the same
+//! `modelplane-eks-api` types), and Crossplane's Usage and activation policy and provider-kubernetes and
+//! provider-helm kinds by their own CRDs (vendored under `fixtures/crds/`, see its SOURCES.md).
 
 // Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod schema;
+mod stages;
 
-use kube::CustomResourceExt;
-use modelplane_eks_api::{Cluster, ClusterProviderConfig, NodePool};
+use std::{collections::BTreeMap, path::Path};
+
 use modelplane_function::{
     compose::inference_cluster::{CONTROL_NAMESPACE, class_requirement},
-    proto::v1::{Resource, Resources, RunFunctionRequest, State},
-    run_function,
-    wire::RawStruct,
+    proto::v1::{Resources, RunFunctionRequest, State},
 };
-use schema::{read_documents, repo_root, structural_problems};
-use serde_json::Value;
+use schema::{problems, read_documents, repo_root, structural_problems, yaml_files};
+use serde_json::{Value, json};
+use stages::resource;
 
-fn composed_for(example: &str) -> Vec<Value> {
-    let xr = read_documents(&repo_root().join("examples/clusters").join(example)).remove(0);
-    let class = read_documents(&repo_root().join("examples/classes/eks-h200-8x.yaml")).remove(0);
-    let resource = |v: &Value| Resource {
-        resource: RawStruct::from_value(v),
-        ..Default::default()
-    };
+/// Every object composed at every stage of bringing `xr` up, keyed by composition resource name.
+fn every_stage(xr: &Value) -> Vec<BTreeMap<String, Value>> {
     let mut req = RunFunctionRequest {
         observed: Some(State {
-            composite: Some(resource(&xr)),
+            composite: Some(resource(xr)),
             ..Default::default()
         }),
         ..Default::default()
     };
-    req.required_resources.insert(
-        class_requirement("eks-h200-8x"),
-        Resources {
-            items: vec![resource(&class)],
-        },
-    );
-    let rsp = run_function(req);
-    assert!(rsp.results.is_empty(), "{:?}", rsp.results);
-    rsp.desired
-        .unwrap()
-        .resources
-        .into_values()
-        .map(|r| r.resource.unwrap().to_json().unwrap())
+    for class in yaml_files(&repo_root().join("examples/classes")) {
+        let class = read_documents(&class).remove(0);
+        let name = class["metadata"]["name"].as_str().unwrap().to_owned();
+        req.required_resources.insert(
+            class_requirement(&name),
+            Resources {
+                items: vec![resource(&class)],
+            },
+        );
+    }
+    stages::every_stage(&req)
+        .into_iter()
+        .map(|rsp| {
+            assert!(rsp.results.is_empty(), "{:?}", rsp.results);
+            rsp.desired
+                .unwrap()
+                .resources
+                .into_iter()
+                .map(|(k, r)| (k, r.resource.unwrap().to_json().unwrap()))
+                .collect()
+        })
         .collect()
 }
 
-fn crd_schema(
-    crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-) -> (String, Value) {
-    let crd = serde_json::to_value(crd).unwrap();
-    (
-        crd["spec"]["names"]["kind"].as_str().unwrap().to_owned(),
-        schema::version_schema(&crd),
-    )
+/// (apiVersion, kind) -> openAPIV3Schema, for every CRD an InferenceCluster's objects are checked against.
+fn schemas() -> BTreeMap<(String, String), Value> {
+    let mut crds: Vec<Value> = modelplane_provider_eks_crds();
+    let vendored = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/crds");
+    crds.extend(yaml_files(&vendored).iter().flat_map(|f| read_documents(f)));
+    let mut found = BTreeMap::new();
+    for crd in crds {
+        let group = crd["spec"]["group"].as_str().unwrap().to_owned();
+        let kind = crd["spec"]["names"]["kind"].as_str().unwrap().to_owned();
+        for version in crd["spec"]["versions"].as_array().unwrap() {
+            let api_version = format!("{group}/{}", version["name"].as_str().unwrap());
+            found.insert(
+                (api_version, kind.clone()),
+                version["schema"]["openAPIV3Schema"].clone(),
+            );
+        }
+    }
+    found
+}
+
+fn modelplane_provider_eks_crds() -> Vec<Value> {
+    yaml_files(&repo_root().join("package/provider-eks/crds"))
+        .iter()
+        .flat_map(|f| read_documents(f))
+        .collect()
+}
+
+fn stock_cluster() -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": "use1"},
+           "spec": {"cluster": {"source": "EKS", "eks": {"region": "us-east-1"}},
+                    "nodePools": [{"name": "gpu", "className": "eks-h200-8x", "nodeCount": 2, "maxNodeCount": 4,
+                                   "zones": ["us-east-1a"], "fabric": {"type": "EFA"}}]}})
 }
 
 #[test]
-fn every_composed_provider_eks_object_is_accepted_by_the_generated_crds() {
-    let schemas = [
-        crd_schema(Cluster::crd()),
-        crd_schema(NodePool::crd()),
-        crd_schema(ClusterProviderConfig::crd()),
-    ];
-    for example in ["eks-h200-us-east.yaml", "eks-h200-us-east-standard.yaml"] {
-        let eks: Vec<Value> = composed_for(example)
-            .into_iter()
-            .filter(|o| o["apiVersion"] == modelplane_eks_api::API_VERSION)
-            .collect();
-        let kinds: Vec<&str> = eks.iter().map(|o| o["kind"].as_str().unwrap()).collect();
-        assert_eq!(
-            kinds.iter().filter(|k| **k == "NodePool").count(),
-            2,
-            "system + gpu pool: {kinds:?}"
-        );
-        assert!(kinds.contains(&"Cluster"), "{kinds:?}");
-        for object in &eks {
-            let (_, schema) = schemas
-                .iter()
-                .find(|(kind, _)| object["kind"] == kind.as_str())
-                .unwrap();
-            let problems = structural_problems(schema, object);
-            assert!(problems.is_empty(), "{example} {}: {problems:#?}", object["kind"]);
-            let namespaced = object["kind"] != "ClusterProviderConfig";
-            assert_eq!(
-                object["metadata"]["namespace"].as_str() == Some(CONTROL_NAMESPACE),
-                namespaced
-            );
+fn every_object_of_every_stage_is_accepted_by_the_crd_that_serves_it() {
+    let schemas = schemas();
+    let mut examples: Vec<Value> = yaml_files(&repo_root().join("examples/clusters"))
+        .iter()
+        .flat_map(|f| read_documents(f))
+        .filter(|c| c["spec"]["cluster"]["source"] == "EKS")
+        .collect();
+    examples.push(stock_cluster());
+    let mut checked = BTreeMap::<String, usize>::new();
+    for xr in &examples {
+        for stage in every_stage(xr) {
+            for (key, object) in &stage {
+                let api_version = object["apiVersion"].as_str().unwrap().to_owned();
+                let kind = object["kind"].as_str().unwrap().to_owned();
+                let schema = schemas
+                    .get(&(api_version.clone(), kind.clone()))
+                    .unwrap_or_else(|| panic!("{key}: no CRD serves {api_version} {kind}"));
+                let found = problems(schema, object, None);
+                assert!(found.is_empty(), "{} {key}: {found:#?}", xr["metadata"]["name"]);
+                *checked.entry(kind).or_default() += 1;
+            }
         }
+    }
+    for kind in [
+        "Network",
+        "Role",
+        "Cluster",
+        "NodePool",
+        "Addon",
+        "PodIdentityAssociation",
+        "FileSystem",
+        "Usage",
+        "ManagedResourceActivationPolicy",
+        "Object",
+        "Release",
+        "ClusterProviderConfig",
+    ] {
+        assert!(checked.contains_key(kind), "no {kind} was checked: {checked:?}");
+    }
+}
+
+#[test]
+fn namespaced_kinds_sit_in_the_control_namespace_and_cluster_scoped_ones_in_none() {
+    let stages = every_stage(&stock_cluster());
+    for object in stages.last().unwrap().values() {
+        let cluster_scoped = ["ClusterProviderConfig", "ManagedResourceActivationPolicy"]
+            .contains(&object["kind"].as_str().unwrap());
+        assert_eq!(
+            object["metadata"]["namespace"].as_str() == Some(CONTROL_NAMESPACE),
+            !cluster_scoped,
+            "{object:#}"
+        );
     }
 }
 
 #[test]
 fn the_generated_crds_reject_a_node_pool_without_scaling() {
-    let (_, schema) = crd_schema(NodePool::crd());
-    let mut pool = composed_for("eks-h200-us-east.yaml")
-        .into_iter()
-        .find(|o| o["kind"] == "NodePool")
-        .unwrap();
+    let schemas = schemas();
+    let stages = every_stage(&stock_cluster());
+    let mut pool = stages.last().unwrap()["eks-nodepool-gpu"].clone();
+    let schema = &schemas[&(modelplane_eks_api::API_VERSION.to_owned(), "NodePool".to_owned())];
     pool["spec"]["forProvider"]
         .as_object_mut()
         .unwrap()
         .remove("scaling");
     assert!(
-        !structural_problems(&schema, &pool).is_empty(),
+        !structural_problems(schema, &pool).is_empty(),
         "a missing required field must be caught"
     );
 }

@@ -6,11 +6,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod schema;
+mod stages;
 
 use std::path::{Path, PathBuf};
 
 use modelplane_function::{
-    proto::v1::{RunFunctionResponse, Severity},
+    compose::inference_cluster::class_requirement,
+    proto::v1::{Resources, RunFunctionResponse, Severity},
     render::{self, Inputs},
     run_function,
 };
@@ -118,7 +120,19 @@ fn an_upstream_eks_cluster_with_only_a_region_gets_a_public_endpoint() {
         .into_iter()
         .find(|(file, _)| file == "inference-cluster-eks.yaml")
         .unwrap();
-    let rsp = render(&cluster);
+    let mut req = render::first_request(&Inputs {
+        composite: cluster,
+        ..Default::default()
+    })
+    .unwrap();
+    let class = read_documents(&fixtures().join("upstream-classes/eks-l4-1x-g6.yaml")).remove(0);
+    req.required_resources.insert(
+        class_requirement("eks-l4-1x-g6"),
+        Resources {
+            items: vec![stages::resource(&class)],
+        },
+    );
+    let rsp = stages::every_stage(&req).pop().unwrap();
     let eks = rsp
         .desired
         .unwrap()

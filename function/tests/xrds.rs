@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod schema;
+mod stages;
 
 use modelplane_function::api::{
     Composite, inference_class::InferenceClassSpec, inference_cluster::InferenceClusterSpec,
@@ -346,14 +347,9 @@ fn serde_types_round_trip_the_examples_through_the_xrd_schemas() {
 fn the_status_the_composer_writes_is_declared_by_the_xrd() {
     use modelplane_function::{
         compose::inference_cluster::class_requirement,
-        proto::v1::{Resource, Resources, RunFunctionRequest, State},
-        run_function,
-        wire::RawStruct,
+        proto::v1::{Resources, RunFunctionRequest, State},
     };
-    let resource = |v: &Value| Resource {
-        resource: RawStruct::from_value(v),
-        ..Default::default()
-    };
+    use stages::resource;
     let class = read_documents(&repo_root().join("examples/classes/eks-h200-8x.yaml")).remove(0);
     for file in yaml_files(&repo_root().join("examples/clusters")) {
         let xr = read_documents(&file).remove(0);
@@ -370,16 +366,8 @@ fn the_status_the_composer_writes_is_declared_by_the_xrd() {
                 items: vec![resource(&class)],
             },
         );
-        // Observe everything the first call composed as ready, so the status lists pools and their devices.
-        let first = run_function(req.clone());
-        let composed = first.desired.unwrap().resources;
-        let observed = &mut req.observed.as_mut().unwrap().resources;
-        for (key, r) in composed {
-            let mut object = r.resource.unwrap().to_json().unwrap();
-            object["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
-            observed.insert(key, resource(&object));
-        }
-        let rsp = run_function(req);
+        // Bring the cluster up with everything observed ready, so the status lists pools and their devices.
+        let rsp = stages::every_stage(&req).pop().unwrap();
         let desired = rsp
             .desired
             .unwrap()

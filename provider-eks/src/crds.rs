@@ -3,14 +3,23 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
-use modelplane_eks_api::{Cluster, ClusterProviderConfig, NodePool, ProviderConfig};
+use modelplane_eks_api::{
+    Addon, Cluster, ClusterProviderConfig, FileSystem, Network, NodePool, PodIdentityAssociation,
+    ProviderConfig, ProviderConfigUsage, Role,
+};
 
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         Cluster::crd(),
         NodePool::crd(),
+        Network::crd(),
+        Role::crd(),
+        Addon::crd(),
+        PodIdentityAssociation::crd(),
+        FileSystem::crd(),
         ProviderConfig::crd(),
         ClusterProviderConfig::crd(),
+        ProviderConfigUsage::crd(),
     ]
 }
 

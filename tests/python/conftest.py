@@ -56,12 +56,14 @@ def render(*args: str) -> subprocess.CompletedProcess:
                           cwd=REPO_ROOT)
 
 
-def render_documents(xr: Path, *required: Path) -> list[dict]:
-    """Renders `xr` with `required` files or directories and returns the printed documents; fails on a non-zero
-    exit (a FATAL result exits 3)."""
+def render_documents(xr: Path, *required: Path, observed: Path | None = None) -> list[dict]:
+    """Renders `xr` with `required` files or directories (and `observed` composed resources) and returns the
+    printed documents; fails on a non-zero exit (a FATAL result exits 3)."""
     args = [str(xr)]
     for path in required:
         args += ["--required", str(path)]
+    if observed is not None:
+        args += ["--observed", str(observed)]
     done = render(*args)
     assert done.returncode == 0, done.stderr + done.stdout
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]

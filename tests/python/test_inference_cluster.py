@@ -9,12 +9,19 @@ import pytest
 import yaml
 
 import manifests
-from conftest import render, render_documents
+from conftest import render, render_documents as render_once
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTERS = REPO / "examples" / "clusters"
 CLASSES = REPO / "examples" / "classes"
 EXAMPLES = sorted(CLUSTERS.glob("*.yaml"))
+# An EKS cluster is composed in stages; with its Cluster observed Ready, one render reaches the serving stack.
+OBSERVED = REPO / "tests" / "fixtures" / "observed"
+
+
+def render_documents(xr: Path, *required: Path) -> list[dict]:
+    observed = OBSERVED / xr.name
+    return render_once(xr, *required, observed=observed if observed.is_file() else None)
 
 
 def composed(docs: list[dict]) -> list[dict]:

@@ -67,14 +67,28 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         taints: &spec.taints,
     };
     let mut plan = components::plan(cloud, stack, spec);
+    let mut waiting = Vec::new();
+    let mut installable = true;
     if let Some(eks) = &spec.cluster.eks
         && spec.cluster.source == Source::Eks
     {
-        eks::compose(&mut out, name, eks, spec, &classes)?;
+        let progress = eks::compose(req, &mut out, name, eks, spec, &classes)?;
+        waiting = progress.waiting;
+        // Charts and objects need the cluster's API server; once any is installed it stays composed.
+        installable = progress.cluster_ready || components::any_installed(req);
     }
     components::compose_provider_configs(&mut out, name, spec);
-    components::compose_components(&mut out, name, &facts, stack, &mut plan);
-    status::report(req, &mut out, name, spec, stack, &plan, &classes);
+    if installable {
+        components::compose_components(&mut out, name, &facts, stack, &mut plan);
+    }
+    if spec.cluster.source == Source::Eks {
+        eks::usages(&mut out, name);
+    }
+    let progress = status::Progress {
+        plan: &plan,
+        waiting: &waiting,
+    };
+    status::report(req, &mut out, name, spec, stack, progress, &classes);
     Ok(out)
 }
 

@@ -152,6 +152,9 @@ pub const AWS_DRANET: Component = Component {
     why: "EFA interfaces as DRA devices next to the GPUs, AWS's recommendation from Kubernetes 1.34",
 };
 
+/// The autoscaler's service account, named so an EKS Pod Identity association can give it its IAM role.
+pub const CLUSTER_AUTOSCALER_SERVICE_ACCOUNT: &str = "cluster-autoscaler";
+
 pub const CLUSTER_AUTOSCALER: Component = Component {
     name: "cluster-autoscaler",
     version: "9.57.0",
@@ -162,6 +165,7 @@ pub const CLUSTER_AUTOSCALER: Component = Component {
         values: |facts| {
             json!({
                 "autoDiscovery": {"clusterName": facts.name},
+                "rbac": {"serviceAccount": {"name": CLUSTER_AUTOSCALER_SERVICE_ACCOUNT}},
                 "awsRegion": facts.region.unwrap_or_default(),
                 "extraArgs": {"balance-similar-node-groups": true},
             })

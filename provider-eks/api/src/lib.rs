@@ -5,10 +5,31 @@
 //! `spec.forProvider`, observed external state under `status.atProvider`, and Crossplane's common fields
 //! (`providerConfigRef`, `managementPolicies`, `writeConnectionSecretToRef`, `Ready`/`Synced` conditions).
 
+mod addon;
 mod cluster;
 mod common;
+mod file_system;
+mod managed;
+mod network;
 mod node_pool;
+mod pod_identity;
 mod provider_config;
+mod role;
+mod usage;
+
+pub use addon::{Addon, AddonObservation, AddonParameters, AddonSpec, AddonStatus};
+pub use file_system::{
+    FileSystem, FileSystemObservation, FileSystemParameters, FileSystemSpec, FileSystemStatus, MountTarget,
+    ThroughputMode,
+};
+pub use managed::{ResourceSpec, ResourceStatus};
+pub use network::{Network, NetworkObservation, NetworkParameters, NetworkSpec, NetworkStatus, Subnet};
+pub use pod_identity::{
+    PodIdentityAssociation, PodIdentityAssociationObservation, PodIdentityAssociationParameters,
+    PodIdentityAssociationSpec, PodIdentityAssociationStatus,
+};
+pub use role::{Role, RoleObservation, RoleParameters, RoleSpec, RoleStatus};
+pub use usage::{ProviderConfigUsage, ProviderConfigUsageSpec, TypedReference};
 
 pub use cluster::{
     Cluster, ClusterObservation, ClusterParameters, ClusterSpec, ClusterStatus, Networking, VpcNetwork,

@@ -51,6 +51,15 @@ pub fn plan(cloud: Cloud, stack: &dyn ServingStack, spec: &InferenceClusterSpec)
         .collect()
 }
 
+/// Whether any chart or object of the component list is already observed on the cluster.
+pub fn any_installed(req: &crate::proto::v1::RunFunctionRequest) -> bool {
+    req.observed.as_ref().is_some_and(|o| {
+        o.resources
+            .keys()
+            .any(|k| k.starts_with("release-") || k.starts_with("object-"))
+    })
+}
+
 /// The ClusterProviderConfig name (the same for provider-kubernetes and provider-helm) that reaches a cluster.
 pub fn provider_config_name(cluster: &str) -> String {
     cluster.to_owned()

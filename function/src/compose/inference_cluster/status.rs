@@ -23,7 +23,17 @@ use crate::{
 };
 
 /// Kinds that never report conditions: existing is as ready as they get.
-const CONDITIONLESS_KINDS: &[&str] = &["ClusterProviderConfig", "ManagedResourceActivationPolicy"];
+const CONDITIONLESS_KINDS: &[&str] = &[
+    "ClusterProviderConfig",
+    "ManagedResourceActivationPolicy",
+    "Usage",
+];
+
+/// How far composition got: the component list as installed so far, and stages not composed yet.
+pub struct Progress<'a> {
+    pub plan: &'a [Planned],
+    pub waiting: &'a [&'a str],
+}
 
 pub fn report(
     req: &RunFunctionRequest,
@@ -31,9 +41,10 @@ pub fn report(
     name: &str,
     spec: &InferenceClusterSpec,
     stack: &dyn ServingStack,
-    plan: &[Planned],
+    progress: Progress,
     classes: &BTreeMap<String, InferenceClassSpec>,
 ) {
+    let Progress { plan, waiting } = progress;
     for (key, composed) in out.resources.iter_mut() {
         let kind = composed
             .object
@@ -47,6 +58,7 @@ pub fn report(
         .iter()
         .filter(|(_, c)| !c.ready)
         .map(|(k, _)| k.as_str())
+        .chain(waiting.iter().copied())
         .collect();
     let all_ready = unready.is_empty();
     if all_ready {

@@ -76,9 +76,57 @@ fn request(xr: &Value, classes: &[Value], observed: &[(&str, Value)]) -> RunFunc
     req
 }
 
+/// The first call, with nothing composed yet.
+fn first(xr: &Value) -> Output {
+    compose(&request(xr, &[h200()], &[]), &raw(xr)).unwrap()
+}
+
+/// What AWS would report for a composed resource once it is Ready: IDs and ARNs later stages read.
+fn observed_ready(object: &Value) -> Value {
+    let mut observed = ready(object);
+    let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    let at_provider = match object["kind"].as_str().unwrap_or_default() {
+        "Network" => {
+            let zones = object["spec"]["forProvider"]["zones"].as_array().unwrap().clone();
+            let subnets: Vec<Value> = zones
+                .iter()
+                .enumerate()
+                .map(|(i, z)| json!({"zone": z, "id": format!("subnet-0{i}"), "cidrBlock": format!("10.0.{i}.0/24")}))
+                .collect();
+            json!({"vpcId": "vpc-01", "privateSubnets": subnets})
+        }
+        "Role" => json!({"arn": format!("arn:aws:iam::123456789012:role/{name}")}),
+        "FileSystem" => json!({"fileSystemId": "fs-0123abcd"}),
+        _ => json!({}),
+    };
+    observed["status"]["atProvider"] = at_provider;
+    observed
+}
+
+/// Every composed resource observed Ready, as `observed_ready` reports it.
+fn all_ready(out: &Output) -> Vec<(String, Value)> {
+    out.resources
+        .iter()
+        .map(|(k, c)| (k.clone(), observed_ready(&Value::Object(c.object.clone()))))
+        .collect()
+}
+
+fn compose_observed(xr: &Value, observed: &[(String, Value)]) -> Output {
+    let observed: Vec<(&str, Value)> = observed.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    compose(&request(xr, &[h200()], &observed), &raw(xr)).unwrap()
+}
+
+/// The composition once every stage before the last is observed Ready: the whole cluster.
 fn run(xr: &Value) -> Output {
-    let req = request(xr, &[h200()], &[]);
-    compose(&req, &raw(xr)).unwrap()
+    let mut out = first(xr);
+    for _ in 0..10 {
+        let next = compose_observed(xr, &all_ready(&out));
+        if next.resources.len() == out.resources.len() {
+            return next;
+        }
+        out = next;
+    }
+    panic!("the stages did not settle");
 }
 
 fn error(xr: &Value) -> ComposeError {
@@ -194,7 +242,10 @@ fn standard_composes_lws_and_nothing_of_dynamo() {
     let charts = charts(&out);
     assert!(charts.contains("lws"));
     assert!(!charts.contains("grove-charts") && !charts.contains("kai-scheduler"));
-    assert!(manifests(&out).is_empty(), "Standard needs no plain objects");
+    assert!(
+        manifests(&out).iter().all(|m| m["kind"] == "StorageClass"),
+        "Standard needs no plain objects besides the cache StorageClass"
+    );
     assert!(out.status.get("kaiQueue").is_none() && out.status.get("modelExpressAddress").is_none());
 }
 
@@ -238,7 +289,15 @@ fn eks_clusters_compose_a_per_cluster_activation_policy_for_provider_eks() {
     assert_eq!(policy["metadata"]["name"], "us-east-provider-eks");
     assert_eq!(
         policy["spec"]["activate"],
-        json!(["clusters.eks.m.modelplane.ai", "nodepools.eks.m.modelplane.ai"])
+        json!([
+            "clusters.eks.m.modelplane.ai",
+            "nodepools.eks.m.modelplane.ai",
+            "networks.eks.m.modelplane.ai",
+            "roles.eks.m.modelplane.ai",
+            "addons.eks.m.modelplane.ai",
+            "podidentityassociations.eks.m.modelplane.ai",
+            "filesystems.eks.m.modelplane.ai"
+        ])
     );
     assert!(
         policy["metadata"].get("namespace").is_none(),
@@ -389,18 +448,13 @@ fn ready(object: &Value) -> Value {
 #[test]
 fn the_cluster_and_its_pools_are_ready_only_once_everything_is_observed_ready() {
     let xr = eks("Dynamo");
-    let first = run(&xr);
-    assert_eq!(first.ready, Some(false));
-    assert_eq!(first.status["pools"], json!([]));
-    assert!(first.resources.values().all(|c| !c.ready));
+    let start = first(&xr);
+    assert_eq!(start.ready, Some(false));
+    assert_eq!(start.status["pools"], json!([]));
+    assert!(start.resources.values().all(|c| !c.ready));
 
-    let all: Vec<(String, Value)> = first
-        .resources
-        .iter()
-        .map(|(k, c)| (k.clone(), ready(&Value::Object(c.object.clone()))))
-        .collect();
-    let observed: Vec<(&str, Value)> = all.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    let done = compose(&request(&xr, &[h200()], &observed), &raw(&xr)).unwrap();
+    let observed = all_ready(&run(&xr));
+    let done = compose_observed(&xr, &observed);
     assert_eq!(done.ready, Some(true));
     assert!(done.resources.values().all(|c| c.ready));
     assert_eq!(done.status["pools"][0]["name"], "gpu");
@@ -409,14 +463,15 @@ fn the_cluster_and_its_pools_are_ready_only_once_everything_is_observed_ready() 
         done.status["pools"][0]["devices"][0]["capacity"]["memory"]["value"],
         "141Gi"
     );
+    assert_eq!(done.status["cacheStorageClass"], "modelplane-rwx-efs");
 
     let mut pool_down = observed.clone();
     let at = pool_down
         .iter()
-        .position(|(k, _)| *k == "eks-nodepool-gpu")
+        .position(|(k, _)| k == "eks-nodepool-gpu")
         .unwrap();
     pool_down[at].1["status"]["conditions"][0]["status"] = json!("False");
-    let waiting = compose(&request(&xr, &[h200()], &pool_down), &raw(&xr)).unwrap();
+    let waiting = compose_observed(&xr, &pool_down);
     assert_eq!(waiting.ready, Some(false));
     assert_eq!(
         waiting.status["pools"],
@@ -428,13 +483,217 @@ fn the_cluster_and_its_pools_are_ready_only_once_everything_is_observed_ready() 
 #[test]
 fn provider_configs_and_the_policy_are_ready_once_they_exist() {
     let xr = eks("Standard");
-    let first = run(&xr);
-    let policy = Value::Object(first.resources["activation-policy"].object.clone());
-    let out = compose(
-        &request(&xr, &[h200()], &[("activation-policy", policy)]),
-        &raw(&xr),
-    )
-    .unwrap();
+    let start = first(&xr);
+    let policy = Value::Object(start.resources["activation-policy"].object.clone());
+    let out = compose_observed(&xr, &[("activation-policy".to_owned(), policy)]);
     assert!(out.resources["activation-policy"].ready);
-    assert!(!out.resources["eks-cluster"].ready);
+    assert!(!out.resources["eks-network"].ready);
+}
+
+fn eks_keys(out: &Output) -> BTreeSet<String> {
+    out.resources
+        .keys()
+        .filter(|k| k.starts_with("eks-"))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn provider_eks_objects_wait_for_the_activation_policy_to_be_observed() {
+    let xr = stock();
+    let start = first(&xr);
+    assert!(start.resources.contains_key("activation-policy"));
+    assert_eq!(
+        eks_keys(&start),
+        BTreeSet::new(),
+        "no provider-eks kind exists yet"
+    );
+    assert!(
+        !start.resources.keys().any(|k| k.starts_with("release-")),
+        "nothing is installed before the cluster exists"
+    );
+}
+
+/// A stock cluster: only the region, as upstream's examples write it.
+fn stock() -> Value {
+    let mut xr = eks("Standard");
+    xr["spec"]["cluster"]["eks"] = json!({"region": "us-east-1"});
+    xr
+}
+
+#[test]
+fn a_stock_cluster_comes_up_network_and_roles_then_cluster_then_what_hangs_off_it() {
+    let xr = stock();
+    let mut stages = Vec::new();
+    let mut out = first(&xr);
+    for _ in 0..8 {
+        stages.push(eks_keys(&out));
+        let next = compose_observed(&xr, &all_ready(&out));
+        if next.resources.len() == out.resources.len() {
+            break;
+        }
+        out = next;
+    }
+    let expected: [&[&str]; 4] = [
+        &[],
+        &[
+            "eks-network",
+            "eks-role-autoscaler",
+            "eks-role-cluster",
+            "eks-role-efs-csi",
+            "eks-role-node",
+        ],
+        &["eks-cluster", "eks-filesystem"],
+        &[
+            "eks-addon-aws-efs-csi-driver",
+            "eks-addon-coredns",
+            "eks-addon-eks-pod-identity-agent",
+            "eks-addon-kube-proxy",
+            "eks-addon-vpc-cni",
+            "eks-nodepool-gpu",
+            "eks-nodepool-system",
+            "eks-podidentity-autoscaler",
+            "eks-podidentity-efs-csi",
+        ],
+    ];
+    let added: Vec<BTreeSet<String>> = stages
+        .windows(2)
+        .map(|w| w[1].difference(&w[0]).cloned().collect())
+        .collect();
+    for (i, want) in expected.iter().enumerate().skip(1) {
+        let want: BTreeSet<String> = want.iter().map(|s| (*s).to_owned()).collect();
+        assert_eq!(added[i - 1], want, "stage {i}");
+    }
+    let cluster = &out.resources["eks-cluster"].object["spec"]["forProvider"];
+    assert_eq!(
+        cluster["roleArn"],
+        "arn:aws:iam::123456789012:role/us-east-cluster"
+    );
+    assert_eq!(
+        cluster["networking"]["subnetIds"],
+        json!(["subnet-00", "subnet-01"])
+    );
+    let pool = &out.resources["eks-nodepool-gpu"].object["spec"]["forProvider"];
+    assert_eq!(pool["nodeRoleArn"], "arn:aws:iam::123456789012:role/us-east-node");
+    let network = &out.resources["eks-network"].object["spec"]["forProvider"];
+    assert_eq!(
+        network["zones"],
+        json!(["us-east-1a", "us-east-1b"]),
+        "the pool's zone and one more"
+    );
+    let identity = &out.resources["eks-podidentity-autoscaler"].object["spec"]["forProvider"];
+    assert_eq!(
+        (&identity["serviceAccount"], &identity["roleArn"]),
+        (
+            &json!("cluster-autoscaler"),
+            &json!("arn:aws:iam::123456789012:role/us-east-autoscaler")
+        )
+    );
+}
+
+#[test]
+fn the_cache_storage_class_waits_for_the_efs_driver_and_is_reported_once_it_exists() {
+    let xr = stock();
+    let full = run(&xr);
+    let class = &full.resources["object-storageclass-efs"].object;
+    let manifest = &class["spec"]["forProvider"]["manifest"];
+    assert_eq!(manifest["metadata"]["name"], "modelplane-rwx-efs");
+    assert_eq!(manifest["parameters"]["fileSystemId"], "fs-0123abcd");
+    assert_eq!(class["spec"]["providerConfigRef"]["name"], "us-east");
+
+    let mut observed = all_ready(&full);
+    observed.retain(|(k, _)| k != "object-storageclass-efs");
+    let at = observed
+        .iter()
+        .position(|(k, _)| k == "eks-addon-aws-efs-csi-driver")
+        .unwrap();
+    observed[at].1["status"]["conditions"][0]["status"] = json!("False");
+    let waiting = compose_observed(&xr, &observed);
+    assert!(!waiting.resources.contains_key("object-storageclass-efs"));
+    assert_eq!(waiting.status.get("cacheStorageClass"), None);
+}
+
+#[test]
+fn what_exists_stays_composed_when_what_it_was_built_from_is_not_observed() {
+    let xr = stock();
+    let full = run(&xr);
+    let mut observed = all_ready(&full);
+    // The network and the roles drop out of the observed state (say, mid-deletion): the cluster must not.
+    observed.retain(|(k, _)| k != "eks-network" && !k.starts_with("eks-role-"));
+    let out = compose_observed(&xr, &observed);
+    assert_eq!(
+        out.resources["eks-cluster"].object["spec"],
+        full.resources["eks-cluster"].object["spec"]
+    );
+    assert_eq!(
+        out.resources["eks-nodepool-gpu"].object["spec"],
+        full.resources["eks-nodepool-gpu"].object["spec"]
+    );
+}
+
+#[test]
+fn brought_subnets_and_roles_skip_the_network_and_those_roles() {
+    let xr = eks("Standard");
+    let mut byo = xr.clone();
+    byo["spec"]["cluster"]["eks"]["networking"] = json!({"subnetIds": ["subnet-0a", "subnet-0b"]});
+    let after_policy = compose_observed(
+        &byo,
+        &[(
+            "activation-policy".to_owned(),
+            json!({"kind": "ManagedResourceActivationPolicy"}),
+        )],
+    );
+    assert!(!after_policy.resources.contains_key("eks-network"));
+    assert!(!after_policy.resources.contains_key("eks-role-cluster"));
+    assert_eq!(
+        after_policy.resources["eks-cluster"].object["spec"]["forProvider"]["networking"]["subnetIds"],
+        json!(["subnet-0a", "subnet-0b"])
+    );
+}
+
+#[test]
+fn usages_hold_deletion_in_reverse_order() {
+    let out = run(&stock());
+    let pairs: BTreeSet<(String, String)> = out
+        .resources
+        .values()
+        .filter(|c| c.object["kind"] == "Usage")
+        .map(|c| {
+            let spec = &c.object["spec"];
+            (
+                format!(
+                    "{}/{}",
+                    spec["by"]["kind"].as_str().unwrap(),
+                    spec["by"]["resourceRef"]["name"].as_str().unwrap()
+                ),
+                format!(
+                    "{}/{}",
+                    spec["of"]["kind"].as_str().unwrap(),
+                    spec["of"]["resourceRef"]["name"].as_str().unwrap()
+                ),
+            )
+        })
+        .collect();
+    for (by, of) in [
+        ("NodePool/us-east-gpu", "Cluster/us-east"),
+        ("NodePool/us-east-system", "Cluster/us-east"),
+        ("Addon/us-east-coredns", "Cluster/us-east"),
+        ("PodIdentityAssociation/us-east-efs-csi", "Role/us-east-efs-csi"),
+        ("Cluster/us-east", "Network/us-east"),
+        ("Cluster/us-east", "Role/us-east-cluster"),
+        ("FileSystem/us-east", "Network/us-east"),
+        ("Release/us-east-cluster-autoscaler", "Cluster/us-east"),
+        ("Object/us-east-storageclass-efs", "Cluster/us-east"),
+    ] {
+        assert!(
+            pairs.contains(&(by.to_owned(), of.to_owned())),
+            "{by} uses {of}: {pairs:#?}"
+        );
+    }
+    assert!(
+        out.resources
+            .values()
+            .filter(|c| c.object["kind"] == "Usage")
+            .all(|c| c.object["spec"]["replayDeletion"] == true)
+    );
 }

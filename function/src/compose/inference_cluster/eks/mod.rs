@@ -1,0 +1,192 @@
+//! The EKS half of a cluster, composed in the order AWS needs it and torn down in reverse.
+//!
+//! Built from the typed specs provider-eks itself reconciles (`modelplane-eks-api`), so the two cannot drift.
+//! Each stage is composed only once what it needs is observed, reading IDs and ARNs from the observed status of
+//! the stage before (the way Crossplane compositions sequence resources), so provider-eks never has to resolve a
+//! reference and never sees a half-known spec:
+//!
+//! 1. the activation policy that starts provider-eks's controllers; nothing of provider-eks before it is seen,
+//!    or Crossplane's first applies fail for want of the kinds;
+//! 2. the `Network` and the IAM `Role`s (unless the spec brings its own subnets and roles);
+//! 3. the `Cluster` on the network's private subnets with the cluster role, and the EFS `FileSystem` with a
+//!    mount target in each of those subnets;
+//! 4. once the cluster is Ready: the `NodePool`s, the `Addon`s and the `PodIdentityAssociation`s;
+//! 5. once the EFS CSI add-on and the file system are Ready: the `modelplane-rwx-efs` StorageClass on the
+//!    workload cluster, which is what the InferenceCluster reports as its cache storage class.
+//!
+//! A resource that exists stays composed even if what it was built from is no longer observed (leaving it out
+//! would delete it); its inputs then come from its own observed spec. Deletion runs in reverse, held in order
+//! by Crossplane `Usage`s (see `usages.rs`).
+
+use std::collections::BTreeMap;
+
+use kube::CustomResourceExt;
+use modelplane_eks_api as eks_api;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::CONTROL_NAMESPACE;
+use crate::{
+    api::{
+        inference_class::InferenceClassSpec,
+        inference_cluster::{EksCluster, InferenceClusterSpec},
+    },
+    compose::{ComposeError, Output},
+    proto::v1::RunFunctionRequest,
+};
+
+mod infra;
+mod node_pools;
+mod observed;
+mod usages;
+
+use observed::Observed;
+
+pub const KEY_CLUSTER: &str = "eks-cluster";
+pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
+pub const KEY_NETWORK: &str = "eks-network";
+pub const KEY_FILE_SYSTEM: &str = "eks-filesystem";
+pub const KEY_STORAGE_CLASS: &str = "object-storageclass-efs";
+
+/// The ReadWriteMany StorageClass every EKS cluster gets for model caches, backed by the cluster's EFS file
+/// system (upstream Modelplane's name, so manifests written for it keep working).
+pub const EFS_STORAGE_CLASS: &str = "modelplane-rwx-efs";
+
+/// Where provider-eks writes the cluster's kubeconfig, in [`CONTROL_NAMESPACE`].
+pub fn kubeconfig_secret(cluster: &str) -> String {
+    format!("{cluster}-kubeconfig")
+}
+
+/// The key provider-eks writes the kubeconfig under in its connection secret.
+pub const KUBECONFIG_KEY: &str = "kubeconfig";
+
+pub fn node_pool_key(pool: &str) -> String {
+    format!("eks-nodepool-{pool}")
+}
+
+/// How far the EKS half has come: what the rest of the composition may build on.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// The EKS cluster is observed Ready, so things can be installed on it.
+    pub cluster_ready: bool,
+    /// Stages not composed yet, for the composite's status.
+    pub waiting: Vec<&'static str>,
+}
+
+pub fn compose(
+    req: &RunFunctionRequest,
+    out: &mut Output,
+    name: &str,
+    cluster: &EksCluster,
+    spec: &InferenceClusterSpec,
+    classes: &BTreeMap<String, InferenceClassSpec>,
+) -> Result<Progress, ComposeError> {
+    let seen = Observed::new(req);
+    let mut progress = Progress::default();
+    out.compose(KEY_ACTIVATION_POLICY, activation_policy(name), false);
+    let started = seen.exists(KEY_ACTIVATION_POLICY) || seen.any_provider_eks_object();
+    if !started {
+        progress.waiting.push("the provider-eks activation policy");
+        return Ok(progress);
+    }
+    let ctx = Context {
+        name,
+        cluster,
+        seen: &seen,
+        tags: BTreeMap::from([("modelplane.ai/cluster".to_owned(), name.to_owned())]),
+    };
+
+    let network = infra::network(out, &ctx, spec)?;
+    let roles = infra::roles(out, &ctx)?;
+    match (&network.private_subnets, &roles.cluster) {
+        (Some(subnets), Some(role)) => infra::cluster(out, &ctx, subnets, role)?,
+        _ => progress.waiting.push("the network and IAM roles"),
+    }
+    let file_system = match &network.private_subnets {
+        Some(subnets) => infra::file_system(out, &ctx, subnets)?,
+        None => None,
+    };
+
+    progress.cluster_ready = seen.ready(KEY_CLUSTER);
+    if progress.cluster_ready || seen.exists(&node_pool_key(node_pools::SYSTEM)) {
+        match &roles.node {
+            Some(role) => node_pools::compose(out, &ctx, spec, classes, role)?,
+            None => progress.waiting.push("the node role"),
+        }
+        infra::addons(out, &ctx)?;
+        infra::pod_identities(out, &ctx, &roles)?;
+    } else {
+        progress.waiting.push("the EKS cluster");
+    }
+
+    match file_system {
+        Some(id) if seen.ready(&infra::addon_key(infra::EFS_CSI_ADDON)) || seen.exists(KEY_STORAGE_CLASS) => {
+            out.compose(KEY_STORAGE_CLASS, infra::storage_class(name, &id), false);
+        }
+        _ => progress.waiting.push("EFS and its CSI driver"),
+    }
+    Ok(progress)
+}
+
+/// The Usages that order deletion, over everything composed so far (components included).
+pub fn usages(out: &mut Output, name: &str) {
+    usages::compose(out, name);
+}
+
+/// What every stage reads.
+pub struct Context<'a> {
+    pub name: &'a str,
+    pub cluster: &'a EksCluster,
+    pub seen: &'a Observed<'a>,
+    pub tags: BTreeMap<String, String>,
+}
+
+impl Context<'_> {
+    /// The provider config every provider-eks MR of the cluster uses: the one `spec.cluster.eks.credentials`
+    /// names.
+    pub fn resource_spec(&self) -> eks_api::ResourceSpec {
+        eks_api::ResourceSpec::with_provider_config(self.provider_config_ref())
+    }
+
+    pub fn provider_config_ref(&self) -> eks_api::ProviderConfigReference {
+        eks_api::ProviderConfigReference {
+            kind: self.cluster.credentials.kind.as_str().into(),
+            name: self.cluster.credentials.name.clone(),
+        }
+    }
+
+    pub fn region(&self) -> String {
+        self.cluster.region.clone()
+    }
+}
+
+/// The ManagedResourceActivationPolicy that activates provider-eks's kinds. Named per cluster, so clusters never
+/// fight over one policy. Activation is one-way (an Active ManagedResourceDefinition never returns to Inactive):
+/// deleting the last EKS cluster deletes its policy but leaves provider-eks's controllers running.
+pub fn activation_policy(cluster: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.crossplane.io/v1alpha1",
+        "kind": "ManagedResourceActivationPolicy",
+        "metadata": {"name": format!("{cluster}-provider-eks")},
+        "spec": {"activate": [
+            eks_api::Cluster::crd_name(),
+            eks_api::NodePool::crd_name(),
+            eks_api::Network::crd_name(),
+            eks_api::Role::crd_name(),
+            eks_api::Addon::crd_name(),
+            eks_api::PodIdentityAssociation::crd_name(),
+            eks_api::FileSystem::crd_name(),
+        ]},
+    })
+}
+
+/// Serializes a typed MR into [`CONTROL_NAMESPACE`], without a status.
+pub fn to_value(object: &impl Serialize) -> Result<Value, ComposeError> {
+    let mut value = serde_json::to_value(object)
+        .map_err(|e| ComposeError::new("spec", format!("cannot encode a provider-eks object: {e}")))?;
+    value["metadata"]["namespace"] = json!(CONTROL_NAMESPACE);
+    if let Some(map) = value.as_object_mut() {
+        map.remove("status");
+    }
+    Ok(value)
+}

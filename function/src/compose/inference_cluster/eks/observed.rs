@@ -1,0 +1,74 @@
+//! What Crossplane observed of the composed resources: whether each exists and is Ready, and the IDs and ARNs
+//! AWS gave them, which later stages are built from.
+
+use serde_json::Value;
+
+use crate::{proto::v1::RunFunctionRequest, sdk::request};
+
+pub struct Observed<'a> {
+    req: &'a RunFunctionRequest,
+}
+
+impl<'a> Observed<'a> {
+    pub fn new(req: &'a RunFunctionRequest) -> Self {
+        Self { req }
+    }
+
+    /// The observed resource under `key`, as JSON.
+    pub fn get(&self, key: &str) -> Option<Value> {
+        request::observed_composed(self.req, key)?
+            .resource
+            .as_ref()?
+            .to_json()
+            .ok()
+    }
+
+    pub fn exists(&self, key: &str) -> bool {
+        request::observed_composed(self.req, key).is_some()
+    }
+
+    /// Observed with `Ready=True`.
+    pub fn ready(&self, key: &str) -> bool {
+        self.get(key).is_some_and(|o| is_ready(&o))
+    }
+
+    /// A string field of the observed resource under `key`, once it is Ready (a status field of a resource that
+    /// is not Ready yet may be half-filled).
+    pub fn ready_field(&self, key: &str, pointer: &str) -> Option<Value> {
+        self.get(key)
+            .filter(is_ready)
+            .and_then(|o| o.pointer(pointer).cloned())
+            .filter(|v| !v.is_null())
+    }
+
+    /// A field of the resource's own observed spec: what it was last composed with.
+    pub fn spec_field(&self, key: &str, pointer: &str) -> Option<Value> {
+        self.get(key)
+            .and_then(|o| o.pointer(pointer).cloned())
+            .filter(|v| !v.is_null())
+    }
+
+    /// Whether any provider-eks object of this composite exists: then the activation policy has done its work
+    /// even if it is not observed right now.
+    pub fn any_provider_eks_object(&self) -> bool {
+        self.req
+            .observed
+            .as_ref()
+            .is_some_and(|o| o.resources.keys().any(|k| k.starts_with("eks-")))
+    }
+}
+
+fn is_ready(object: &Value) -> bool {
+    object["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+}
+
+/// A JSON array of strings as a Vec, when every element is a string.
+pub fn strings(value: &Value) -> Option<Vec<String>> {
+    value
+        .as_array()?
+        .iter()
+        .map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
