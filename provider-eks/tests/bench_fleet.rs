@@ -84,6 +84,7 @@ async fn bench_a_fleet_of_clusters_and_node_pools() {
     let Some(mut world) = World::start_fast().await else {
         return;
     };
+    world.proxy.limit_upstream(16);
     start(&mut world);
     let pp = PostParams::default();
     let objects = (0..clusters).flat_map(|c| {
