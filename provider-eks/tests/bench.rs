@@ -13,23 +13,13 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use kube::api::PostParams;
+use support::peak_rss_mib;
 use support::world::*;
 
 /// `BENCH_POOLS` overrides the pool count.
 const POOLS: usize = 200;
 const POLL_SECONDS: u64 = 10;
 const STEADY_POLLS: u64 = 6;
-
-fn peak_rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: run explicitly with --ignored"]

@@ -144,22 +144,18 @@ impl Bucket {
     }
 
     pub async fn acquire(&self, urgent: bool) {
-        let mut registered = false;
+        let mut queued: Option<UrgentInQueue<'_>> = None;
         loop {
             match self.try_take(urgent) {
-                Ok(()) => break,
+                Ok(()) => return,
                 Err(wait) => {
-                    if urgent && !registered {
+                    if urgent && queued.is_none() {
                         self.lock().urgent_waiting += 1;
-                        registered = true;
+                        queued = Some(UrgentInQueue(self));
                     }
                     tokio::time::sleep(wait).await;
                 }
             }
-        }
-        if registered {
-            let mut s = self.lock();
-            s.urgent_waiting = s.urgent_waiting.saturating_sub(1);
         }
     }
 
@@ -180,6 +176,17 @@ impl Bucket {
 
     pub fn rate(&self) -> f64 {
         self.lock().rate
+    }
+}
+
+/// Counts an urgent caller as queued until it leaves, by taking a token or by being dropped (its call timed
+/// out): a leaked count would hold steady-state callers back for good.
+struct UrgentInQueue<'a>(&'a Bucket);
+
+impl Drop for UrgentInQueue<'_> {
+    fn drop(&mut self) {
+        let mut s = self.0.lock();
+        s.urgent_waiting = s.urgent_waiting.saturating_sub(1);
     }
 }
 
@@ -360,6 +367,18 @@ mod tests {
         bucket.lock().urgent_waiting = 1;
         assert!(bucket.try_take(false).is_err());
         assert!(bucket.try_take(true).is_ok());
+    }
+
+    #[tokio::test]
+    async fn an_urgent_caller_that_gives_up_stops_holding_others_back() {
+        let bucket = Bucket::new(Rate {
+            per_second: 0.1,
+            burst: 1.0,
+        });
+        assert!(bucket.try_take(true).is_ok());
+        let gave_up = tokio::time::timeout(Duration::from_millis(50), bucket.acquire(true)).await;
+        assert!(gave_up.is_err());
+        assert_eq!(bucket.lock().urgent_waiting, 0);
     }
 
     #[test]

@@ -134,6 +134,18 @@ pub fn http(method: &str, url: &str, body: &str) -> (u16, String) {
     (status, body)
 }
 
+/// A process's peak resident memory (VmHWM) in MiB, for the benchmarks.
+pub fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
 /// Clears every moto service, so each test starts from an empty AWS account.
 pub fn reset_moto(moto: &Peer) {
     let (status, _) = http("POST", &format!("{}/moto-api/reset", moto.url()), "");

@@ -33,6 +33,8 @@ struct State {
     /// Only requests whose operation contains this text get faults; empty: all.
     fault_filter: String,
     requests: Vec<String>,
+    /// moto is one Python process: more requests at once than this only make it time out.
+    upstream_slots: Option<Arc<tokio::sync::Semaphore>>,
     /// Every request whose operation contains this text gets `Fault::Reject`, for as long as it is set.
     reject_always: Option<String>,
 }
@@ -71,6 +73,11 @@ impl FaultProxy {
     /// Rejects every request whose operation contains `filter`, from now on.
     pub fn reject_always(&self, filter: &str) {
         self.state.lock().unwrap().reject_always = Some(filter.to_string());
+    }
+
+    /// At most `n` requests reach moto at once; the rest queue in the proxy.
+    pub fn limit_upstream(&self, n: usize) {
+        self.state.lock().unwrap().upstream_slots = Some(Arc::new(tokio::sync::Semaphore::new(n)));
     }
 
     pub fn requests(&self) -> Vec<String> {
@@ -176,6 +183,11 @@ async fn serve(mut socket: TcpStream, upstream_port: u16, state: Arc<Mutex<State
         Some(Fault::Slow(delay)) => tokio::time::sleep(delay).await,
         Some(Fault::Lost) | None => {}
     }
+    let slots = state.lock().unwrap().upstream_slots.clone();
+    let _slot = match &slots {
+        Some(s) => s.clone().acquire_owned().await.ok(),
+        None => None,
+    };
     let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", upstream_port)).await else {
         return;
     };
@@ -189,7 +201,8 @@ async fn serve(mut socket: TcpStream, upstream_port: u16, state: Arc<Mutex<State
         return;
     }
     let mut answer = Vec::new();
-    let _ = upstream.read_to_end(&mut answer).await;
+    // A moto that never finishes its answer must not hold the connection (and a slot) forever.
+    let _ = tokio::time::timeout(Duration::from_secs(60), upstream.read_to_end(&mut answer)).await;
     if fault == Some(Fault::Lost) {
         tokio::time::sleep(Duration::from_secs(120)).await;
         return;
