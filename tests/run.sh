@@ -83,4 +83,22 @@ bash tests/controlplane/controlplane.sh run --crossplane -- \
 ((status == 0)) || fail "control-plane tests failed (exit $status; logs in tests/controlplane/.run/)"
 # --- end of the control-plane block ---------------------------------------------------------------------------------
 
+# --- Fuzzing: a bounded run of every cargo-fuzz target (fuzz/), seeded from the examples ---------------------------
+# FUZZ_SECONDS per target (default 60); 0 skips. README "Fuzzing" says how to run longer.
+fuzz_seconds="${FUZZ_SECONDS:-60}"
+if [[ "$fuzz_seconds" != 0 ]]; then
+    step "cargo fuzz: $fuzz_seconds s per target"
+    rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal ||
+        fail "cargo fuzz needs a nightly toolchain"
+    command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz || fail "cannot install cargo-fuzz"
+    for target in run_function_proto run_function_json cel_selector; do
+        corpus="$repo/fuzz/corpus/$target"
+        mkdir -p "$corpus"
+        cp "$repo/fuzz/seeds/$target/"* "$corpus/"
+        (cd "$repo/fuzz" && cargo +nightly fuzz run --sanitizer none "$target" "$corpus" -- \
+            -max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1) ||
+            fail "fuzz target $target failed: the crashing input is in fuzz/artifacts/$target"
+    done
+fi
+
 step "all tests passed"

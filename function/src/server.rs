@@ -117,6 +117,7 @@ pub async fn serve_on(listener: TcpListener, options: ServeOptions) -> Result<()
         .await;
 
     let runner = Runner::new(limits.max_concurrent_calls);
+    tokio::spawn(return_memory_when_idle(runner.clone()));
     let v1_service = v1::function_runner_service_server::FunctionRunnerServiceServer::new(runner.clone())
         .max_decoding_message_size(options.max_recv_message_size)
         .max_encoding_message_size(usize::MAX);
@@ -397,12 +398,42 @@ where
 #[derive(Debug, Clone)]
 pub struct Runner {
     calls: Arc<Semaphore>,
+    max_calls: usize,
+    /// Calls finished since memory was last handed back.
+    finished: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Runner {
     pub fn new(max_concurrent_calls: usize) -> Self {
         Self {
             calls: Arc::new(Semaphore::new(max_concurrent_calls.max(1))),
+            max_calls: max_concurrent_calls.max(1),
+            finished: Arc::default(),
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.calls.available_permits() == self.max_calls
+    }
+}
+
+/// glibc keeps what a call freed in the arena of the thread that allocated it, so after a burst of concurrent
+/// large calls the process would stay at its peak for good. Once no call is running, hand free pages back.
+async fn return_memory_when_idle(runner: Runner) {
+    use std::sync::atomic::Ordering;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        if runner.idle() && runner.finished.swap(0, Ordering::Relaxed) > 0 {
+            let _ = tokio::task::spawn_blocking(|| {
+                #[cfg(all(target_os = "linux", target_env = "gnu"))]
+                // SAFETY: malloc_trim only hands free pages of glibc's arenas back to the system; no live
+                // allocation moves.
+                unsafe {
+                    libc::malloc_trim(0);
+                }
+            })
+            .await;
         }
     }
 }
@@ -449,6 +480,7 @@ impl Runner {
         .await
         .map_err(|e| Status::internal(format!("the call's thread failed: {e}")));
         cancel.disarm();
+        self.finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         rsp
     }
 }
