@@ -34,6 +34,8 @@ pub const EXPECTED_KINDS: &[&str] = &[
     "InferenceCluster",
     "ModelDeployment",
     "ModelCache",
+    "ModelEndpoint",
+    "ModelService",
 ];
 
 pub const MRAP_API: &str = "apiextensions.crossplane.io/v1alpha1";

@@ -19,6 +19,8 @@ pub mod inference_class;
 pub mod inference_cluster;
 pub mod model_cache;
 pub mod model_deployment;
+pub mod model_endpoint;
+pub mod model_service;
 pub mod remote;
 
 #[cfg(test)]
@@ -38,6 +40,8 @@ pub const COMPOSERS: &[(&str, ComposeFn)] = &[
     ("InferenceCluster", inference_cluster::compose),
     ("ModelCache", model_cache::compose),
     ("ModelDeployment", model_deployment::compose),
+    ("ModelEndpoint", model_endpoint::compose),
+    ("ModelService", model_service::compose),
 ];
 
 /// Finds the composer for an observed composite, or says why there is none.

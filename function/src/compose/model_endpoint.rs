@@ -1,0 +1,101 @@
+//! Checks a `ModelEndpoint` and marks it routable. It composes nothing: the ModelServices that select it put it
+//! on their routes, on the fleet gateway's cluster. Its readiness is what they read, so an endpoint whose URL or
+//! credential reference is unusable never takes traffic, and says why here rather than in every service.
+
+use serde::Deserialize;
+
+use super::{ComposeError, Output};
+use crate::{
+    api::{ObjectMeta, routing::EndpointUrl, routing::ModelEndpointSpec},
+    proto::v1::{RunFunctionRequest, Status},
+    wire::RawStruct,
+};
+
+#[derive(Deserialize)]
+struct ModelEndpoint {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    spec: ModelEndpointSpec,
+}
+
+pub fn compose(_req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
+    let endpoint: ModelEndpoint = xr.parse()?;
+    let url = EndpointUrl::parse(&endpoint.spec.url).map_err(|why| ComposeError::new("spec.url", why))?;
+    if let Some(rewrite) = endpoint.spec.rewrite_path.as_deref()
+        && !rewrite.starts_with('/')
+    {
+        return Err(ComposeError::new(
+            "spec.rewritePath",
+            format!("{rewrite:?} must be an absolute path starting with /"),
+        ));
+    }
+    if let Some(key) = endpoint.spec.credential.as_ref().and_then(|c| c.api_key.as_ref())
+        && (key.name.is_empty() || key.key.is_empty())
+    {
+        return Err(ComposeError::new(
+            "spec.credential.apiKey",
+            "needs the name and key of a Secret in this namespace",
+        ));
+    }
+    let mut out = Output::default();
+    let scheme = if url.tls { "https" } else { "http" };
+    out.condition(
+        "EndpointReady",
+        Status::ConditionTrue,
+        "Valid",
+        format!(
+            "{}/{} routes to {scheme}://{}:{}",
+            endpoint.metadata.namespace.as_deref().unwrap_or_default(),
+            endpoint.metadata.name,
+            url.host,
+            url.port
+        ),
+    );
+    out.ready = Some(true);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::compose;
+    use crate::compose::fixtures::{request, run};
+
+    fn endpoint(spec: serde_json::Value) -> serde_json::Value {
+        json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelEndpoint",
+               "metadata": {"name": "together", "namespace": "ml-team"}, "spec": spec})
+    }
+
+    #[test]
+    fn a_valid_external_endpoint_is_ready() {
+        let out = run(
+            compose,
+            &request(endpoint(
+                json!({"url": "https://api.together.xyz/", "rewritePath": "/"}),
+            )),
+        )
+        .unwrap();
+        assert_eq!(out.ready, Some(true));
+        assert!(out.resources.is_empty());
+    }
+
+    #[test]
+    fn bad_endpoints_are_fatal_naming_the_field() {
+        for (spec, field) in [
+            (json!({"url": "api.together.xyz"}), "spec.url"),
+            (json!({"url": "https://h:70000/"}), "spec.url"),
+            (
+                json!({"url": "https://h/", "rewritePath": "v1"}),
+                "spec.rewritePath",
+            ),
+            (
+                json!({"url": "https://h/", "credential": {"apiKey": {"name": ""}}}),
+                "spec.credential.apiKey",
+            ),
+        ] {
+            let err = run(compose, &request(endpoint(spec.clone()))).unwrap_err();
+            assert_eq!(err.path, field, "{spec}: {err}");
+        }
+    }
+}
