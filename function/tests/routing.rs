@@ -42,6 +42,12 @@ fn schema_for(object: &Value) -> Value {
         ("gateway.envoyproxy.io/v1alpha1", "Backend") => {
             "tests/crds/routing/envoy-gateway/v1.8.1/gateway.envoyproxy.io_backends.yaml"
         }
+        ("gateway.networking.k8s.io/v1", "Gateway") => {
+            "tests/crds/routing/gateway-api/v1.5.1/gateway.networking.k8s.io_gateways.yaml"
+        }
+        ("gateway.networking.k8s.io/v1", "GatewayClass") => {
+            "tests/crds/routing/gateway-api/v1.5.1/gateway.networking.k8s.io_gatewayclasses.yaml"
+        }
         ("kubernetes.m.crossplane.io/v1alpha1", "Object") => {
             "tests/crds/provider-kubernetes/kubernetes.m.crossplane.io_objects.yaml"
         }
@@ -122,6 +128,46 @@ fn fatal(rsp: &RunFunctionResponse) -> Vec<&str> {
         .collect()
 }
 
+/// Every composed Object, and the manifest inside it unless it is a core kind, against its vendored CRD.
+fn assert_valid(objects: &[(String, Value)]) {
+    for (key, object) in objects {
+        let found = problems(&schema_for(object), object, None);
+        assert!(found.is_empty(), "{key} (Object): {found:#?}");
+        let manifest = &object["spec"]["forProvider"]["manifest"];
+        if manifest["apiVersion"] == "v1" {
+            continue;
+        }
+        let found = problems(&schema_for(manifest), manifest, None);
+        assert!(found.is_empty(), "{key} ({}): {found:#?}", manifest["kind"]);
+    }
+}
+
+#[test]
+fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crds() {
+    let mut gateway = example("fleet-gateway.yaml");
+    gateway["spec"]["hostname"] = json!("inference.example.com");
+    let cluster = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
+                         "metadata": {"name": "eks-h200-us-east"},
+                         "status": {"providerConfigName": "eks-h200-us-east", "stack": "Standard"}});
+    let rsp = render(&gateway, vec![cluster]);
+    assert_eq!(fatal(&rsp), Vec::<&str>::new());
+    let objects = desired(&rsp);
+    let kinds: Vec<&str> = objects
+        .iter()
+        .map(|(_, o)| o["spec"]["forProvider"]["manifest"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["Gateway", "GatewayClass", "Namespace"]);
+    assert_valid(&objects);
+    assert_eq!(
+        problems(&xrd_schema("inferencegateways.yaml"), &gateway, None),
+        Vec::<String>::new()
+    );
+    let mut tls_without_hostname = example("fleet-gateway.yaml");
+    tls_without_hostname["spec"]["tls"] = json!({"certificateRefs": [{"name": "fleet-tls"}]});
+    let found = problems(&xrd_schema("inferencegateways.yaml"), &tls_without_hostname, None);
+    assert!(found.iter().any(|p| p.contains("hostname")), "{found:#?}");
+}
+
 #[test]
 fn every_object_composed_for_the_example_service_is_accepted_by_the_vendored_crds() {
     let rsp = render(&example("qwen3-coder.yaml"), fleet());
@@ -142,16 +188,7 @@ fn every_object_composed_for_the_example_service_is_accepted_by_the_vendored_crd
         3,
         "{kinds:?}"
     );
-    for (key, object) in &objects {
-        let found = problems(&schema_for(object), object, None);
-        assert!(found.is_empty(), "{key} (Object): {found:#?}");
-        let manifest = &object["spec"]["forProvider"]["manifest"];
-        if manifest["apiVersion"] == "v1" {
-            continue;
-        }
-        let found = problems(&schema_for(manifest), manifest, None);
-        assert!(found.is_empty(), "{key} ({}): {found:#?}", manifest["kind"]);
-    }
+    assert_valid(&objects);
     let route = objects.iter().find(|(key, _)| key == "fleet-route").unwrap();
     let refs = &route.1["spec"]["forProvider"]["manifest"]["spec"]["rules"][0]["backendRefs"];
     let names: Vec<&str> = refs

@@ -32,6 +32,7 @@ pub const GROUP: &str = "modelplane.ai";
 pub const EXPECTED_KINDS: &[&str] = &[
     "InferenceClass",
     "InferenceCluster",
+    "InferenceGateway",
     "ModelDeployment",
     "ModelCache",
     "ModelEndpoint",

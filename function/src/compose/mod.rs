@@ -17,6 +17,7 @@ use crate::{
 
 pub mod inference_class;
 pub mod inference_cluster;
+pub mod inference_gateway;
 pub mod model_cache;
 pub mod model_deployment;
 pub mod model_endpoint;
@@ -38,6 +39,7 @@ pub type ComposeFn = fn(&RunFunctionRequest, &RawStruct) -> Result<Output, Compo
 pub const COMPOSERS: &[(&str, ComposeFn)] = &[
     ("InferenceClass", inference_class::compose),
     ("InferenceCluster", inference_cluster::compose),
+    ("InferenceGateway", inference_gateway::compose),
     ("ModelCache", model_cache::compose),
     ("ModelDeployment", model_deployment::compose),
     ("ModelEndpoint", model_endpoint::compose),
