@@ -39,6 +39,9 @@ fn schema_for(object: &Value) -> Value {
         ("aigateway.envoyproxy.io/v1beta1", "AIServiceBackend") => {
             "tests/crds/routing/envoy-ai-gateway/v0.7.0/aigateway.envoyproxy.io_aiservicebackends.yaml"
         }
+        ("aigateway.envoyproxy.io/v1beta1", "BackendSecurityPolicy") => {
+            "tests/crds/routing/envoy-ai-gateway/v0.7.0/aigateway.envoyproxy.io_backendsecuritypolicies.yaml"
+        }
         ("gateway.envoyproxy.io/v1alpha1", "Backend") => {
             "tests/crds/routing/envoy-gateway/v1.8.1/gateway.envoyproxy.io_backends.yaml"
         }
@@ -128,6 +131,13 @@ fn fatal(rsp: &RunFunctionResponse) -> Vec<&str> {
         .collect()
 }
 
+fn manifest_kinds(objects: &[(String, Value)]) -> Vec<&str> {
+    objects
+        .iter()
+        .map(|(_, o)| o["spec"]["forProvider"]["manifest"]["kind"].as_str().unwrap())
+        .collect()
+}
+
 /// Every composed Object, and the manifest inside it unless it is a core kind, against its vendored CRD.
 fn assert_valid(objects: &[(String, Value)]) {
     for (key, object) in objects {
@@ -152,10 +162,7 @@ fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crd
     let rsp = render(&gateway, vec![cluster]);
     assert_eq!(fatal(&rsp), Vec::<&str>::new());
     let objects = desired(&rsp);
-    let kinds: Vec<&str> = objects
-        .iter()
-        .map(|(_, o)| o["spec"]["forProvider"]["manifest"]["kind"].as_str().unwrap())
-        .collect();
+    let kinds = manifest_kinds(&objects);
     assert_eq!(kinds, ["Gateway", "GatewayClass", "Namespace"]);
     assert_valid(&objects);
     assert_eq!(
@@ -173,10 +180,7 @@ fn every_object_composed_for_the_example_service_is_accepted_by_the_vendored_crd
     let rsp = render(&example("qwen3-coder.yaml"), fleet());
     assert_eq!(fatal(&rsp), Vec::<&str>::new());
     let objects = desired(&rsp);
-    let kinds: Vec<&str> = objects
-        .iter()
-        .map(|(_, o)| o["spec"]["forProvider"]["manifest"]["kind"].as_str().unwrap())
-        .collect();
+    let kinds = manifest_kinds(&objects);
     assert_eq!(
         kinds.iter().filter(|k| **k == "AIGatewayRoute").count(),
         1,

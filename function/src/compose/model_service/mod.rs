@@ -152,6 +152,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 url,
                 prefix: api_prefix(url, view.spec.rewrite_path.as_deref()),
                 model_override: view.spec.model.as_deref(),
+                api_key: view.spec.credential.as_ref().and_then(|c| c.api_key.as_ref()),
             })
         })
         .collect();
@@ -201,6 +202,22 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 let ready = observed_ready(req, &k);
                 routes_ready &= ready;
                 out.compose(k, remote::object(manifest, pc), ready);
+            }
+            if let Some(api_key) = r.api_key {
+                let secret_key = key(&format!("api-key-{}", r.backend.endpoint));
+                let mut secret = remote::object(route::api_key_secret(&object_name, &namespace), pc);
+                secret["spec"]["references"] = json!([route::api_key_reference(&namespace, api_key)]);
+                let ready = observed_ready(req, &secret_key);
+                routes_ready &= ready;
+                out.compose(secret_key, secret, ready);
+                let policy_key = key(&format!("credential-{}", r.backend.endpoint));
+                let ready = observed_ready(req, &policy_key);
+                routes_ready &= ready;
+                out.compose(
+                    policy_key,
+                    remote::object(route::api_key_policy(&object_name, &namespace), pc),
+                    ready,
+                );
             }
         }
         let route_key = key("route");

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::weights::Backend;
-use crate::api::routing::EndpointUrl;
+use crate::api::routing::{EndpointUrl, SecretKeyRef};
 
 /// The Gateway every InferenceGateway composes, and where: routes attach to it across namespaces.
 pub const GATEWAY_NAME: &str = "inference-gateway";
@@ -20,6 +20,47 @@ pub struct Routed<'a> {
     /// The OpenAI API prefix on the backend (`/v1` unless the URL or `rewritePath` says otherwise).
     pub prefix: String,
     pub model_override: Option<&'a str>,
+    /// The provider key, in a Secret of the service's namespace on the control plane.
+    pub api_key: Option<&'a SecretKeyRef>,
+}
+
+/// Envoy AI Gateway reads an `APIKey` policy's key from this key of its Secret.
+const API_KEY_FIELD: &str = "apiKey";
+
+/// The Secret on the gateway's cluster that holds an endpoint's provider key. Composed empty: provider-kubernetes
+/// fills `data.apiKey` from the control-plane Secret by reference (`api_key_reference`), so the key never passes
+/// through the function or its logs.
+pub fn api_key_secret(name: &str, namespace: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": format!("{name}-api-key"), "namespace": namespace},
+        "type": "Opaque",
+    })
+}
+
+pub fn api_key_reference(namespace: &str, key: &SecretKeyRef) -> Value {
+    json!({
+        "patchesFrom": {
+            "apiVersion": "v1", "kind": "Secret", "name": key.name, "namespace": namespace,
+            "fieldPath": format!("data.{}", key.key),
+        },
+        "toFieldPath": format!("data.{API_KEY_FIELD}"),
+    })
+}
+
+/// Makes the gateway send the endpoint's key (as `Authorization: Bearer`) on every request to it.
+pub fn api_key_policy(name: &str, namespace: &str) -> Value {
+    json!({
+        "apiVersion": "aigateway.envoyproxy.io/v1beta1",
+        "kind": "BackendSecurityPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "type": "APIKey",
+            "apiKey": {"secretRef": {"name": format!("{name}-api-key")}},
+            "targetRefs": [{"group": "aigateway.envoyproxy.io", "kind": "AIServiceBackend", "name": name}],
+        },
+    })
 }
 
 /// Name of the objects composed for `endpoint` under `service`: readable when short, hashed to fit a DNS label
