@@ -292,3 +292,32 @@ fn the_routing_xrds_accept_the_examples_and_reject_what_the_api_forbids() {
         assert!(found.iter().any(|p| p.contains("url")), "{url}: {found:#?}");
     }
 }
+
+#[test]
+fn upstream_documentation_manifests_validate_and_render_without_a_fatal() {
+    let dir = repo_root().join("function/tests/fixtures/upstream-routing");
+    let mut fleet_for_eu = fleet();
+    fleet_for_eu.push(json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
+                             "metadata": {"name": "gw-gcp-eu"}, "status": {"providerConfigName": "gw-gcp-eu"}}));
+    let mut rendered = 0;
+    for file in schema::yaml_files(&dir) {
+        for doc in read_documents(&file) {
+            let xrd = match doc["kind"].as_str().unwrap() {
+                "ModelService" => "modelservices.yaml",
+                "ModelEndpoint" => "modelendpoints.yaml",
+                "InferenceGateway" => "inferencegateways.yaml",
+                other => panic!("{}: unexpected kind {other}", file.display()),
+            };
+            assert_eq!(
+                problems(&xrd_schema(xrd), &doc, None),
+                Vec::<String>::new(),
+                "{}",
+                file.display()
+            );
+            let rsp = render(&doc, fleet_for_eu.clone());
+            assert_eq!(fatal(&rsp), Vec::<&str>::new(), "{}", file.display());
+            rendered += 1;
+        }
+    }
+    assert_eq!(rendered, 3);
+}

@@ -62,34 +62,90 @@ pub struct Timeouts {
     pub idle: Option<String>,
 }
 
+/// PR #425's endpoint (`origin`, `api`, `model`, `credential`), still reading v0.3.1's (`url`, `rewritePath`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelEndpointSpec {
+    /// #425: scheme and host (and port), no path.
+    pub origin: Option<String>,
     #[serde(default)]
-    pub url: String,
-    /// v0.3.1: the path prefix requests are rewritten to. Read as the OpenAI API prefix when it is not `/`.
+    pub api: ApiSpec,
+    /// v0.3.1: the whole URL; its path is the API prefix.
+    pub url: Option<String>,
+    /// v0.3.1: the prefix requests were rewritten to; with a path-less `url`, the API prefix is this plus `v1`.
     pub rewrite_path: Option<String>,
     /// The model name the backend expects, when it is not the `<namespace>/<service>` callers send.
     pub model: Option<String>,
     pub credential: Option<Credential>,
 }
 
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ApiSpec {
+    /// `OpenAI` (default) or `Anthropic`: the AI Gateway schema the backend speaks.
+    pub schema: Option<String>,
+    pub prefix: Option<String>,
+}
+
 /// A provider key, referenced in the endpoint's namespace and never copied through the function.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Credential {
-    pub api_key: Option<SecretKeyRef>,
+    #[serde(default)]
+    pub method: String,
+    pub api_key: Option<ApiKey>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct SecretKeyRef {
-    pub name: String,
-    #[serde(default = "default_api_key_key")]
-    pub key: String,
+#[serde(rename_all = "camelCase")]
+pub struct ApiKey {
+    pub secret_ref: NameRef,
 }
 
-fn default_api_key_key() -> String {
-    "apiKey".into()
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NameRef {
+    #[serde(default)]
+    pub name: String,
+}
+
+/// The Secret key a provider key is read from, as Envoy AI Gateway's `APIKey` policy reads it.
+pub const API_KEY_FIELD: &str = "apiKey";
+
+/// Where an endpoint answers and under which API prefix, or the field at fault and why.
+pub fn resolve_endpoint(spec: &ModelEndpointSpec) -> Result<(EndpointUrl, String), (&'static str, String)> {
+    match (&spec.origin, &spec.url) {
+        (Some(origin), None) => {
+            let url = EndpointUrl::parse(origin).map_err(|why| ("spec.origin", why))?;
+            if !url.path.is_empty() {
+                return Err((
+                    "spec.origin",
+                    format!("{origin:?} has a path; put it in spec.api.prefix"),
+                ));
+            }
+            let prefix = spec.api.prefix.clone().unwrap_or_else(|| "/v1".into());
+            if !prefix.starts_with('/') {
+                return Err(("spec.api.prefix", format!("{prefix:?} must start with /")));
+            }
+            Ok((url, prefix))
+        }
+        (None, Some(raw)) => {
+            let url = EndpointUrl::parse(raw).map_err(|why| ("spec.url", why))?;
+            let rewrite = spec.rewrite_path.as_deref().unwrap_or("/");
+            if !rewrite.starts_with('/') {
+                return Err(("spec.rewritePath", format!("{rewrite:?} must start with /")));
+            }
+            let prefix = match (&spec.api.prefix, url.path.is_empty()) {
+                (Some(prefix), _) => prefix.clone(),
+                (None, false) => url.path.clone(),
+                (None, true) => format!("{}/v1", rewrite.trim_end_matches('/')),
+            };
+            Ok((url, prefix))
+        }
+        (Some(_), Some(_)) => Err((
+            "spec.origin",
+            "set spec.origin or spec.url (v0.3.1), not both".into(),
+        )),
+        (None, None) => Err(("spec.origin", "is required: the backend's scheme and host".into())),
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -6,7 +6,10 @@ use serde::Deserialize;
 
 use super::{ComposeError, Output};
 use crate::{
-    api::{ObjectMeta, routing::EndpointUrl, routing::ModelEndpointSpec},
+    api::{
+        ObjectMeta,
+        routing::{ModelEndpointSpec, resolve_endpoint},
+    },
     proto::v1::{RunFunctionRequest, Status},
     wire::RawStruct,
 };
@@ -20,22 +23,25 @@ struct ModelEndpoint {
 
 pub fn compose(_req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let endpoint: ModelEndpoint = xr.parse()?;
-    let url = EndpointUrl::parse(&endpoint.spec.url).map_err(|why| ComposeError::new("spec.url", why))?;
-    if let Some(rewrite) = endpoint.spec.rewrite_path.as_deref()
-        && !rewrite.starts_with('/')
-    {
-        return Err(ComposeError::new(
-            "spec.rewritePath",
-            format!("{rewrite:?} must be an absolute path starting with /"),
-        ));
-    }
-    if let Some(key) = endpoint.spec.credential.as_ref().and_then(|c| c.api_key.as_ref())
-        && (key.name.is_empty() || key.key.is_empty())
-    {
-        return Err(ComposeError::new(
-            "spec.credential.apiKey",
-            "needs the name and key of a Secret in this namespace",
-        ));
+    let (url, prefix) =
+        resolve_endpoint(&endpoint.spec).map_err(|(field, why)| ComposeError::new(field, why))?;
+    if let Some(credential) = &endpoint.spec.credential {
+        if credential.method != "APIKey" {
+            return Err(ComposeError::new(
+                "spec.credential.method",
+                format!("{:?} is not supported; APIKey is", credential.method),
+            ));
+        }
+        if credential
+            .api_key
+            .as_ref()
+            .is_none_or(|k| k.secret_ref.name.is_empty())
+        {
+            return Err(ComposeError::new(
+                "spec.credential.apiKey.secretRef.name",
+                "names the Secret in this namespace holding the key (under apiKey)",
+            ));
+        }
     }
     let mut out = Output::default();
     let scheme = if url.tls { "https" } else { "http" };
@@ -44,7 +50,7 @@ pub fn compose(_req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Comp
         Status::ConditionTrue,
         "Valid",
         format!(
-            "{}/{} routes to {scheme}://{}:{}",
+            "{}/{} routes to {scheme}://{}:{}{prefix}",
             endpoint.metadata.namespace.as_deref().unwrap_or_default(),
             endpoint.metadata.name,
             url.host,
@@ -84,14 +90,25 @@ mod tests {
     fn bad_endpoints_are_fatal_naming_the_field() {
         for (spec, field) in [
             (json!({"url": "api.together.xyz"}), "spec.url"),
-            (json!({"url": "https://h:70000/"}), "spec.url"),
+            (json!({"origin": "https://h:70000"}), "spec.origin"),
+            (json!({"origin": "https://h/v1"}), "spec.origin"),
+            (json!({}), "spec.origin"),
+            (json!({"origin": "https://h", "url": "https://h/"}), "spec.origin"),
             (
                 json!({"url": "https://h/", "rewritePath": "v1"}),
                 "spec.rewritePath",
             ),
             (
-                json!({"url": "https://h/", "credential": {"apiKey": {"name": ""}}}),
-                "spec.credential.apiKey",
+                json!({"origin": "https://h", "api": {"prefix": "v1"}}),
+                "spec.api.prefix",
+            ),
+            (
+                json!({"origin": "https://h", "credential": {"method": "APIKey"}}),
+                "spec.credential.apiKey.secretRef.name",
+            ),
+            (
+                json!({"origin": "https://h", "credential": {"method": "OAuth"}}),
+                "spec.credential.method",
             ),
         ] {
             let err = run(compose, &request(endpoint(spec.clone()))).unwrap_err();

@@ -19,6 +19,7 @@ use crate::{
         ObjectMeta,
         routing::{
             EndpointUrl, InferenceGatewaySpec, InferenceGatewayStatus, ModelEndpointSpec, ModelServiceSpec,
+            resolve_endpoint,
         },
     },
     proto::v1::{Resource, ResourceSelector, RunFunctionRequest, Status},
@@ -146,13 +147,19 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             let (view, url) = endpoints
                 .iter()
                 .find(|(view, _)| view.metadata.name == backend.endpoint)?;
-            let url = url.as_ref()?;
+            let (url, prefix) = url.as_ref()?;
             Some(route::Routed {
                 backend,
                 url,
-                prefix: api_prefix(url, view.spec.rewrite_path.as_deref()),
+                prefix: prefix.clone(),
+                schema: view.spec.api.schema.as_deref().unwrap_or("OpenAI"),
                 model_override: view.spec.model.as_deref(),
-                api_key: view.spec.credential.as_ref().and_then(|c| c.api_key.as_ref()),
+                api_key: view
+                    .spec
+                    .credential
+                    .as_ref()
+                    .and_then(|c| c.api_key.as_ref())
+                    .map(|k| k.secret_ref.name.as_str()),
             })
         })
         .collect();
@@ -195,7 +202,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 ("backend", route::backend(&object_name, &namespace, r.url)),
                 (
                     "service-backend",
-                    route::service_backend(&object_name, &namespace, &r.prefix),
+                    route::service_backend(&object_name, &namespace, r.schema, &r.prefix),
                 ),
             ] {
                 let k = key(&format!("{what}-{}", r.backend.endpoint));
@@ -260,17 +267,17 @@ fn endpoints_in(
     found: &[Resource],
     namespace: &str,
     warnings: &mut Vec<String>,
-) -> Vec<(EndpointView, Option<EndpointUrl>)> {
+) -> Vec<(EndpointView, Option<(EndpointUrl, String)>)> {
     found
         .iter()
         .filter_map(|r| r.resource.as_ref()?.parse::<EndpointView>().ok())
         .filter(|e| e.metadata.namespace.as_deref() == Some(namespace))
         .map(|e| {
-            let url = match EndpointUrl::parse(&e.spec.url) {
-                Ok(url) => Some(url),
-                Err(why) => {
+            let url = match resolve_endpoint(&e.spec) {
+                Ok(resolved) => Some(resolved),
+                Err((field, why)) => {
                     warnings.push(format!(
-                        "ModelEndpoint {namespace}/{} is not routed: spec.url {why}",
+                        "ModelEndpoint {namespace}/{} is not routed: {field}: {why}",
                         e.metadata.name
                     ));
                     None
@@ -287,16 +294,6 @@ fn is_ready(endpoint: &EndpointView) -> bool {
         .conditions
         .iter()
         .any(|c| c.type_ == "Ready" && c.status == "True")
-}
-
-/// The OpenAI API prefix on the backend: the URL's path when it has one (a replica's
-/// `http://<cluster-gateway>/<ns>/<replica>/v1`), else v0.3.1's `rewritePath` followed by `/v1`
-/// (`https://api.together.xyz/` with `rewritePath: /` serves `/v1/chat/completions`).
-fn api_prefix(url: &EndpointUrl, rewrite_path: Option<&str>) -> String {
-    if !url.path.is_empty() {
-        return url.path.clone();
-    }
-    format!("{}/v1", rewrite_path.unwrap_or("/").trim_end_matches('/'))
 }
 
 struct ServingGateway {

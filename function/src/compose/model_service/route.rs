@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::weights::Backend;
-use crate::api::routing::{EndpointUrl, SecretKeyRef};
+use crate::api::routing::{API_KEY_FIELD, EndpointUrl};
 
 /// The Gateway every InferenceGateway composes, and where: routes attach to it across namespaces.
 pub const GATEWAY_NAME: &str = "inference-gateway";
@@ -19,13 +19,12 @@ pub struct Routed<'a> {
     pub url: &'a EndpointUrl,
     /// The OpenAI API prefix on the backend (`/v1` unless the URL or `rewritePath` says otherwise).
     pub prefix: String,
+    /// The AI Gateway schema the backend speaks (`OpenAI`, `Anthropic`).
+    pub schema: &'a str,
     pub model_override: Option<&'a str>,
     /// The provider key, in a Secret of the service's namespace on the control plane.
-    pub api_key: Option<&'a SecretKeyRef>,
+    pub api_key: Option<&'a str>,
 }
-
-/// Envoy AI Gateway reads an `APIKey` policy's key from this key of its Secret.
-const API_KEY_FIELD: &str = "apiKey";
 
 /// The Secret on the gateway's cluster that holds an endpoint's provider key. Composed empty: provider-kubernetes
 /// fills `data.apiKey` from the control-plane Secret by reference (`api_key_reference`), so the key never passes
@@ -39,11 +38,12 @@ pub fn api_key_secret(name: &str, namespace: &str) -> Value {
     })
 }
 
-pub fn api_key_reference(namespace: &str, key: &SecretKeyRef) -> Value {
+/// `secret` is the endpoint's Secret in its namespace on the control plane; its `apiKey` is what is sent.
+pub fn api_key_reference(namespace: &str, secret: &str) -> Value {
     json!({
         "patchesFrom": {
-            "apiVersion": "v1", "kind": "Secret", "name": key.name, "namespace": namespace,
-            "fieldPath": format!("data.{}", key.key),
+            "apiVersion": "v1", "kind": "Secret", "name": secret, "namespace": namespace,
+            "fieldPath": format!("data.{API_KEY_FIELD}"),
         },
         "toFieldPath": format!("data.{API_KEY_FIELD}"),
     })
@@ -107,13 +107,13 @@ pub fn backend(name: &str, namespace: &str, url: &EndpointUrl) -> Value {
     object
 }
 
-pub fn service_backend(name: &str, namespace: &str, prefix: &str) -> Value {
+pub fn service_backend(name: &str, namespace: &str, schema: &str, prefix: &str) -> Value {
     json!({
         "apiVersion": "aigateway.envoyproxy.io/v1beta1",
         "kind": "AIServiceBackend",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
-            "schema": {"name": "OpenAI", "prefix": prefix},
+            "schema": {"name": schema, "prefix": prefix},
             "backendRef": {"group": "gateway.envoyproxy.io", "kind": "Backend", "name": name},
         },
     })
