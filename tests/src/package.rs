@@ -33,8 +33,11 @@ pub const GROUP: &str = "modelplane.ai";
 pub const EXPECTED_KINDS: &[&str] = &[
     "InferenceClass",
     "InferenceCluster",
+    "InferenceGateway",
     "ModelDeployment",
     "ModelCache",
+    "ModelEndpoint",
+    "ModelService",
 ];
 
 pub const MRAP_API: &str = "apiextensions.crossplane.io/v1alpha1";

@@ -12,6 +12,7 @@ pub mod inference_class;
 pub mod inference_cluster;
 pub mod model_cache;
 pub mod model_deployment;
+pub mod routing;
 
 /// `apiVersion` and `kind`: enough to choose a composer.
 #[derive(Debug, Deserialize)]

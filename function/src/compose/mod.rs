@@ -17,8 +17,11 @@ use crate::{
 
 pub mod inference_class;
 pub mod inference_cluster;
+pub mod inference_gateway;
 pub mod model_cache;
 pub mod model_deployment;
+pub mod model_endpoint;
+pub mod model_service;
 pub mod remote;
 
 pub use crate::error::ComposeError;
@@ -38,8 +41,11 @@ pub type ComposeFn = fn(&RunFunctionRequest, &RawStruct) -> Result<Output, Compo
 pub const COMPOSERS: &[(&str, ComposeFn)] = &[
     ("InferenceClass", inference_class::compose),
     ("InferenceCluster", inference_cluster::compose),
+    ("InferenceGateway", inference_gateway::compose),
     ("ModelCache", model_cache::compose),
     ("ModelDeployment", model_deployment::compose),
+    ("ModelEndpoint", model_endpoint::compose),
+    ("ModelService", model_service::compose),
 ];
 
 /// Finds the composer for an observed composite, or says why there is none.

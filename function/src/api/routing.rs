@@ -1,0 +1,299 @@
+//! The fleet's front door: `InferenceGateway` (cluster-scoped), `ModelService` and `ModelEndpoint` (namespaced),
+//! in the shapes of upstream Modelplane's fleet gateway (PR #425), still reading v0.3.1 manifests.
+//!
+//! A caller sends an ordinary OpenAI request with `model: <namespace>/<service>` to a gateway; the gateway picks
+//! one of the ModelEndpoints the service selects, by priority tier and weight.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// Bounds the XRDs declare; the composers check them again so a request that skipped the API server (render,
+/// tests, an older XRD) still gets an error naming the field.
+pub const MAX_WEIGHT: u64 = 1_000_000;
+pub const MAX_PRIORITY: u64 = 63;
+pub const MAX_ENTRIES: usize = 32;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelServiceSpec {
+    #[serde(default)]
+    pub endpoints: Vec<EndpointEntry>,
+    #[serde(default)]
+    pub timeouts: Timeouts,
+}
+
+/// One entry of `spec.endpoints`: a label selection of ModelEndpoints in the service's namespace.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct EndpointEntry {
+    /// Absent in v0.3.1 manifests; the composer names such an entry after its index.
+    pub name: Option<String>,
+    #[serde(default)]
+    pub priority: u64,
+    #[serde(default = "default_weight")]
+    pub weight: u64,
+    #[serde(default)]
+    pub selector: MatchLabels,
+}
+
+fn default_weight() -> u64 {
+    1
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MatchLabels {
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+}
+
+impl MatchLabels {
+    /// An empty selector matches nothing here: a service that silently took every endpoint in the namespace
+    /// would be a surprise, and the XRD requires at least one label anyway.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        !self.match_labels.is_empty() && self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+    }
+}
+
+/// Gateway API durations (`30s`, `5m`, `1h30m`).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Timeouts {
+    pub request: Option<String>,
+    pub idle: Option<String>,
+}
+
+/// PR #425's endpoint (`origin`, `api`, `model`, `credential`), still reading v0.3.1's (`url`, `rewritePath`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelEndpointSpec {
+    /// #425: scheme and host (and port), no path.
+    pub origin: Option<String>,
+    #[serde(default)]
+    pub api: ApiSpec,
+    /// v0.3.1: the whole URL; its path is the API prefix.
+    pub url: Option<String>,
+    /// v0.3.1: the prefix requests were rewritten to; with a path-less `url`, the API prefix is this plus `v1`.
+    pub rewrite_path: Option<String>,
+    /// The model name the backend expects, when it is not the `<namespace>/<service>` callers send.
+    pub model: Option<String>,
+    pub credential: Option<Credential>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ApiSpec {
+    /// `OpenAI` (default) or `Anthropic`: the AI Gateway schema the backend speaks.
+    pub schema: Option<String>,
+    pub prefix: Option<String>,
+}
+
+/// A provider key, referenced in the endpoint's namespace and never copied through the function.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Credential {
+    #[serde(default)]
+    pub method: String,
+    pub api_key: Option<ApiKey>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKey {
+    pub secret_ref: NameRef,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NameRef {
+    #[serde(default)]
+    pub name: String,
+}
+
+/// The Secret key a provider key is read from, as Envoy AI Gateway's `APIKey` policy reads it.
+pub const API_KEY_FIELD: &str = "apiKey";
+
+/// Where an endpoint answers and under which API prefix, or the field at fault and why.
+pub fn resolve_endpoint(spec: &ModelEndpointSpec) -> Result<(EndpointUrl, String), (&'static str, String)> {
+    match (&spec.origin, &spec.url) {
+        (Some(origin), None) => {
+            let url = EndpointUrl::parse(origin).map_err(|why| ("spec.origin", why))?;
+            if !url.path.is_empty() {
+                return Err((
+                    "spec.origin",
+                    format!("{origin:?} has a path; put it in spec.api.prefix"),
+                ));
+            }
+            let prefix = spec.api.prefix.clone().unwrap_or_else(|| "/v1".into());
+            if !prefix.starts_with('/') {
+                return Err(("spec.api.prefix", format!("{prefix:?} must start with /")));
+            }
+            Ok((url, prefix))
+        }
+        (None, Some(raw)) => {
+            let url = EndpointUrl::parse(raw).map_err(|why| ("spec.url", why))?;
+            let rewrite = spec.rewrite_path.as_deref().unwrap_or("/");
+            if !rewrite.starts_with('/') {
+                return Err(("spec.rewritePath", format!("{rewrite:?} must start with /")));
+            }
+            let prefix = match (&spec.api.prefix, url.path.is_empty()) {
+                (Some(prefix), _) => prefix.clone(),
+                (None, false) => url.path.clone(),
+                (None, true) => format!("{}/v1", rewrite.trim_end_matches('/')),
+            };
+            Ok((url, prefix))
+        }
+        (Some(_), Some(_)) => Err((
+            "spec.origin",
+            "set spec.origin or spec.url (v0.3.1), not both".into(),
+        )),
+        (None, None) => Err(("spec.origin", "is required: the backend's scheme and host".into())),
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceGatewaySpec {
+    /// The InferenceCluster the gateway runs on; absent, the composer picks one and states it in status.
+    pub cluster_name: Option<String>,
+    pub hostname: Option<String>,
+    /// Which ModelServices this gateway serves; absent, every one.
+    pub service_selector: Option<MatchLabels>,
+}
+
+/// What other composers read of an InferenceGateway's status.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceGatewayStatus {
+    #[serde(default)]
+    pub cluster_name: String,
+    #[serde(default)]
+    pub address: String,
+}
+
+/// An endpoint URL split into what an Envoy Gateway `Backend` and an `AIServiceBackend` need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointUrl {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    /// The path without a trailing slash; empty for `/`.
+    pub path: String,
+}
+
+impl EndpointUrl {
+    /// Parses `http(s)://host[:port][/path]`. The error says what is wrong, for a message naming `spec.url`.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let (tls, rest) = if let Some(rest) = url.strip_prefix("https://") {
+            (true, rest)
+        } else if let Some(rest) = url.strip_prefix("http://") {
+            (false, rest)
+        } else {
+            return Err(format!("{url:?} must start with http:// or https://"));
+        };
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        if authority.contains('@') || path.contains(['?', '#']) {
+            return Err(format!(
+                "{url:?} must not carry credentials, a query or a fragment; put a key in spec.credential"
+            ));
+        }
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(bracketed) => match bracketed.split_once(']') {
+                Some((host, "")) => (host, None),
+                Some((host, after)) => (host, Some(after.strip_prefix(':').unwrap_or(after))),
+                None => return Err(format!("{url:?}: unclosed [ in the host")),
+            },
+            None if authority.matches(':').count() > 1 => {
+                return Err(format!("{url:?}: an IPv6 host must be in brackets"));
+            }
+            None => match authority.split_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (authority, None),
+            },
+        };
+        let port = match port {
+            None => {
+                if tls {
+                    443
+                } else {
+                    80
+                }
+            }
+            Some(port) => port
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("{url:?}: port {port:?} is not a number in 1..65535"))?,
+        };
+        if !valid_host(host) {
+            return Err(format!(
+                "{url:?}: host {host:?} is not a DNS name or an IP address"
+            ));
+        }
+        Ok(Self {
+            tls,
+            host: host.to_ascii_lowercase(),
+            port,
+            path: path.trim_end_matches('/').to_owned(),
+        })
+    }
+
+    pub fn is_ip(&self) -> bool {
+        self.host.parse::<std::net::IpAddr>().is_ok()
+    }
+}
+
+fn valid_host(host: &str) -> bool {
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EndpointUrl;
+
+    #[test]
+    fn endpoint_urls_parse_into_host_port_and_path() {
+        let parsed = EndpointUrl::parse("https://api.together.xyz/").unwrap();
+        assert_eq!(
+            parsed,
+            EndpointUrl {
+                tls: true,
+                host: "api.together.xyz".into(),
+                port: 443,
+                path: String::new()
+            }
+        );
+        let parsed = EndpointUrl::parse("http://10.0.0.7:8080/ml-team/qwen-0/v1").unwrap();
+        assert_eq!(
+            (parsed.port, parsed.path.as_str(), parsed.is_ip()),
+            (8080, "/ml-team/qwen-0/v1", true)
+        );
+        assert!(EndpointUrl::parse("http://[fd00::1]:80").unwrap().is_ip());
+    }
+
+    #[test]
+    fn malformed_endpoint_urls_are_refused_with_the_reason() {
+        for (url, needle) in [
+            ("ftp://x", "http:// or https://"),
+            ("api.openai.com", "http:// or https://"),
+            ("https://", "not a DNS name"),
+            ("https://bad_host/", "not a DNS name"),
+            ("https://h:0/", "port"),
+            ("https://h:99999/", "port"),
+            ("https://user:pw@h/", "credentials"),
+            ("https://h/v1?key=x", "query"),
+            ("http://fd00::1/", "brackets"),
+        ] {
+            let err = EndpointUrl::parse(url).unwrap_err();
+            assert!(err.contains(needle), "{url}: {err}");
+        }
+    }
+}

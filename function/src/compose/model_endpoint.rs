@@ -1,0 +1,118 @@
+//! Checks a `ModelEndpoint` and marks it routable. It composes nothing: the ModelServices that select it put it
+//! on their routes, on the fleet gateway's cluster. Its readiness is what they read, so an endpoint whose URL or
+//! credential reference is unusable never takes traffic, and says why here rather than in every service.
+
+use serde::Deserialize;
+
+use super::{ComposeError, Output};
+use crate::{
+    api::{
+        ObjectMeta,
+        routing::{ModelEndpointSpec, resolve_endpoint},
+    },
+    proto::v1::{RunFunctionRequest, Status},
+    wire::RawStruct,
+};
+
+#[derive(Deserialize)]
+struct ModelEndpoint {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    spec: ModelEndpointSpec,
+}
+
+pub fn compose(_req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
+    let endpoint: ModelEndpoint = xr.parse()?;
+    let (url, prefix) =
+        resolve_endpoint(&endpoint.spec).map_err(|(field, why)| ComposeError::new(field, why))?;
+    if let Some(credential) = &endpoint.spec.credential {
+        if credential.method != "APIKey" {
+            return Err(ComposeError::new(
+                "spec.credential.method",
+                format!("{:?} is not supported; APIKey is", credential.method),
+            ));
+        }
+        if credential
+            .api_key
+            .as_ref()
+            .is_none_or(|k| k.secret_ref.name.is_empty())
+        {
+            return Err(ComposeError::new(
+                "spec.credential.apiKey.secretRef.name",
+                "names the Secret in this namespace holding the key (under apiKey)",
+            ));
+        }
+    }
+    let mut out = Output::default();
+    let scheme = if url.tls { "https" } else { "http" };
+    out.condition(
+        "EndpointReady",
+        Status::ConditionTrue,
+        "Valid",
+        format!(
+            "{}/{} routes to {scheme}://{}:{}{prefix}",
+            endpoint.metadata.namespace.as_deref().unwrap_or_default(),
+            endpoint.metadata.name,
+            url.host,
+            url.port
+        ),
+    );
+    out.ready = Some(true);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::compose;
+    use crate::compose::fixtures::{request, run};
+
+    fn endpoint(spec: serde_json::Value) -> serde_json::Value {
+        json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelEndpoint",
+               "metadata": {"name": "together", "namespace": "ml-team"}, "spec": spec})
+    }
+
+    #[test]
+    fn a_valid_external_endpoint_is_ready() {
+        let out = run(
+            compose,
+            &request(endpoint(
+                json!({"url": "https://api.together.xyz/", "rewritePath": "/"}),
+            )),
+        )
+        .unwrap();
+        assert_eq!(out.ready, Some(true));
+        assert!(out.resources.is_empty());
+    }
+
+    #[test]
+    fn bad_endpoints_are_fatal_naming_the_field() {
+        for (spec, field) in [
+            (json!({"url": "api.together.xyz"}), "spec.url"),
+            (json!({"origin": "https://h:70000"}), "spec.origin"),
+            (json!({"origin": "https://h/v1"}), "spec.origin"),
+            (json!({}), "spec.origin"),
+            (json!({"origin": "https://h", "url": "https://h/"}), "spec.origin"),
+            (
+                json!({"url": "https://h/", "rewritePath": "v1"}),
+                "spec.rewritePath",
+            ),
+            (
+                json!({"origin": "https://h", "api": {"prefix": "v1"}}),
+                "spec.api.prefix",
+            ),
+            (
+                json!({"origin": "https://h", "credential": {"method": "APIKey"}}),
+                "spec.credential.apiKey.secretRef.name",
+            ),
+            (
+                json!({"origin": "https://h", "credential": {"method": "OAuth"}}),
+                "spec.credential.method",
+            ),
+        ] {
+            let err = run(compose, &request(endpoint(spec.clone()))).unwrap_err();
+            assert_eq!(err.path, field, "{spec}: {err}");
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! Routes a `ModelService` on every fleet gateway that serves it.
+//!
+//! A caller sends an OpenAI request with `model: <namespace>/<service>` to an InferenceGateway. Envoy AI Gateway
+//! reads the model from the body and matches it against one `AIGatewayRoute` per service, which lists the ready
+//! ModelEndpoints the service's entries select, in priority tiers with weights. The route and its backends live on
+//! the gateway's cluster, applied through provider-kubernetes like everything else Modelplane puts on a cluster.
+//!
+//! Only ModelEndpoints in the service's own namespace are ever read: the requirement is scoped to it, and anything
+//! else Crossplane might send is dropped before selection.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ComposeError, Output, remote};
+use crate::{
+    api::{
+        ObjectMeta,
+        routing::{
+            EndpointUrl, InferenceGatewaySpec, InferenceGatewayStatus, ModelEndpointSpec, ModelServiceSpec,
+            resolve_endpoint,
+        },
+    },
+    proto::v1::{Resource, ResourceSelector, RunFunctionRequest, Status},
+    schedule::ClusterView,
+    sdk::request,
+    wire::RawStruct,
+};
+
+pub mod route;
+mod validate;
+pub mod weights;
+
+pub use validate::{is_dns_label, is_duration};
+
+const ENDPOINTS: &str = "endpoints";
+const GATEWAYS: &str = "gateways";
+const CLUSTERS: &str = "clusters";
+/// With no `spec.timeouts.request`, no deadline: a long generation streams for minutes, and a dead backend is
+/// caught by the gateway's health checks, not by cutting every stream at a fixed age.
+const NO_DEADLINE: &str = "0s";
+
+#[derive(Deserialize)]
+struct ModelService {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    spec: ModelServiceSpec,
+}
+
+#[derive(Deserialize)]
+struct EndpointView {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: ModelEndpointSpec,
+    #[serde(default)]
+    status: ConditionsView,
+}
+
+#[derive(Default, Deserialize)]
+struct ConditionsView {
+    #[serde(default)]
+    conditions: Vec<remote::ConditionView>,
+}
+
+#[derive(Deserialize)]
+struct GatewayView {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: InferenceGatewaySpec,
+    #[serde(default)]
+    status: InferenceGatewayStatus,
+}
+
+pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
+    let service: ModelService = xr.parse()?;
+    let names = validate::entry_names(&service.spec)?;
+    let namespace = service
+        .metadata
+        .effective_namespace()
+        .unwrap_or_default()
+        .to_owned();
+    if namespace.is_empty() {
+        return Err(ComposeError::new(
+            "metadata.namespace",
+            "a ModelService is namespaced; it selects ModelEndpoints in its own namespace",
+        ));
+    }
+    let name = service.metadata.effective_name().to_owned();
+    let model = format!("{namespace}/{name}");
+    let mut out = Output {
+        requirements: requirements(&namespace),
+        ..Default::default()
+    };
+    out.status.insert("model".into(), json!(model));
+    let (Some(found_endpoints), Some(gateways), Some(clusters)) = (
+        request::required_resources(req, ENDPOINTS),
+        request::required_resources(req, GATEWAYS),
+        request::required_resources(req, CLUSTERS),
+    ) else {
+        out.ready = Some(false);
+        return Ok(out);
+    };
+
+    let endpoints = endpoints_in(found_endpoints, &namespace, &mut out.warnings);
+    let entries: Vec<weights::Entry<'_>> = service
+        .spec
+        .endpoints
+        .iter()
+        .zip(&names)
+        .map(|(entry, name)| weights::Entry {
+            name,
+            priority: entry.priority,
+            weight: entry.weight,
+            selector: &entry.selector,
+        })
+        .collect();
+    let candidates: Vec<weights::Candidate<'_>> = endpoints
+        .iter()
+        .map(|(view, url)| weights::Candidate {
+            name: &view.metadata.name,
+            labels: &view.metadata.labels,
+            ready: url.is_some() && is_ready(view),
+        })
+        .collect();
+    let plan = weights::plan(&entries, &candidates);
+    out.status.insert(
+        "endpoints".into(),
+        json!({"total": plan.matched, "ready": plan.ready}),
+    );
+    if plan.dropped > 0 {
+        out.warnings.push(format!(
+            "{} ready endpoints are left out of the route: a route lists at most {} (the least preferred tiers \
+             lose them first)",
+            plan.dropped,
+            weights::MAX_BACKENDS
+        ));
+    }
+    report_endpoints(&mut out, &service.spec, &names, &plan, &namespace);
+
+    let routed: Vec<route::Routed<'_>> = plan
+        .backends
+        .iter()
+        .filter_map(|backend| {
+            let (view, url) = endpoints
+                .iter()
+                .find(|(view, _)| view.metadata.name == backend.endpoint)?;
+            let (url, prefix) = url.as_ref()?;
+            Some(route::Routed {
+                backend,
+                url,
+                prefix: prefix.clone(),
+                schema: view.spec.api.schema.as_deref().unwrap_or("OpenAI"),
+                model_override: view.spec.model.as_deref(),
+                api_key: view
+                    .spec
+                    .credential
+                    .as_ref()
+                    .and_then(|c| c.api_key.as_ref())
+                    .map(|k| k.secret_ref.name.as_str()),
+            })
+        })
+        .collect();
+
+    let serving = serving_gateways(gateways, clusters, &service.metadata);
+    let gateway_status: Vec<Value> = serving
+        .iter()
+        .map(|g| {
+            let mut entry = json!({"name": g.name, "address": g.address});
+            if let Some(hostname) = &g.hostname {
+                entry["hostname"] = json!(hostname);
+            }
+            entry
+        })
+        .collect();
+    out.status.insert("gateways".into(), json!(gateway_status));
+
+    let timeout = service.spec.timeouts.request.as_deref().unwrap_or(NO_DEADLINE);
+    let mut routes_ready = !routed.is_empty();
+    let mut waiting = Vec::new();
+    for gateway in &serving {
+        let Some(pc) = gateway.provider_config.as_deref() else {
+            waiting.push(format!("{} (its cluster is not reachable yet)", gateway.name));
+            routes_ready = false;
+            continue;
+        };
+        if routed.is_empty() {
+            // Leaving the route out of the desired state deletes it: no route answers with an empty backend set.
+            continue;
+        }
+        let key = |what: &str| format!("{}-{what}", gateway.name);
+        out.compose(
+            key("namespace"),
+            remote::namespace_object(&namespace, pc),
+            observed_ready(req, &key("namespace")),
+        );
+        for r in &routed {
+            let object_name = route::backend_name(&name, &r.backend.endpoint);
+            for (what, manifest) in [
+                ("backend", route::backend(&object_name, &namespace, r.url)),
+                (
+                    "service-backend",
+                    route::service_backend(&object_name, &namespace, r.schema, &r.prefix),
+                ),
+            ] {
+                let k = key(&format!("{what}-{}", r.backend.endpoint));
+                let ready = observed_ready(req, &k);
+                routes_ready &= ready;
+                out.compose(k, remote::object(manifest, pc), ready);
+            }
+            if let Some(api_key) = r.api_key {
+                let secret_key = key(&format!("api-key-{}", r.backend.endpoint));
+                let mut secret = remote::object(route::api_key_secret(&object_name, &namespace), pc);
+                secret["spec"]["references"] = json!([route::api_key_reference(&namespace, api_key)]);
+                let ready = observed_ready(req, &secret_key);
+                routes_ready &= ready;
+                out.compose(secret_key, secret, ready);
+                let policy_key = key(&format!("credential-{}", r.backend.endpoint));
+                let ready = observed_ready(req, &policy_key);
+                routes_ready &= ready;
+                out.compose(
+                    policy_key,
+                    remote::object(route::api_key_policy(&object_name, &namespace), pc),
+                    ready,
+                );
+            }
+        }
+        let route_key = key("route");
+        let ready = observed_ready(req, &route_key);
+        routes_ready &= ready;
+        if !ready {
+            waiting.push(format!("{} (route not ready yet)", gateway.name));
+        }
+        out.compose(
+            route_key,
+            remote::object(
+                route::ai_gateway_route(&name, &namespace, &model, &routed, timeout),
+                pc,
+            ),
+            ready,
+        );
+    }
+    report_routing(&mut out, serving.is_empty(), routed.is_empty(), &waiting);
+    out.ready = Some(routes_ready && !serving.is_empty());
+    Ok(out)
+}
+
+fn requirements(namespace: &str) -> BTreeMap<String, ResourceSelector> {
+    let select = |kind: &str, namespace: Option<&str>| ResourceSelector {
+        api_version: super::API_VERSION.into(),
+        kind: kind.into(),
+        r#match: None,
+        namespace: namespace.map(str::to_owned),
+    };
+    BTreeMap::from([
+        (ENDPOINTS.to_owned(), select("ModelEndpoint", Some(namespace))),
+        (GATEWAYS.to_owned(), select("InferenceGateway", None)),
+        (CLUSTERS.to_owned(), select("InferenceCluster", None)),
+    ])
+}
+
+/// The ModelEndpoints of `namespace` with their parsed URLs (None when the URL does not parse; such an endpoint
+/// is counted but never routed, and the ModelEndpoint's own composer reports the fault).
+fn endpoints_in(
+    found: &[Resource],
+    namespace: &str,
+    warnings: &mut Vec<String>,
+) -> Vec<(EndpointView, Option<(EndpointUrl, String)>)> {
+    found
+        .iter()
+        .filter_map(|r| r.resource.as_ref()?.parse::<EndpointView>().ok())
+        .filter(|e| e.metadata.namespace.as_deref() == Some(namespace))
+        .map(|e| {
+            let url = match resolve_endpoint(&e.spec) {
+                Ok(resolved) => Some(resolved),
+                Err((field, why)) => {
+                    warnings.push(format!(
+                        "ModelEndpoint {namespace}/{} is not routed: {field}: {why}",
+                        e.metadata.name
+                    ));
+                    None
+                }
+            };
+            (e, url)
+        })
+        .collect()
+}
+
+fn is_ready(endpoint: &EndpointView) -> bool {
+    endpoint
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+struct ServingGateway {
+    name: String,
+    hostname: Option<String>,
+    address: String,
+    provider_config: Option<String>,
+}
+
+/// Every InferenceGateway whose `serviceSelector` matches the service (no selector: it serves every service),
+/// with the provider config of the cluster it runs on, once that cluster is reachable.
+fn serving_gateways(
+    gateways: &[Resource],
+    clusters: &[Resource],
+    service: &ObjectMeta,
+) -> Vec<ServingGateway> {
+    let clusters: BTreeMap<String, ClusterView> = clusters
+        .iter()
+        .filter_map(|c| c.resource.as_ref()?.parse::<ClusterView>().ok())
+        .map(|c| (c.metadata.name.clone(), c))
+        .collect();
+    let mut serving: Vec<ServingGateway> = gateways
+        .iter()
+        .filter_map(|g| g.resource.as_ref()?.parse::<GatewayView>().ok())
+        .filter(|g| {
+            g.spec.service_selector.as_ref().is_none_or(|s| {
+                s.match_labels
+                    .iter()
+                    .all(|(k, v)| service.labels.get(k) == Some(v))
+            })
+        })
+        .map(|g| {
+            let cluster = if g.status.cluster_name.is_empty() {
+                g.spec.cluster_name.clone().unwrap_or_default()
+            } else {
+                g.status.cluster_name.clone()
+            };
+            let provider_config = clusters
+                .get(&cluster)
+                .map(|c| c.status.provider_config_name.clone())
+                .filter(|pc| !pc.is_empty());
+            ServingGateway {
+                name: g.metadata.name,
+                hostname: g.spec.hostname,
+                address: g.status.address,
+                provider_config,
+            }
+        })
+        .collect();
+    serving.sort_by(|a, b| a.name.cmp(&b.name));
+    serving
+}
+
+fn observed_ready(req: &RunFunctionRequest, key: &str) -> bool {
+    remote::observed::<Value>(request::observed_composed(req, key)).is_some_and(|o| o.is_ready())
+}
+
+fn report_endpoints(
+    out: &mut Output,
+    spec: &ModelServiceSpec,
+    names: &[String],
+    plan: &weights::Plan,
+    namespace: &str,
+) {
+    let selectors = || {
+        spec.endpoints
+            .iter()
+            .zip(names)
+            .map(|(e, name)| {
+                let labels: Vec<String> = e
+                    .selector
+                    .match_labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                format!("{name}: {}", labels.join(","))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let (status, reason, message) = if plan.matched == 0 {
+        (
+            Status::ConditionFalse,
+            "NoEndpoints",
+            format!(
+                "no ModelEndpoint in namespace {namespace} matches any entry of spec.endpoints ({})",
+                selectors()
+            ),
+        )
+    } else if plan.ready == 0 {
+        (
+            Status::ConditionFalse,
+            "NoReadyEndpoints",
+            format!(
+                "{} ModelEndpoints match spec.endpoints but none is ready",
+                plan.matched
+            ),
+        )
+    } else {
+        let idle = if plan.idle_entries.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; entries with no ready endpoint: {}",
+                plan.idle_entries.join(", ")
+            )
+        };
+        (
+            Status::ConditionTrue,
+            "Resolved",
+            format!(
+                "{} of {} matched ModelEndpoints are ready{idle}",
+                plan.ready, plan.matched
+            ),
+        )
+    };
+    out.condition("EndpointsResolved", status, reason, message);
+}
+
+fn report_routing(out: &mut Output, no_gateway: bool, no_backends: bool, waiting: &[String]) {
+    let (status, reason, message) = if no_gateway {
+        (
+            Status::ConditionFalse,
+            "NoGateway",
+            "no InferenceGateway serves this service (none exists, or no serviceSelector matches its labels)"
+                .to_owned(),
+        )
+    } else if no_backends {
+        (
+            Status::ConditionFalse,
+            "NoBackends",
+            "no route is composed until an endpoint is ready; the model is absent from /v1/models meanwhile"
+                .to_owned(),
+        )
+    } else if !waiting.is_empty() {
+        (
+            Status::ConditionFalse,
+            "Waiting",
+            format!("waiting for {}", waiting.join("; ")),
+        )
+    } else {
+        (Status::ConditionTrue, "Routed", String::new())
+    };
+    out.condition("RoutingReady", status, reason, message);
+}
+
+#[cfg(test)]
+mod tests;

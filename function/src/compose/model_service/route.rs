@@ -1,0 +1,181 @@
+//! The Envoy AI Gateway objects one ModelService puts on a fleet gateway's cluster: per routed endpoint an Envoy
+//! Gateway `Backend` (where to connect, with TLS for https) and an `AIServiceBackend` (it speaks OpenAI under a
+//! path prefix), and one `AIGatewayRoute` matching the request's model name.
+
+use serde_json::{Value, json};
+
+use super::weights::Backend;
+use crate::api::routing::{API_KEY_FIELD, EndpointUrl};
+
+/// The Gateway every InferenceGateway composes, and where: routes attach to it across namespaces.
+pub const GATEWAY_NAME: &str = "inference-gateway";
+pub const GATEWAY_NAMESPACE: &str = "modelplane-system";
+/// Envoy AI Gateway copies the body's `model` into this header before routing.
+pub const MODEL_HEADER: &str = "x-ai-eg-model";
+
+/// A routed endpoint: the weights module's backend plus what the ModelEndpoint says about reaching it.
+pub struct Routed<'a> {
+    pub backend: &'a Backend,
+    pub url: &'a EndpointUrl,
+    /// The OpenAI API prefix on the backend (`/v1` unless the URL or `rewritePath` says otherwise).
+    pub prefix: String,
+    /// The AI Gateway schema the backend speaks (`OpenAI`, `Anthropic`).
+    pub schema: &'a str,
+    pub model_override: Option<&'a str>,
+    /// The provider key, in a Secret of the service's namespace on the control plane.
+    pub api_key: Option<&'a str>,
+}
+
+/// The Secret on the gateway's cluster that holds an endpoint's provider key. Composed empty: provider-kubernetes
+/// fills `data.apiKey` from the control-plane Secret by reference (`api_key_reference`), so the key never passes
+/// through the function or its logs.
+pub fn api_key_secret(name: &str, namespace: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": format!("{name}-api-key"), "namespace": namespace},
+        "type": "Opaque",
+    })
+}
+
+/// `secret` is the endpoint's Secret in its namespace on the control plane; its `apiKey` is what is sent.
+pub fn api_key_reference(namespace: &str, secret: &str) -> Value {
+    json!({
+        "patchesFrom": {
+            "apiVersion": "v1", "kind": "Secret", "name": secret, "namespace": namespace,
+            "fieldPath": format!("data.{API_KEY_FIELD}"),
+        },
+        "toFieldPath": format!("data.{API_KEY_FIELD}"),
+    })
+}
+
+/// Makes the gateway send the endpoint's key (as `Authorization: Bearer`) on every request to it.
+pub fn api_key_policy(name: &str, namespace: &str) -> Value {
+    json!({
+        "apiVersion": "aigateway.envoyproxy.io/v1beta1",
+        "kind": "BackendSecurityPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "type": "APIKey",
+            "apiKey": {"secretRef": {"name": format!("{name}-api-key")}},
+            "targetRefs": [{"group": "aigateway.envoyproxy.io", "kind": "AIServiceBackend", "name": name}],
+        },
+    })
+}
+
+/// Name of the objects composed for `endpoint` under `service`: readable when short, hashed to fit a DNS label
+/// when not (two long names sharing a prefix still differ).
+pub fn backend_name(service: &str, endpoint: &str) -> String {
+    let full = format!("{service}-{endpoint}");
+    if full.len() <= 63 {
+        return full;
+    }
+    let digest = fnv1a(full.as_bytes());
+    let mut head: String = full.chars().take(63 - 9).collect();
+    while head.ends_with('-') {
+        head.pop();
+    }
+    format!("{head}-{digest:08x}")
+}
+
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5_u32, |hash, &b| {
+        (hash ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+pub fn backend(name: &str, namespace: &str, url: &EndpointUrl) -> Value {
+    let endpoint = if url.is_ip() {
+        json!({"ip": {"address": url.host, "port": url.port}})
+    } else {
+        json!({"fqdn": {"hostname": url.host, "port": url.port}})
+    };
+    let mut object = json!({
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": "Backend",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"endpoints": [endpoint]},
+    });
+    if url.tls {
+        // An external provider presents a publicly trusted certificate for its own name.
+        let mut tls = json!({"wellKnownCACertificates": "System"});
+        if !url.is_ip() {
+            tls["sni"] = json!(url.host);
+        }
+        object["spec"]["tls"] = tls;
+    }
+    object
+}
+
+pub fn service_backend(name: &str, namespace: &str, schema: &str, prefix: &str) -> Value {
+    json!({
+        "apiVersion": "aigateway.envoyproxy.io/v1beta1",
+        "kind": "AIServiceBackend",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "schema": {"name": schema, "prefix": prefix},
+            "backendRef": {"group": "gateway.envoyproxy.io", "kind": "Backend", "name": name},
+        },
+    })
+}
+
+/// The route answering `model: <namespace>/<service>`. Only composed with at least one backend: a route with
+/// none would answer every request with an error instead of the model being absent from `/v1/models`.
+pub fn ai_gateway_route(
+    service: &str,
+    namespace: &str,
+    model: &str,
+    routed: &[Routed<'_>],
+    request_timeout: &str,
+) -> Value {
+    let backend_refs: Vec<Value> = routed
+        .iter()
+        .map(|r| {
+            let mut reference = json!({
+                "name": backend_name(service, &r.backend.endpoint),
+                "priority": r.backend.priority,
+                "weight": r.backend.weight,
+            });
+            if let Some(model) = r.model_override {
+                reference["modelNameOverride"] = json!(model);
+            }
+            reference
+        })
+        .collect();
+    json!({
+        "apiVersion": "aigateway.envoyproxy.io/v1beta1",
+        "kind": "AIGatewayRoute",
+        "metadata": {"name": service, "namespace": namespace},
+        "spec": {
+            "parentRefs": [{
+                "group": "gateway.networking.k8s.io", "kind": "Gateway",
+                "name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE,
+            }],
+            "rules": [{
+                "matches": [{"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": model}]}],
+                "backendRefs": backend_refs,
+                "timeouts": {"request": request_timeout},
+                "modelsOwnedBy": namespace,
+            }],
+            "llmRequestCosts": [
+                {"metadataKey": "llm_input_token", "type": "InputToken"},
+                {"metadataKey": "llm_output_token", "type": "OutputToken"},
+                {"metadataKey": "llm_total_token", "type": "TotalToken"},
+            ],
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backend_name;
+
+    #[test]
+    fn backend_names_fit_a_dns_label_and_stay_distinct() {
+        assert_eq!(backend_name("qwen", "qwen-use1-0"), "qwen-qwen-use1-0");
+        let long_a = backend_name(&"s".repeat(40), &format!("{}-a", "e".repeat(40)));
+        let long_b = backend_name(&"s".repeat(40), &format!("{}-b", "e".repeat(40)));
+        assert_ne!(long_a, long_b);
+        assert!(long_a.len() <= 63 && long_b.len() <= 63);
+    }
+}

@@ -1,0 +1,336 @@
+use serde_json::{Value, json};
+
+use super::compose;
+use crate::compose::{
+    Output,
+    fixtures::{request, run, with_required},
+};
+use crate::proto::v1::{RunFunctionRequest, Status};
+
+fn service(endpoints: Value) -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelService",
+           "metadata": {"name": "qwen", "namespace": "ml-team", "labels": {"tier": "prod"}},
+           "spec": {"endpoints": endpoints}})
+}
+
+fn endpoint(name: &str, namespace: &str, labels: Value, url: &str, ready: bool) -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelEndpoint",
+           "metadata": {"name": name, "namespace": namespace, "labels": labels},
+           "spec": {"url": url},
+           "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+}
+
+fn gateway(selector: Option<Value>) -> Value {
+    let mut g = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceGateway",
+                       "metadata": {"name": "fleet"}, "spec": {"clusterName": "use1-a"},
+                       "status": {"clusterName": "use1-a", "address": "203.0.113.9"}});
+    if let Some(selector) = selector {
+        g["spec"]["serviceSelector"] = selector;
+    }
+    g
+}
+
+fn cluster() -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": "use1-a"},
+           "status": {"providerConfigName": "use1-a-pc", "stack": "Standard"}})
+}
+
+fn resolved(xr: Value, endpoints: &[Value], gateways: &[Value]) -> RunFunctionRequest {
+    with_required(
+        with_required(
+            with_required(request(xr), "endpoints", endpoints),
+            "gateways",
+            gateways,
+        ),
+        "clusters",
+        &[cluster()],
+    )
+}
+
+fn failover_entries() -> Value {
+    json!([
+        {"name": "ours", "priority": 0, "weight": 1, "selector": {"matchLabels": {"modelplane.ai/deployment": "qwen"}}},
+        {"name": "together", "priority": 1, "selector": {"matchLabels": {"modelplane.ai/external-provider": "together"}}},
+    ])
+}
+
+fn together() -> Value {
+    let labels = json!({"modelplane.ai/external-provider": "together"});
+    endpoint("together", "ml-team", labels, "https://api.together.xyz/", true)
+}
+
+fn route_failover(endpoints: &[Value]) -> Output {
+    let req = resolved(service(failover_entries()), endpoints, &[gateway(None)]);
+    run(compose, &req).unwrap()
+}
+
+fn condition<'a>(out: &'a Output, type_: &str) -> (Status, &'a str, &'a str) {
+    let c = out
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .expect("condition");
+    (
+        c.status,
+        c.reason.as_str(),
+        c.message.as_deref().unwrap_or_default(),
+    )
+}
+
+fn route(out: &Output) -> &Value {
+    &out.resources["fleet-route"].object["spec"]["forProvider"]["manifest"]
+}
+
+#[test]
+fn endpoints_are_only_ever_asked_for_in_the_services_namespace() {
+    let out = run(compose, &request(service(failover_entries()))).unwrap();
+    assert!(out.resources.is_empty());
+    assert_eq!(
+        out.requirements["endpoints"].namespace.as_deref(),
+        Some("ml-team")
+    );
+    assert_eq!(out.requirements["endpoints"].kind, "ModelEndpoint");
+    assert_eq!(out.requirements["gateways"].namespace, None);
+    assert_eq!(out.status["model"], "ml-team/qwen");
+}
+
+#[test]
+fn a_service_selecting_nothing_is_not_ready_says_why_and_composes_no_route() {
+    let other = endpoint(
+        "llama",
+        "ml-team",
+        json!({"modelplane.ai/deployment": "llama"}),
+        "http://10.0.0.1/v1",
+        true,
+    );
+    let out = run(
+        compose,
+        &resolved(service(failover_entries()), &[other], &[gateway(None)]),
+    )
+    .unwrap();
+    assert_eq!(out.ready, Some(false));
+    let (status, reason, message) = condition(&out, "EndpointsResolved");
+    assert_eq!((status, reason), (Status::ConditionFalse, "NoEndpoints"));
+    assert!(message.contains("modelplane.ai/deployment=qwen"), "{message}");
+    assert!(out.resources.is_empty(), "{:?}", out.resources.keys());
+    assert_eq!(condition(&out, "RoutingReady").1, "NoBackends");
+    assert_eq!(out.status["endpoints"], json!({"total": 0, "ready": 0}));
+}
+
+#[test]
+fn an_endpoint_in_another_namespace_is_never_selected() {
+    let labels = json!({"modelplane.ai/deployment": "qwen"});
+    let foreign = endpoint("qwen-0", "other-team", labels, "http://10.0.0.1/v1", true);
+    let out = run(
+        compose,
+        &resolved(service(failover_entries()), &[foreign], &[gateway(None)]),
+    )
+    .unwrap();
+    assert_eq!(condition(&out, "EndpointsResolved").1, "NoEndpoints");
+    assert!(out.resources.is_empty());
+}
+
+#[test]
+fn a_route_fails_over_from_our_replicas_to_a_provider_by_model_name() {
+    let ours = json!({"modelplane.ai/deployment": "qwen"});
+    let endpoints = [
+        endpoint(
+            "qwen-a",
+            "ml-team",
+            ours.clone(),
+            "http://gw-a.example.com/ml-team/qwen-a/v1",
+            true,
+        ),
+        endpoint(
+            "qwen-b",
+            "ml-team",
+            ours,
+            "http://10.1.2.3:8080/ml-team/qwen-b/v1",
+            true,
+        ),
+        together(),
+    ];
+    let out = route_failover(&endpoints);
+    let route = route(&out);
+    assert_eq!(route["kind"], "AIGatewayRoute");
+    assert_eq!(route["metadata"], json!({"name": "qwen", "namespace": "ml-team"}));
+    let rule = &route["spec"]["rules"][0];
+    assert_eq!(
+        rule["matches"][0]["headers"][0],
+        json!({"type": "Exact", "name": "x-ai-eg-model", "value": "ml-team/qwen"})
+    );
+    let refs: Vec<(String, u64, u64)> = rule["backendRefs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["priority"].as_u64().unwrap(),
+                r["weight"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        refs,
+        [
+            ("qwen-qwen-a".into(), 0, 1),
+            ("qwen-qwen-b".into(), 0, 1),
+            ("qwen-together".into(), 1, 1)
+        ]
+    );
+    let manifest = |key: &str| &out.resources[key].object["spec"]["forProvider"]["manifest"];
+    assert_eq!(
+        manifest("fleet-backend-qwen-b")["spec"]["endpoints"],
+        json!([{"ip": {"address": "10.1.2.3", "port": 8080}}])
+    );
+    assert_eq!(
+        manifest("fleet-backend-together")["spec"]["tls"],
+        json!({"wellKnownCACertificates": "System", "sni": "api.together.xyz"})
+    );
+    assert_eq!(
+        manifest("fleet-service-backend-qwen-a")["spec"]["schema"],
+        json!({"name": "OpenAI", "prefix": "/ml-team/qwen-a/v1"})
+    );
+    assert_eq!(
+        manifest("fleet-service-backend-together")["spec"]["schema"]["prefix"],
+        "/v1"
+    );
+    assert_eq!(
+        out.resources["fleet-route"].object["spec"]["providerConfigRef"]["name"],
+        "use1-a-pc"
+    );
+    assert_eq!(out.status["endpoints"], json!({"total": 3, "ready": 3}));
+    assert_eq!(
+        out.status["gateways"],
+        json!([{"name": "fleet", "address": "203.0.113.9"}])
+    );
+    assert_eq!(condition(&out, "EndpointsResolved").0, Status::ConditionTrue);
+    // Nothing observed yet: composed, but not ready.
+    assert_eq!(out.ready, Some(false));
+}
+
+#[test]
+fn an_endpoint_that_is_not_ready_leaves_the_route_and_its_tier_moves_up() {
+    let endpoints = [
+        endpoint(
+            "qwen-a",
+            "ml-team",
+            json!({"modelplane.ai/deployment": "qwen"}),
+            "http://10.0.0.1/v1",
+            false,
+        ),
+        together(),
+    ];
+    let out = route_failover(&endpoints);
+    let refs = &route(&out)["spec"]["rules"][0]["backendRefs"];
+    assert_eq!(
+        refs,
+        &json!([{"name": "qwen-together", "priority": 0, "weight": 1}])
+    );
+    assert!(!out.resources.contains_key("fleet-backend-qwen-a"));
+    assert!(
+        condition(&out, "EndpointsResolved")
+            .2
+            .contains("entries with no ready endpoint: ours")
+    );
+}
+
+#[test]
+fn a_gateway_whose_selector_does_not_match_does_not_serve_the_service() {
+    let ep = endpoint(
+        "qwen-a",
+        "ml-team",
+        json!({"modelplane.ai/deployment": "qwen"}),
+        "http://10.0.0.1/v1",
+        true,
+    );
+    let picky = gateway(Some(json!({"matchLabels": {"tier": "dev"}})));
+    let out = run(compose, &resolved(service(failover_entries()), &[ep], &[picky])).unwrap();
+    assert!(out.resources.is_empty());
+    assert_eq!(condition(&out, "RoutingReady").1, "NoGateway");
+    assert_eq!(out.ready, Some(false));
+}
+
+#[test]
+fn v0_3_1_entries_without_names_are_named_by_index() {
+    let entries = json!([{"weight": 95, "selector": {"matchLabels": {"app": "qwen"}}},
+                         {"weight": 5, "selector": {"matchLabels": {"app": "qwen-next"}}}]);
+    let endpoints = [
+        endpoint("a", "ml-team", json!({"app": "qwen"}), "http://10.0.0.1/v1", true),
+        endpoint(
+            "b",
+            "ml-team",
+            json!({"app": "qwen-next"}),
+            "http://10.0.0.2/v1",
+            true,
+        ),
+    ];
+    let out = run(compose, &resolved(service(entries), &endpoints, &[gateway(None)])).unwrap();
+    let refs = &route(&out)["spec"]["rules"][0]["backendRefs"];
+    assert_eq!(
+        refs,
+        &json!([{"name": "qwen-a", "priority": 0, "weight": 19}, {"name": "qwen-b", "priority": 0, "weight": 1}])
+    );
+}
+
+#[test]
+fn bad_entries_are_fatal_naming_the_field() {
+    let entry = |extra: Value| {
+        let mut e = json!({"selector": {"matchLabels": {"app": "qwen"}}});
+        if let (Some(e), Value::Object(extra)) = (e.as_object_mut(), extra) {
+            e.extend(extra);
+        }
+        e
+    };
+    for (entries, field, needle) in [
+        (
+            json!([entry(json!({"weight": 0}))]),
+            "spec.endpoints[0].weight",
+            "remove it",
+        ),
+        (
+            json!([entry(json!({"weight": 1_000_001}))]),
+            "spec.endpoints[0].weight",
+            "1..1000000",
+        ),
+        (
+            json!([entry(json!({"priority": 64}))]),
+            "spec.endpoints[0].priority",
+            "0..63",
+        ),
+        (
+            json!([entry(json!({"name": "a"})), entry(json!({"name": "a"}))]),
+            "spec.endpoints[1].name",
+            "unique",
+        ),
+        (
+            json!([entry(json!({"name": "Bad_Name"}))]),
+            "spec.endpoints[0].name",
+            "DNS label",
+        ),
+        (
+            json!([{"selector": {"matchLabels": {}}}]),
+            "spec.endpoints[0].selector.matchLabels",
+            "at least one",
+        ),
+        (json!([]), "spec.endpoints", "at least one"),
+    ] {
+        let err = run(compose, &request(service(entries.clone()))).unwrap_err();
+        assert_eq!(err.path, field, "{entries}: {err}");
+        assert!(err.reason.contains(needle), "{err}");
+    }
+    let mut xr = service(json!([entry(json!({}))]));
+    xr["spec"]["timeouts"] = json!({"request": "1 minute"});
+    assert_eq!(
+        run(compose, &request(xr)).unwrap_err().path,
+        "spec.timeouts.request"
+    );
+    let negative = service(json!([entry(json!({"weight": -1}))]));
+    assert!(
+        run(compose, &request(negative))
+            .unwrap_err()
+            .path
+            .contains("weight")
+    );
+}

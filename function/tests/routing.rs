@@ -1,0 +1,323 @@
+//! Fleet routing against the real schemas: every object the ModelService composer puts on a gateway's cluster
+//! is accepted by the vendored Envoy Gateway / Envoy AI Gateway CRDs (`tests/crds/routing/`, structure, CEL and
+//! undeclared fields) inside a provider-kubernetes Object its CRD accepts, and the routing XRDs reject what the
+//! API forbids.
+
+// Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod schema;
+
+use modelplane_function::{
+    proto::v1::{RunFunctionResponse, Severity},
+    render::{self, Inputs},
+    run_function,
+};
+use schema::{problems, read_documents, repo_root, version_schema};
+use serde_json::{Value, json};
+
+/// The `openAPIV3Schema` of `version` in the CRD at `path` (repo-relative).
+fn crd_schema(path: &str, version: &str) -> Value {
+    let crd = read_documents(&repo_root().join(path)).remove(0);
+    let served = crd["spec"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == version)
+        .unwrap_or_else(|| panic!("{path} serves no {version}"));
+    served["schema"]["openAPIV3Schema"].clone()
+}
+
+fn schema_for(object: &Value) -> Value {
+    let path = match (
+        object["apiVersion"].as_str().unwrap(),
+        object["kind"].as_str().unwrap(),
+    ) {
+        ("aigateway.envoyproxy.io/v1beta1", "AIGatewayRoute") => {
+            "tests/crds/routing/envoy-ai-gateway/v0.7.0/aigateway.envoyproxy.io_aigatewayroutes.yaml"
+        }
+        ("aigateway.envoyproxy.io/v1beta1", "AIServiceBackend") => {
+            "tests/crds/routing/envoy-ai-gateway/v0.7.0/aigateway.envoyproxy.io_aiservicebackends.yaml"
+        }
+        ("aigateway.envoyproxy.io/v1beta1", "BackendSecurityPolicy") => {
+            "tests/crds/routing/envoy-ai-gateway/v0.7.0/aigateway.envoyproxy.io_backendsecuritypolicies.yaml"
+        }
+        ("gateway.envoyproxy.io/v1alpha1", "Backend") => {
+            "tests/crds/routing/envoy-gateway/v1.8.1/gateway.envoyproxy.io_backends.yaml"
+        }
+        ("gateway.networking.k8s.io/v1", "Gateway") => {
+            "tests/crds/routing/gateway-api/v1.5.1/gateway.networking.k8s.io_gateways.yaml"
+        }
+        ("gateway.networking.k8s.io/v1", "GatewayClass") => {
+            "tests/crds/routing/gateway-api/v1.5.1/gateway.networking.k8s.io_gatewayclasses.yaml"
+        }
+        ("kubernetes.m.crossplane.io/v1alpha1", "Object") => {
+            "tests/crds/provider-kubernetes/kubernetes.m.crossplane.io_objects.yaml"
+        }
+        other => panic!("no vendored CRD for {other:?}"),
+    };
+    let version = object["apiVersion"].as_str().unwrap().rsplit('/').next().unwrap();
+    crd_schema(path, version)
+}
+
+fn xrd_schema(file: &str) -> Value {
+    version_schema(&read_documents(&repo_root().join("package/configuration/xrds").join(file)).remove(0))
+}
+
+fn example(file: &str) -> Value {
+    read_documents(&repo_root().join("examples/services").join(file)).remove(0)
+}
+
+fn endpoint(name: &str, namespace: &str, labels: Value, url: &str) -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelEndpoint",
+           "metadata": {"name": name, "namespace": namespace, "labels": labels},
+           "spec": {"url": url}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+fn fleet() -> Vec<Value> {
+    let mut provider = example("together-endpoint.yaml");
+    provider["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    let ours = json!({"modelplane.ai/deployment": "qwen3-coder"});
+    vec![
+        provider,
+        endpoint(
+            "qwen3-coder-1a2b3",
+            "ml-team",
+            ours.clone(),
+            "http://use1-a.gw.example.com/ml-team/qwen3-coder-1a2b3/v1",
+        ),
+        endpoint(
+            "qwen3-coder-4c5d6",
+            "ml-team",
+            ours.clone(),
+            "http://10.20.30.40:8080/ml-team/qwen3-coder-4c5d6/v1",
+        ),
+        // Same labels, another team: never routed.
+        endpoint("qwen3-coder-x", "other-team", ours, "http://10.9.9.9/v1"),
+        json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceGateway", "metadata": {"name": "fleet"},
+               "spec": {"clusterName": "use1-a"}, "status": {"clusterName": "use1-a", "address": "203.0.113.9"}}),
+        json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": "use1-a"},
+               "status": {"providerConfigName": "use1-a", "stack": "Standard"}}),
+    ]
+}
+
+fn render(composite: &Value, required: Vec<Value>) -> RunFunctionResponse {
+    let inputs = Inputs {
+        composite: composite.clone(),
+        required,
+        ..Default::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime
+        .block_on(render::run(&inputs, |req| async move { Ok(run_function(req)) }))
+        .unwrap()
+}
+
+fn desired(rsp: &RunFunctionResponse) -> Vec<(String, Value)> {
+    rsp.desired
+        .as_ref()
+        .unwrap()
+        .resources
+        .iter()
+        .map(|(key, r)| (key.clone(), r.resource.as_ref().unwrap().to_json().unwrap()))
+        .collect()
+}
+
+fn fatal(rsp: &RunFunctionResponse) -> Vec<&str> {
+    rsp.results
+        .iter()
+        .filter(|r| r.severity == Severity::Fatal as i32)
+        .map(|r| r.message.as_str())
+        .collect()
+}
+
+fn manifest_kinds(objects: &[(String, Value)]) -> Vec<&str> {
+    objects
+        .iter()
+        .map(|(_, o)| o["spec"]["forProvider"]["manifest"]["kind"].as_str().unwrap())
+        .collect()
+}
+
+/// Every composed Object, and the manifest inside it unless it is a core kind, against its vendored CRD.
+fn assert_valid(objects: &[(String, Value)]) {
+    for (key, object) in objects {
+        let found = problems(&schema_for(object), object, None);
+        assert!(found.is_empty(), "{key} (Object): {found:#?}");
+        let manifest = &object["spec"]["forProvider"]["manifest"];
+        if manifest["apiVersion"] == "v1" {
+            continue;
+        }
+        let found = problems(&schema_for(manifest), manifest, None);
+        assert!(found.is_empty(), "{key} ({}): {found:#?}", manifest["kind"]);
+    }
+}
+
+#[test]
+fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crds() {
+    let mut gateway = example("fleet-gateway.yaml");
+    gateway["spec"]["hostname"] = json!("inference.example.com");
+    let cluster = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
+                         "metadata": {"name": "eks-h200-us-east"},
+                         "status": {"providerConfigName": "eks-h200-us-east", "stack": "Standard"}});
+    let rsp = render(&gateway, vec![cluster]);
+    assert_eq!(fatal(&rsp), Vec::<&str>::new());
+    let objects = desired(&rsp);
+    let kinds = manifest_kinds(&objects);
+    assert_eq!(kinds, ["Gateway", "GatewayClass", "Namespace"]);
+    assert_valid(&objects);
+    assert_eq!(
+        problems(&xrd_schema("inferencegateways.yaml"), &gateway, None),
+        Vec::<String>::new()
+    );
+    let mut tls_without_hostname = example("fleet-gateway.yaml");
+    tls_without_hostname["spec"]["tls"] = json!({"certificateRefs": [{"name": "fleet-tls"}]});
+    let found = problems(&xrd_schema("inferencegateways.yaml"), &tls_without_hostname, None);
+    assert!(found.iter().any(|p| p.contains("hostname")), "{found:#?}");
+}
+
+#[test]
+fn every_object_composed_for_the_example_service_is_accepted_by_the_vendored_crds() {
+    let rsp = render(&example("qwen3-coder.yaml"), fleet());
+    assert_eq!(fatal(&rsp), Vec::<&str>::new());
+    let objects = desired(&rsp);
+    let kinds = manifest_kinds(&objects);
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "AIGatewayRoute").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.iter().filter(|k| **k == "Backend").count(), 3, "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "AIServiceBackend").count(),
+        3,
+        "{kinds:?}"
+    );
+    assert_valid(&objects);
+    let route = objects.iter().find(|(key, _)| key == "fleet-route").unwrap();
+    let refs = &route.1["spec"]["forProvider"]["manifest"]["spec"]["rules"][0]["backendRefs"];
+    let names: Vec<&str> = refs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.ends_with("-x")),
+        "another namespace's endpoint was routed: {names:?}"
+    );
+}
+
+#[test]
+fn a_service_over_a_thousand_endpoints_composes_a_route_envoy_accepts() {
+    let mut required: Vec<Value> = (0..1000)
+        .map(|i| {
+            endpoint(
+                &format!("qwen3-coder-{i:04}"),
+                "ml-team",
+                json!({"modelplane.ai/deployment": "qwen3-coder"}),
+                &format!("http://10.0.{}.{}/v1", i / 250, i % 250 + 1),
+            )
+        })
+        .collect();
+    required.extend(fleet().into_iter().filter(|o| o["kind"] != "ModelEndpoint"));
+    let rsp = render(&example("qwen3-coder.yaml"), required);
+    assert_eq!(fatal(&rsp), Vec::<&str>::new());
+    let route = desired(&rsp)
+        .into_iter()
+        .find(|(key, _)| key == "fleet-route")
+        .unwrap()
+        .1;
+    let manifest = &route["spec"]["forProvider"]["manifest"];
+    let found = problems(&schema_for(manifest), manifest, None);
+    assert!(found.is_empty(), "{found:#?}");
+    assert!(
+        rsp.results
+            .iter()
+            .any(|r| r.message.contains("left out of the route"))
+    );
+}
+
+#[test]
+fn the_routing_xrds_accept_the_examples_and_reject_what_the_api_forbids() {
+    let service = xrd_schema("modelservices.yaml");
+    let endpoint_schema = xrd_schema("modelendpoints.yaml");
+    for compiled in [
+        kube_cel::compile_schema(&service),
+        kube_cel::compile_schema(&endpoint_schema),
+    ] {
+        assert!(!compiled.has_errors(), "{:#?}", compiled.compilation_errors());
+    }
+    let good = example("qwen3-coder.yaml");
+    assert_eq!(problems(&service, &good, None), Vec::<String>::new());
+    assert_eq!(
+        problems(&endpoint_schema, &example("together-endpoint.yaml"), None),
+        Vec::<String>::new()
+    );
+
+    let with_entries = |entries: Value| {
+        let mut s = good.clone();
+        s["spec"]["endpoints"] = entries;
+        s
+    };
+    let selector = json!({"matchLabels": {"app": "qwen"}});
+    for (entries, needle) in [
+        (json!([{"weight": 0, "selector": selector}]), "weight"),
+        (json!([{"weight": 1_000_001, "selector": selector}]), "weight"),
+        (json!([{"priority": 64, "selector": selector}]), "priority"),
+        (
+            json!([{"name": "a", "selector": selector}, {"name": "a", "selector": selector}]),
+            "unique",
+        ),
+        (json!([{"selector": {"matchLabels": {}}}]), "matchLabels"),
+        (json!([]), "endpoints"),
+    ] {
+        let found = problems(&service, &with_entries(entries.clone()), None);
+        assert!(found.iter().any(|p| p.contains(needle)), "{entries}: {found:#?}");
+    }
+    // v0.3.1 manifests carry no names and no priorities.
+    let legacy =
+        with_entries(json!([{"weight": 95, "selector": selector}, {"weight": 5, "selector": selector}]));
+    assert_eq!(problems(&service, &legacy, None), Vec::<String>::new());
+
+    for url in [
+        "api.together.xyz",
+        "ftp://x/",
+        "https://user:pw@h/",
+        "https://h/v1?key=1",
+        "https://bad_host/",
+    ] {
+        let mut e = example("together-endpoint.yaml");
+        e["spec"]["url"] = json!(url);
+        let found = problems(&endpoint_schema, &e, None);
+        assert!(found.iter().any(|p| p.contains("url")), "{url}: {found:#?}");
+    }
+}
+
+#[test]
+fn upstream_documentation_manifests_validate_and_render_without_a_fatal() {
+    let dir = repo_root().join("function/tests/fixtures/upstream-routing");
+    let mut fleet_for_eu = fleet();
+    fleet_for_eu.push(json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
+                             "metadata": {"name": "gw-gcp-eu"}, "status": {"providerConfigName": "gw-gcp-eu"}}));
+    let mut rendered = 0;
+    for file in schema::yaml_files(&dir) {
+        for doc in read_documents(&file) {
+            let xrd = match doc["kind"].as_str().unwrap() {
+                "ModelService" => "modelservices.yaml",
+                "ModelEndpoint" => "modelendpoints.yaml",
+                "InferenceGateway" => "inferencegateways.yaml",
+                other => panic!("{}: unexpected kind {other}", file.display()),
+            };
+            assert_eq!(
+                problems(&xrd_schema(xrd), &doc, None),
+                Vec::<String>::new(),
+                "{}",
+                file.display()
+            );
+            let rsp = render(&doc, fleet_for_eu.clone());
+            assert_eq!(fatal(&rsp), Vec::<&str>::new(), "{}", file.display());
+            rendered += 1;
+        }
+    }
+    assert_eq!(rendered, 3);
+}
