@@ -46,6 +46,10 @@ def load_yaml_documents(*paths: Path) -> list[dict]:
     return [doc for f in files for doc in yaml.load_all(f.read_text(), Loader=loader) if doc]
 
 
+# How often a 429 answer is retried before it counts as an error.
+TOO_MANY_REQUESTS_RETRIES = 10
+
+
 class ApiError(AssertionError):
     def __init__(self, response: requests.Response, what: str):
         self.status = response.status_code
@@ -87,8 +91,14 @@ class Kube:
     def request(self, method: str, path: str, *, body: Any = None, params: dict | None = None,
                 content_type: str = "application/json", what: str = "", ok: Iterable[int] = ()) -> dict | None:
         data = body if body is None or isinstance(body, (str, bytes)) else json.dumps(body)
-        response = self.session.request(method, self.server + path, data=data, params=params,
-                                        headers={"Content-Type": content_type}, timeout=REQUEST_TIMEOUT_SECONDS)
+        # 429 is the server asking for a retry (a CRD's storage still initializing, priority and fairness), as
+        # client-go retries it: honour Retry-After a bounded number of times.
+        for _ in range(TOO_MANY_REQUESTS_RETRIES):
+            response = self.session.request(method, self.server + path, data=data, params=params,
+                                            headers={"Content-Type": content_type}, timeout=REQUEST_TIMEOUT_SECONDS)
+            if response.status_code != 429:
+                break
+            time.sleep(min(float(response.headers.get("Retry-After") or 1), 5.0))
         if response.status_code in ok:
             return None
         if response.status_code >= 400:

@@ -61,6 +61,8 @@ def play_provider_helm(kube: Kube, composite: str) -> list[dict]:
     """Marks the composite's Releases Ready and Synced, as provider-helm reports an installed chart."""
     releases = composed_by(kube, RELEASE_API, "Release", composite)
     for release in releases:
+        if conditions(release).get("Ready") == "True":
+            continue  # already "installed": patching again would only add watch events
         kube.patch_status(release, {"conditions": [
             {"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z"},
             {"type": "Synced", "status": "True", "reason": "ReconcileSuccess",
@@ -89,11 +91,13 @@ def test_an_existing_cluster_and_a_gang_deployment_are_composed_applied_and_clea
     kube = platform
     cluster = load_yaml_documents(EXAMPLES / "clusters" / "existing-onprem.yaml")[0]
     name = cluster["metadata"]["name"]
-    secret_ref = cluster["spec"]["cluster"]["existing"]["kubeconfigSecretRef"]
-    kube.ensure_namespace(secret_ref["namespace"])
+    # Upstream's shape: name and key; the Secret lives in modelplane-system unless the ref names a namespace.
+    secret_ref = cluster["spec"]["cluster"]["existing"]["secretRef"]
+    secret_namespace = secret_ref.get("namespace", "modelplane-system")
+    kube.ensure_namespace(secret_namespace)
     kube.apply({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": secret_ref["name"], "namespace": secret_ref["namespace"]},
-                "stringData": {"kubeconfig": kubeconfig_pointing_back(kube)}})
+                "metadata": {"name": secret_ref["name"], "namespace": secret_namespace},
+                "stringData": {secret_ref.get("key", "kubeconfig"): kubeconfig_pointing_back(kube)}})
     for inference_class in load_yaml_documents(EXAMPLES / "classes"):
         kube.apply(inference_class)
     kube.apply(cluster)
@@ -107,9 +111,13 @@ def test_an_existing_cluster_and_a_gang_deployment_are_composed_applied_and_clea
     assert kube.get(OBJECT_API, "ClusterProviderConfig", name), "no provider-kubernetes ClusterProviderConfig"
     assert {r["metadata"]["namespace"] for r in releases} == {"modelplane-system"}
 
-    play_provider_helm(kube, name)
-    ready = wait_for("the InferenceCluster Ready", lambda: conditions(cluster_now()).get("Ready") == "True" and
-                     cluster_now(), CONVERGE_SECONDS, lambda: str((cluster_now() or {}).get("status")))
+    # Charts are composed in stages (some wait for others), so keep "installing" each new Release as it appears.
+    def installed_and_ready() -> dict | None:
+        play_provider_helm(kube, name)
+        return conditions(cluster_now()).get("Ready") == "True" and cluster_now()
+
+    ready = wait_for("the InferenceCluster Ready", installed_and_ready, CONVERGE_SECONDS,
+                     lambda: str((cluster_now() or {}).get("status")))
     status = ready["status"]
     assert status["stack"] == "Standard"
     assert status["providerConfigName"] == name
