@@ -37,6 +37,12 @@ pub fn run_function_until(req: RunFunctionRequest, deadline: Deadline) -> RunFun
     })
 }
 
+/// [`run_function_until`] on the calling thread, which must have [`limits::CALL_STACK_BYTES`] of stack: the
+/// server's compose pool calls this, so no call pays for a thread of its own.
+pub fn run_function_here(req: RunFunctionRequest, deadline: Deadline) -> RunFunctionResponse {
+    limits::run_here(deadline, move || run_with(compose::COMPOSERS, req))
+}
+
 /// [`run_function`] with its table of composers given (tests inject composers that misbehave).
 pub fn run_with(composers: &[(&str, ComposeFn)], req: RunFunctionRequest) -> RunFunctionResponse {
     let caller = Caller::of(&req);

@@ -16,6 +16,7 @@
 pub mod api;
 pub mod cel;
 pub mod compose;
+pub mod compose_pool;
 pub mod dispatch;
 pub mod error;
 pub mod limits;

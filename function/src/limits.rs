@@ -117,6 +117,16 @@ pub fn check_deadline() -> Result<(), ComposeError> {
     }
 }
 
+/// Runs `work` on this thread under `deadline`. The thread must have [`CALL_STACK_BYTES`] of stack (the server's
+/// compose pool does).
+pub fn run_here<T>(deadline: Deadline, work: impl FnOnce() -> T) -> T {
+    DEADLINE.with(|d| *d.borrow_mut() = Some(deadline));
+    let out = work();
+    // The thread composes other calls next: their deadline is not this one.
+    DEADLINE.with(|d| *d.borrow_mut() = None);
+    out
+}
+
 /// Runs `work` on a fresh thread with [`CALL_STACK_BYTES`] of stack, under `deadline`. `None` only when the
 /// thread could not be started or died, which the caller reports as an internal error.
 pub fn run_bounded<T: Send + 'static>(

@@ -27,7 +27,8 @@ use tonic::{
 };
 
 use crate::{
-    dispatch::run_function_until,
+    compose_pool::ComposePool,
+    dispatch::run_function_here,
     limits::{CALL_TIMEOUT, Deadline},
     proto::{v1, v1beta1},
 };
@@ -83,6 +84,8 @@ pub enum ServeError {
         address: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot start the threads calls compose on: {0}")]
+    Threads(#[source] std::io::Error),
     #[error("cannot serve on {address}: {source}")]
     Serve {
         address: SocketAddr,
@@ -116,7 +119,7 @@ pub async fn serve_on(listener: TcpListener, options: ServeOptions) -> Result<()
         .set_serving::<v1beta1::function_runner_service_server::FunctionRunnerServiceServer<Runner>>()
         .await;
 
-    let runner = Runner::new(limits.max_concurrent_calls);
+    let runner = Runner::new(limits.max_concurrent_calls).map_err(ServeError::Threads)?;
     tokio::spawn(return_memory_when_idle(runner.clone()));
     let v1_service = v1::function_runner_service_server::FunctionRunnerServiceServer::new(runner.clone())
         .max_decoding_message_size(options.max_recv_message_size)
@@ -401,15 +404,20 @@ pub struct Runner {
     max_calls: usize,
     /// Calls finished since memory was last handed back.
     finished: Arc<std::sync::atomic::AtomicUsize>,
+    /// Where calls compose: one big-stack thread per call slot.
+    pool: ComposePool,
 }
 
 impl Runner {
-    pub fn new(max_concurrent_calls: usize) -> Self {
-        Self {
-            calls: Arc::new(Semaphore::new(max_concurrent_calls.max(1))),
-            max_calls: max_concurrent_calls.max(1),
+    /// A runner for at most `max_concurrent_calls` calls at once, with a composing thread for each.
+    pub fn new(max_concurrent_calls: usize) -> std::io::Result<Self> {
+        let max_calls = max_concurrent_calls.max(1);
+        Ok(Self {
+            calls: Arc::new(Semaphore::new(max_calls)),
+            max_calls,
             finished: Arc::default(),
-        }
+            pool: ComposePool::new(max_calls)?,
+        })
     }
 
     fn idle(&self) -> bool {
@@ -435,12 +443,6 @@ async fn return_memory_when_idle(runner: Runner) {
             })
             .await;
         }
-    }
-}
-
-impl Default for Runner {
-    fn default() -> Self {
-        Self::new(ConnectionLimits::default().max_concurrent_calls)
     }
 }
 
@@ -470,15 +472,21 @@ impl Runner {
             .await
             .map_err(|_| Status::unavailable("the server is shutting down"))?;
         let cancel = deadline.cancel_on_drop();
-        let rsp = tokio::task::spawn_blocking(move || {
+        let (done, answer) = tokio::sync::oneshot::channel();
+        let queued = self.pool.run(move || {
             let _slot = slot;
             let _entered = span.enter();
-            let rsp = run_function_until(req, deadline);
+            let rsp = run_function_here(req, deadline);
             tracing::debug!(results = rsp.results.len(), "responded");
-            rsp
-        })
-        .await
-        .map_err(|e| Status::internal(format!("the call's thread failed: {e}")));
+            let _ = done.send(rsp);
+        });
+        let rsp = if queued {
+            answer
+                .await
+                .map_err(|_| Status::internal("the call's thread failed before it answered"))
+        } else {
+            Err(Status::internal("no composing thread is left"))
+        };
         cancel.disarm();
         self.finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         rsp
