@@ -277,11 +277,11 @@ kubectl_() { "$bin_dir/kubectl" --kubeconfig "$state/kubeconfig" "$@"; }
 # The garbage collector has synced its informers once it logs so; until then owner-reference cleanup can lag.
 kcm_ready() { grep -qi 'all resource monitors have synced' "$state/kube-controller-manager.log"; }
 
-# Where the upstream CRDs live: MODELPLANE_CRDS_DIR, else the repository's vendored tests/crds, else a shared
-# checkout next to the repository. tests/python/crds.py resolves the same way.
+# Where the upstream CRDs live: MODELPLANE_CRDS_DIR, else the repository's vendored tests/crds.
+# tests/controlplane/python/kube.py resolves the same way.
 crds_dir() {
     local dir
-    for dir in "${MODELPLANE_CRDS_DIR:-}" "$repo/tests/crds" "$repo/../shared/crds"; do
+    for dir in "${MODELPLANE_CRDS_DIR:-}" "$repo/tests/crds"; do
         if [[ -n "$dir" && -d "$dir/crossplane" ]]; then
             (cd "$dir" && pwd)
             return

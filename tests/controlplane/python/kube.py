@@ -27,10 +27,9 @@ T = TypeVar("T")
 
 
 def crds_dir() -> Path:
-    """The upstream CRDs: MODELPLANE_CRDS_DIR, else the vendored tests/crds, else a shared checkout beside the
-    repository (tests/controlplane/controlplane.sh resolves the same way)."""
-    candidates = [os.environ.get("MODELPLANE_CRDS_DIR"), REPO_ROOT / "tests" / "crds",
-                  REPO_ROOT.parent / "shared" / "crds"]
+    """The upstream CRDs: MODELPLANE_CRDS_DIR, else the vendored tests/crds (tests/controlplane/controlplane.sh
+    resolves the same way)."""
+    candidates = [os.environ.get("MODELPLANE_CRDS_DIR"), REPO_ROOT / "tests" / "crds"]
     for candidate in candidates:
         if candidate and (Path(candidate) / "crossplane").is_dir():
             return Path(candidate)
