@@ -81,9 +81,7 @@ async fn bench_a_fleet_of_clusters_and_node_pools() {
     let clusters = (wanted / (POOLS_PER_CLUSTER + 1)).max(1);
     let pools = clusters * POOLS_PER_CLUSTER;
     let mrs = clusters + pools;
-    let Some(mut world) = World::start_fast().await else {
-        return;
-    };
+    let mut world = World::start_fast().await;
     world.proxy.limit_upstream(16);
     start(&mut world);
     let pp = PostParams::default();
@@ -93,14 +91,14 @@ async fn bench_a_fleet_of_clusters_and_node_pools() {
         let pool_api = world.pools();
         let pp = pp.clone();
         let mut jobs: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
-        let cluster_object = cluster(&name);
+        let cluster_object = cluster_in(NS, &name);
         let api = cluster_api.clone();
         let p = pp.clone();
         jobs.push(Box::pin(async move {
             api.create(&p, &cluster_object).await.unwrap();
         }));
         for i in 0..POOLS_PER_CLUSTER {
-            let pool_object = pool(&format!("{name}-p{i}"), &name);
+            let pool_object = pool_in(NS, &format!("{name}-p{i}"), &name);
             let api = pool_api.clone();
             let p = pp.clone();
             jobs.push(Box::pin(async move {

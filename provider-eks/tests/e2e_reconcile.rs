@@ -1,7 +1,10 @@
-//! The real binary against kmock and moto behind the fault proxy, for the reconciler's honesty: a rejected
-//! Create is not retried in a loop, Observe-only of a missing resource says so, a change AWS cannot apply is
-//! refused by name, a kind waits for its CRD to be served, and a Cluster being deleted says what it waits for.
-//! kmock bumps resourceVersion on every write, even one that changes nothing, which is what exposed the loop.
+//! The real binary against the real kube-apiserver and moto behind the fault proxy, for the reconciler's
+//! honesty: a rejected Create is not retried in a loop, Observe-only of a missing resource says so, a change AWS
+//! cannot apply is refused by name, a kind waits for its CRD to be served, and a Cluster being deleted says what
+//! it waits for (woken by a real watch).
+//!
+//! kmock stays for one case the real server cannot serve: it bumps resourceVersion on every write, even one that
+//! changes nothing, which is what exposed the rejected-Create loop of issue #15; that test runs on both.
 
 // Test helpers outside #[test] functions may fail loudly too (clippy.toml covers only the test bodies).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -11,56 +14,30 @@ mod support;
 use std::time::{Duration, Instant};
 
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use modelplane_eks_api::{Condition, ConditionStatus, ManagementPolicy};
+use modelplane_eks_api::{ConditionStatus, ManagementPolicy};
 use serde_json::json;
 use support::world::*;
 
 /// The compressed error schedule these tests run with: 120 s of the default longest backoff become this.
 const MAX_BACKOFF_SECONDS: u64 = 3;
 
-fn start_with_backoff(world: &mut World, backoff: u64, max_backoff: u64) {
-    let (backoff, max_backoff) = (backoff.to_string(), max_backoff.to_string());
-    world.start_provider_with(&[
-        "--poll-interval-seconds",
-        "2",
-        "--busy-interval-seconds",
-        "1",
-        "--backoff-seconds",
-        &backoff,
-        "--max-backoff-seconds",
-        &max_backoff,
-        "--debug",
-    ]);
-}
-
-fn condition(conditions: Option<&Vec<Condition>>, type_: &str) -> Option<Condition> {
-    conditions?.iter().find(|c| c.type_ == type_).cloned()
-}
-
-async fn cluster_condition(world: &World, name: &str, type_: &str) -> Option<Condition> {
-    let c = world.clusters().get(name).await.ok()?;
-    condition(c.status.as_ref().map(|s| &s.conditions), type_)
-}
-
-async fn pool_condition(world: &World, name: &str, type_: &str) -> Option<Condition> {
-    let p = world.pools().get(name).await.ok()?;
-    condition(p.status.as_ref().map(|s| &s.conditions), type_)
-}
-
-fn says(condition: Option<Condition>, status: ConditionStatus, text: &str) -> bool {
-    condition.is_some_and(|c| c.status == status && c.message.unwrap_or_default().contains(text))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permanently_rejected_create_waits_the_longest_backoff_between_attempts() {
-    let Some(mut world) = World::start().await else {
-        return;
-    };
+    rejected_create_waits_the_longest_backoff(World::start().await).await;
+}
+
+/// The same on kmock, whose resourceVersion bumps on writes that change nothing wake every watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanently_rejected_create_waits_the_longest_backoff_on_a_stand_in_that_bumps_every_write() {
+    rejected_create_waits_the_longest_backoff(World::start_on_kmock().await).await;
+}
+
+async fn rejected_create_waits_the_longest_backoff(mut world: World) {
     world.proxy.reject_always("POST /clusters");
-    start_with_backoff(&mut world, 1, MAX_BACKOFF_SECONDS);
+    world.start_provider_with_backoff(1, MAX_BACKOFF_SECONDS);
     world
         .clusters()
-        .create(&PostParams::default(), &cluster("unsupported"))
+        .create(&PostParams::default(), &world.cluster("unsupported"))
         .await
         .unwrap();
     world.activate().await;
@@ -93,11 +70,9 @@ async fn a_permanently_rejected_create_waits_the_longest_backoff_between_attempt
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_observe_only_cluster_that_does_not_exist_says_creating_is_forbidden() {
-    let Some(mut world) = World::start().await else {
-        return;
-    };
+    let mut world = World::start().await;
     world.start_provider();
-    let mut observed = cluster("elsewhere");
+    let mut observed = world.cluster("elsewhere");
     observed.spec.management_policies = vec![ManagementPolicy::Observe];
     world
         .clusters()
@@ -122,18 +97,9 @@ async fn an_observe_only_cluster_that_does_not_exist_says_creating_is_forbidden(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changing_a_node_pools_instance_types_is_refused_by_field_name() {
-    let Some(mut world) = World::start().await else {
-        return;
-    };
+    let mut world = World::start().await;
     world.start_provider();
-    let pp = PostParams::default();
-    world.clusters().create(&pp, &cluster("demo")).await.unwrap();
-    world.pools().create(&pp, &pool("h200", "demo")).await.unwrap();
-    world.activate().await;
-    wait_for("NodePool h200 Ready and Synced", &world, || {
-        pool_ready(&world, "h200")
-    })
-    .await;
+    world.ready_cluster_and_pool("demo", "h200").await;
 
     let change = Patch::Merge(json!({ "spec": { "forProvider": { "instanceTypes": ["p4d.24xlarge"] } } }));
     world
@@ -170,21 +136,15 @@ async fn changing_a_node_pools_instance_types_is_refused_by_field_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kind_starts_only_once_its_crd_is_established() {
-    let Some(mut world) = World::start_with(false).await else {
-        return;
-    };
+    // The MRDs turn Active before their CRDs exist, as when Crossplane activates them and creates the CRDs
+    // after: the API server serves nothing of these kinds yet.
+    let mut world = World::start_without_managed_crds().await;
     world.start_provider();
-    world
-        .clusters()
-        .create(&PostParams::default(), &cluster("early"))
-        .await
-        .unwrap();
     world.activate().await;
     wait_for("the metrics endpoint", &world, || async {
         world.metrics().is_some()
     })
     .await;
-    // The MRDs are Active but the CRDs are not served yet: no controller may start.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
         world
@@ -195,7 +155,12 @@ async fn a_kind_starts_only_once_its_crd_is_established() {
     );
     assert_eq!(world.proxy.requests(), Vec::<String>::new());
 
-    world.establish_crds().await;
+    world.install_managed_crds().await;
+    world
+        .clusters()
+        .create(&PostParams::default(), &world.cluster("early"))
+        .await
+        .unwrap();
     wait_for("Cluster early Ready once its CRD is Established", &world, || {
         cluster_ready(&world, "early")
     })
@@ -204,19 +169,10 @@ async fn a_kind_starts_only_once_its_crd_is_established() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_being_deleted_names_its_node_groups_and_goes_right_after_the_last() {
-    let Some(mut world) = World::start().await else {
-        return;
-    };
+    let mut world = World::start().await;
     // Retries are far apart: only the NodePool watch can bring the Cluster's delete back in time.
-    start_with_backoff(&mut world, 600, 600);
-    let pp = PostParams::default();
-    world.clusters().create(&pp, &cluster("demo")).await.unwrap();
-    world.pools().create(&pp, &pool("h200", "demo")).await.unwrap();
-    world.activate().await;
-    wait_for("NodePool h200 Ready and Synced", &world, || {
-        pool_ready(&world, "h200")
-    })
-    .await;
+    world.start_provider_with_backoff(600, 600);
+    world.ready_cluster_and_pool("demo", "h200").await;
 
     // A paused pool keeps its node group while the Cluster is deleted.
     let pause = Patch::Merge(json!({ "metadata": { "annotations": { "crossplane.io/paused": "true" } } }));

@@ -29,7 +29,7 @@ const REGION: &str = "us-east-1";
 static MOTO: OnceLock<Option<Mutex<Peer>>> = OnceLock::new();
 
 fn moto() -> Option<&'static Mutex<Peer>> {
-    MOTO.get_or_init(|| support::start_moto().map(Mutex::new))
+    MOTO.get_or_init(|| Some(Mutex::new(support::start_moto())))
         .as_ref()
 }
 

@@ -1,6 +1,7 @@
-//! Real peers for the integration tests, started by the tests themselves: a moto server (AWS) and kmock with
-//! our metadata-stamping subclass (Kubernetes). Both run from the Python venv that `bash tests/run.sh` builds;
-//! `MODELPLANE_PYTHON` overrides its path. Without it the tests print why and skip.
+//! Real peers for the integration tests, started by the tests themselves: a moto server (AWS) and, where a test
+//! needs a stand-in for Kubernetes, kmock with our metadata-stamping subclass. Both run from the Python venv that
+//! `bash tests/run.sh` builds; `MODELPLANE_PYTHON` overrides its path. Without it the tests fail saying so. The
+//! real kube-apiserver comes from `apiserver`.
 //!
 //! Each peer reads its stdin and exits when it closes, so a peer never outlives the test process even when a
 //! test panics or the peer sits in a `static`.
@@ -17,20 +18,17 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The venv's Python, or None (after saying why) when the venv is missing.
-pub fn python() -> Option<PathBuf> {
+/// The venv's Python; a missing venv fails the test, naming the fix.
+pub fn python() -> PathBuf {
     let path = std::env::var_os("MODELPLANE_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join(".venv/bin/python"));
-    if path.exists() {
-        Some(path)
-    } else {
-        eprintln!(
-            "SKIP: no Python venv at {} (run `bash tests/run.sh`, or set MODELPLANE_PYTHON)",
-            path.display()
-        );
-        None
-    }
+    assert!(
+        path.exists(),
+        "no Python venv at {} for moto and kmock (run `bash tests/run.sh` once, or set MODELPLANE_PYTHON)",
+        path.display()
+    );
+    path
 }
 
 pub fn free_port() -> u16 {
@@ -70,8 +68,8 @@ fn wait_for_port(port: u16, what: &str) {
 /// Python snippet: exit as soon as stdin closes (our parent is gone).
 const EXIT_WITH_PARENT: &str = "import os, sys, threading; threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()";
 
-pub fn start_moto() -> Option<Peer> {
-    let python = python()?;
+pub fn start_moto() -> Peer {
+    let python = python();
     let port = free_port();
     let script = format!(
         "{EXIT_WITH_PARENT}\nfrom moto.server import main\nmain(['-H', '127.0.0.1', '-p', '{port}'])"
@@ -84,11 +82,11 @@ pub fn start_moto() -> Option<Peer> {
         .spawn()
         .unwrap();
     wait_for_port(port, "moto");
-    Some(Peer { port, child })
+    Peer { port, child }
 }
 
-pub fn start_kmock() -> Option<Peer> {
-    let python = python()?;
+pub fn start_kmock() -> Peer {
+    let python = python();
     let port = free_port();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/kmock_apiserver.py");
     let mut child = Command::new(python)
@@ -104,7 +102,7 @@ pub fn start_kmock() -> Option<Peer> {
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line.trim(), "ready", "kmock did not start");
-    Some(Peer { port, child })
+    Peer { port, child }
 }
 
 /// A minimal HTTP/1.1 request; returns (status, body).
@@ -155,6 +153,9 @@ pub fn reset_moto(moto: &Peer) {
 pub const MOTO_CREDENTIALS: &str =
     "[default]\naws_access_key_id = AKIDMODELPLANETEST\naws_secret_access_key = moto-secret-never-logged\n";
 
+pub mod apiserver;
 pub mod fastkube;
+pub mod objects;
 pub mod proxy;
+pub mod seed;
 pub mod world;

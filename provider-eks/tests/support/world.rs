@@ -1,4 +1,5 @@
-//! A whole provider world for the end-to-end tests and the benchmark: moto behind the fault proxy, kmock,
+//! A whole provider world for the end-to-end tests and the benchmarks: moto behind the fault proxy, a
+//! Kubernetes API (the real kube-apiserver, or kmock / the in-process `FastKube` where a test needs a stand-in),
 //! the seeded ProviderConfig and MRDs, and the real binary as a child process.
 
 #![allow(dead_code)]
@@ -6,23 +7,26 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_credential_types::Credentials as AwsCredentials;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionStatus,
-};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use modelplane_eks_api::*;
 use serde_json::json;
 
+use super::apiserver::{self, Exclusive};
 use super::fastkube::FastKube;
 use super::proxy::FaultProxy;
+use super::seed;
 use super::{MOTO_CREDENTIALS, Peer};
 
+pub use super::objects::*;
+
+/// The namespace of the stand-in worlds (a real-server world makes one of its own, see `World::ns`).
 pub const NS: &str = "team-a";
 pub const REGION: &str = "us-east-1";
 pub const SECRET_KEY: &str = "moto-secret-never-logged";
@@ -31,81 +35,128 @@ pub const CONVERGE: Duration = Duration::from_secs(180);
 
 pub struct World {
     pub moto: Peer,
-    /// The Kubernetes stand-in: kmock, or (for the fleet benchmark) the in-process `FastKube`.
+    /// The Kubernetes stand-in, when not the real API server.
     pub _kmock: Option<Peer>,
     pub _fastkube: Option<FastKube>,
+    /// Held while this world uses the shared real API server.
+    _exclusive: Option<Exclusive>,
     pub proxy: FaultProxy,
     pub kube: kube::Client,
+    /// Where this world's objects live.
+    pub ns: String,
     pub dir: PathBuf,
+    kubeconfig: PathBuf,
     pub provider: Option<Child>,
     pub metrics_port: u16,
     pub starts: usize,
 }
 
 impl World {
-    /// A world whose CRDs are Established, as on a cluster where Crossplane installed the package.
-    pub async fn start() -> Option<Self> {
-        Self::start_with(true).await
+    /// A world on the real kube-apiserver, its CRDs installed and served as on a cluster where Crossplane
+    /// installed the package.
+    pub async fn start() -> Self {
+        Self::start_real(true).await
     }
 
-    /// `crds_established: false` leaves the managed kinds' CRDs not yet served (see `establish_crds`).
-    pub async fn start_with(crds_established: bool) -> Option<Self> {
-        let kmock = super::start_kmock()?;
-        Self::start_on(Some(kmock), None, crds_established).await
+    /// A real-server world whose Cluster and NodePool CRDs are not there yet (see `install_managed_crds`).
+    pub async fn start_without_managed_crds() -> Self {
+        Self::start_real(false).await
     }
 
-    /// A world on the in-process `FastKube` instead of kmock, for thousands of managed resources.
-    pub async fn start_fast() -> Option<Self> {
+    /// A world on kmock, for what the real server cannot do: kmock bumps resourceVersion on every write, even
+    /// one that changes nothing (the stress that exposed the rejected-Create loop of issue #15).
+    pub async fn start_on_kmock() -> Self {
+        install_crypto();
+        let kmock = super::start_kmock();
+        let url = kmock.url();
+        let kube = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let dir = world_dir(kmock.port);
+        let kubeconfig = dir.join("kubeconfig");
+        write_plain_kubeconfig(&kubeconfig, &url);
+        seed::stand_in_crds(&kube).await;
+        Self::assemble(kube, NS.into(), dir, kubeconfig, Some(kmock), None, None).await
+    }
+
+    /// A world on the in-process `FastKube` instead of a real server, for thousands of managed resources.
+    pub async fn start_fast() -> Self {
+        install_crypto();
         let fast = FastKube::start().await;
-        Self::start_on(None, Some(fast), true).await
+        let url = fast.url();
+        let kube = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let dir = world_dir(fast.port);
+        let kubeconfig = dir.join("kubeconfig");
+        write_plain_kubeconfig(&kubeconfig, &url);
+        seed::stand_in_crds(&kube).await;
+        Self::assemble(kube, NS.into(), dir, kubeconfig, None, Some(fast), None).await
     }
 
-    async fn start_on(kmock: Option<Peer>, fast: Option<FastKube>, crds_established: bool) -> Option<Self> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let moto = super::start_moto()?;
-        let proxy = FaultProxy::start(moto.port).await;
-        let (url, port) = match (&kmock, &fast) {
-            (Some(k), _) => (k.url(), k.port),
-            (None, Some(f)) => (f.url(), f.port),
-            (None, None) => panic!("a world needs a Kubernetes stand-in"),
+    async fn start_real(with_managed_crds: bool) -> Self {
+        install_crypto();
+        let server = apiserver::shared();
+        let exclusive = tokio::task::block_in_place(|| server.exclusive());
+        let kube = server.client().await;
+        seed::reset_real(&kube, with_managed_crds).await;
+        let ns = unique_namespace();
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some(ns.clone()),
+                ..Default::default()
+            },
+            ..Default::default()
         };
-        let config = kube::Config::new(url.parse().unwrap());
-        let kube = kube::Client::try_from(config).unwrap();
-        let dir = std::env::temp_dir().join(format!("provider-eks-e2e-{}-{port}", std::process::id()));
+        Api::<Namespace>::all(kube.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap();
+        let dir = std::env::temp_dir().join(format!("provider-eks-e2e-{ns}"));
         std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = json!({
-            "apiVersion": "v1", "kind": "Config", "current-context": "kmock",
-            "clusters": [{ "name": "kmock", "cluster": { "server": url } }],
-            "users": [{ "name": "kmock", "user": {} }],
-            "contexts": [{ "name": "kmock", "context": { "cluster": "kmock", "user": "kmock" } }],
-        });
-        std::fs::write(
-            dir.join("kubeconfig"),
-            serde_json::to_string(&kubeconfig).unwrap(),
+        Self::assemble(
+            kube,
+            ns,
+            dir,
+            server.kubeconfig.clone(),
+            None,
+            None,
+            Some(exclusive),
         )
-        .unwrap();
+        .await
+    }
+
+    async fn assemble(
+        kube: kube::Client,
+        ns: String,
+        dir: PathBuf,
+        kubeconfig: PathBuf,
+        kmock: Option<Peer>,
+        fast: Option<FastKube>,
+        exclusive: Option<Exclusive>,
+    ) -> Self {
+        let moto = super::start_moto();
+        let proxy = FaultProxy::start(moto.port).await;
         let world = World {
             moto,
             _kmock: kmock,
             _fastkube: fast,
+            _exclusive: exclusive,
             proxy,
             kube,
+            ns,
             dir,
+            kubeconfig,
             provider: None,
             metrics_port: super::free_port(),
             starts: 0,
         };
         world.seed().await;
-        world.seed_crds(crds_established).await;
-        Some(world)
+        world
     }
 
-    /// The credentials Secret, a ProviderConfig pointing at the proxy, and our two MRDs, Inactive.
-    pub async fn seed(&self) {
+    /// The credentials Secret and a ProviderConfig pointing at the proxy, in this world's namespace.
+    async fn seed(&self) {
         let secret = Secret {
             metadata: ObjectMeta {
                 name: Some("aws".into()),
-                namespace: Some(NS.into()),
+                namespace: Some(self.ns.clone()),
                 ..Default::default()
             },
             data: Some(BTreeMap::from([(
@@ -114,7 +165,7 @@ impl World {
             )])),
             ..Default::default()
         };
-        Api::<Secret>::namespaced(self.kube.clone(), NS)
+        Api::<Secret>::namespaced(self.kube.clone(), &self.ns)
             .create(&PostParams::default(), &secret)
             .await
             .unwrap();
@@ -133,36 +184,16 @@ impl World {
                 endpoint: Some(self.proxy.url()),
             },
         );
-        pc.metadata.namespace = Some(NS.into());
-        Api::<ProviderConfig>::namespaced(self.kube.clone(), NS)
+        pc.metadata.namespace = Some(self.ns.clone());
+        Api::<ProviderConfig>::namespaced(self.kube.clone(), &self.ns)
             .create(&PostParams::default(), &pc)
             .await
             .unwrap();
-        for plural in ["clusters", "nodepools"] {
-            let mut mrd = DynamicObject::new(&format!("{plural}.eks.m.modelplane.ai"), &mrd_resource());
-            mrd.data = json!({ "spec": { "state": "Inactive" } });
-            self.mrds().create(&PostParams::default(), &mrd).await.unwrap();
-        }
     }
 
-    /// The provider's CRDs, with `Established` as given (Crossplane creates them after the MRD turns Active;
-    /// the API server serves a kind only once its CRD is Established).
-    pub async fn seed_crds(&self, established: bool) {
-        for mut crd in modelplane_provider_eks::crds::all() {
-            crd.status = Some(crd_status(established));
-            self.crds().create(&PostParams::default(), &crd).await.unwrap();
-        }
-    }
-
-    pub async fn establish_crds(&self) {
-        for crd in modelplane_provider_eks::crds::all() {
-            let name = crd.metadata.name.clone().unwrap();
-            let patch = Patch::Merge(json!({ "status": crd_status(true) }));
-            self.crds()
-                .patch_status(&name, &PatchParams::default(), &patch)
-                .await
-                .unwrap();
-        }
+    /// Creates the Cluster and NodePool CRDs, as Crossplane does once their MRDs are Active.
+    pub async fn install_managed_crds(&self) {
+        seed::install_managed_crds(&self.kube).await;
     }
 
     pub fn crds(&self) -> Api<CustomResourceDefinition> {
@@ -170,15 +201,28 @@ impl World {
     }
 
     pub fn mrds(&self) -> Api<DynamicObject> {
-        Api::all_with(self.kube.clone(), &mrd_resource())
+        seed::mrds(&self.kube)
     }
 
     pub fn clusters(&self) -> Api<Cluster> {
-        Api::namespaced(self.kube.clone(), NS)
+        Api::namespaced(self.kube.clone(), &self.ns)
     }
 
     pub fn pools(&self) -> Api<NodePool> {
-        Api::namespaced(self.kube.clone(), NS)
+        Api::namespaced(self.kube.clone(), &self.ns)
+    }
+
+    pub fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.kube.clone(), &self.ns)
+    }
+
+    /// A Cluster of this world (see `cluster_in`).
+    pub fn cluster(&self, name: &str) -> Cluster {
+        cluster_in(&self.ns, name)
+    }
+
+    pub fn pool(&self, name: &str, cluster: &str) -> NodePool {
+        pool_in(&self.ns, name, cluster)
     }
 
     pub fn log(&self) -> String {
@@ -207,7 +251,7 @@ impl World {
         let child = Command::new(env!("CARGO_BIN_EXE_modelplane-provider-eks"))
             .args(["--metrics-address", &format!("127.0.0.1:{}", self.metrics_port)])
             .args(args)
-            .env("KUBECONFIG", self.dir.join("kubeconfig"))
+            .env("KUBECONFIG", &self.kubeconfig)
             .env_remove("AWS_ACCESS_KEY_ID")
             .env_remove("AWS_SECRET_ACCESS_KEY")
             .stdout(log.try_clone().unwrap())
@@ -251,6 +295,39 @@ impl World {
         }
     }
 
+    /// The provider with error backoffs of `backoff` seconds, doubling up to `max_backoff`.
+    pub fn start_provider_with_backoff(&mut self, backoff: u64, max_backoff: u64) {
+        let (backoff, max_backoff) = (backoff.to_string(), max_backoff.to_string());
+        self.start_provider_with(&[
+            "--poll-interval-seconds",
+            "2",
+            "--busy-interval-seconds",
+            "1",
+            "--backoff-seconds",
+            &backoff,
+            "--max-backoff-seconds",
+            &max_backoff,
+            "--debug",
+        ]);
+    }
+
+    /// The set-up most tests share: a Cluster and one of its NodePools created, the MRDs activated, and both
+    /// Ready and Synced. The provider must be started first (each test picks its flags).
+    pub async fn ready_cluster_and_pool(&self, cluster: &str, pool: &str) {
+        let pp = PostParams::default();
+        self.clusters().create(&pp, &self.cluster(cluster)).await.unwrap();
+        self.pools().create(&pp, &self.pool(pool, cluster)).await.unwrap();
+        self.activate().await;
+        wait_for(&format!("Cluster {cluster} Ready and Synced"), self, || {
+            cluster_ready(self, cluster)
+        })
+        .await;
+        wait_for(&format!("NodePool {pool} Ready and Synced"), self, || {
+            pool_ready(self, pool)
+        })
+        .await;
+    }
+
     pub fn eks(&self) -> aws_sdk_eks::Client {
         let config = aws_sdk_eks::Config::builder()
             .behavior_version(aws_sdk_eks::config::BehaviorVersion::latest())
@@ -269,122 +346,41 @@ impl Drop for World {
     }
 }
 
-fn crd_status(established: bool) -> CustomResourceDefinitionStatus {
-    let status = if established { "True" } else { "False" };
-    serde_json::from_value(json!({
-        "conditions": [{ "type": "Established", "status": status, "reason": "InitialNamesAccepted" }],
-        "acceptedNames": { "kind": "", "plural": "" },
-    }))
-    .unwrap()
+/// kube (ring) and the AWS SDK (aws-lc-rs) both link a rustls provider; rustls needs one chosen.
+fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-pub fn mrd_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(
-            "apiextensions.crossplane.io",
-            "v1alpha1",
-            "ManagedResourceDefinition",
-        ),
-        "managedresourcedefinitions",
-    )
+fn world_dir(port: u16) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("provider-eks-e2e-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
-pub async fn wait_for<F, Fut>(what: &str, world: &World, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + CONVERGE;
-    // A check that hangs (a stand-in that stopped answering) counts as "not yet", so the deadline still holds.
-    while !tokio::time::timeout(Duration::from_secs(10), check())
-        .await
-        .unwrap_or(false)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}\nprovider log:\n{}",
-            world.log()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+fn write_plain_kubeconfig(path: &std::path::Path, url: &str) {
+    let kubeconfig = json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "stand-in",
+        "clusters": [{ "name": "stand-in", "cluster": { "server": url } }],
+        "users": [{ "name": "stand-in", "user": {} }],
+        "contexts": [{ "name": "stand-in", "context": { "cluster": "stand-in", "user": "stand-in" } }],
+    });
+    std::fs::write(path, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
 }
 
-pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
-    conditions
-        .iter()
-        .any(|c| c.type_ == type_ && c.status == ConditionStatus::True)
-}
-
-pub fn cluster(name: &str) -> Cluster {
-    let mut c = Cluster::new(
-        name,
-        ClusterSpec {
-            for_provider: ClusterParameters {
-                region: REGION.into(),
-                version: "1.34".into(),
-                role_arn: "arn:aws:iam::123456789012:role/eks-cluster".into(),
-                networking: Networking {
-                    subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
-                    vpc: None,
-                },
-                endpoint_public_access: true,
-                ..Default::default()
-            },
-            provider_config_ref: ProviderConfigReference {
-                kind: "ProviderConfig".into(),
-                name: "default".into(),
-            },
-            management_policies: vec![ManagementPolicy::All],
-            write_connection_secret_to_ref: Some(SecretReference {
-                name: format!("{name}-kubeconfig"),
-            }),
-        },
-    );
-    c.metadata.namespace = Some(NS.into());
-    c
-}
-
-pub fn pool(name: &str, cluster: &str) -> NodePool {
-    let mut p = NodePool::new(
-        name,
-        NodePoolSpec {
-            for_provider: NodePoolParameters {
-                region: REGION.into(),
-                cluster_ref: LocalReference { name: cluster.into() },
-                node_role_arn: "arn:aws:iam::123456789012:role/eks-node".into(),
-                instance_types: vec!["p5.48xlarge".into()],
-                scaling: Scaling {
-                    min_size: 1,
-                    max_size: 4,
-                    desired_size: 2,
-                },
-                labels: [("modelplane.ai/pool".to_string(), name.to_string())].into(),
-                ..Default::default()
-            },
-            provider_config_ref: ProviderConfigReference {
-                kind: "ProviderConfig".into(),
-                name: "default".into(),
-            },
-            management_policies: vec![ManagementPolicy::All],
-            write_connection_secret_to_ref: None,
-        },
-    );
-    p.metadata.namespace = Some(NS.into());
-    p
-}
-
-pub async fn cluster_ready(world: &World, name: &str) -> bool {
-    let Ok(c) = world.clusters().get(name).await else {
-        return false;
-    };
-    let conditions = c.status.map(|s| s.conditions).unwrap_or_default();
-    is_true(&conditions, "Ready") && is_true(&conditions, "Synced")
-}
-
-pub async fn pool_ready(world: &World, name: &str) -> bool {
-    let Ok(p) = world.pools().get(name).await else {
-        return false;
-    };
-    let conditions = p.status.map(|s| s.conditions).unwrap_or_default();
-    is_true(&conditions, "Ready") && is_true(&conditions, "Synced")
+/// A fresh namespace named after the running test (libtest names the test's thread after it), so a leftover
+/// of a failed test is easy to trace and never mistaken for this one's.
+fn unique_namespace() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("test")
+        .rsplit("::")
+        .next()
+        .unwrap_or("test")
+        .replace('_', "-");
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let suffix = format!("-{}-{n}", std::process::id());
+    let keep = 63 - suffix.len();
+    let test: String = test.chars().take(keep).collect();
+    format!("{}{suffix}", test.trim_end_matches('-'))
 }
