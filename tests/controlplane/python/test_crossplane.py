@@ -108,7 +108,10 @@ def test_an_existing_cluster_and_a_gang_deployment_are_composed_applied_and_clea
     # Crossplane called the function: the provider configs and the stack's Releases exist.
     releases = wait_for("the InferenceCluster's helm Releases", lambda: composed_by(kube, RELEASE_API, "Release", name),
                         CONVERGE_SECONDS, lambda: str(conditions(cluster_now())))
-    assert kube.get(OBJECT_API, "ClusterProviderConfig", name), "no provider-kubernetes ClusterProviderConfig"
+    # Crossplane applies composed resources one by one: the Releases can land before the ClusterProviderConfig.
+    wait_for("the provider-kubernetes ClusterProviderConfig",
+             lambda: kube.get(OBJECT_API, "ClusterProviderConfig", name), CONVERGE_SECONDS,
+             lambda: str(conditions(cluster_now())))
     assert {r["metadata"]["namespace"] for r in releases} == {"modelplane-system"}
 
     # Charts are composed in stages (some wait for others), so keep "installing" each new Release as it appears.
