@@ -44,6 +44,16 @@ cargo fmt --all --check || fail "code is not formatted: run cargo fmt --all"
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings || fail "clippy found problems"
 
+# --- Real control plane, built before the Rust tests (tests/controlplane) ------------------------------------------
+# etcd, kube-apiserver, kube-controller-manager, Crossplane core and provider-kubernetes, built from pinned Go modules
+# (Go's caches make later runs fast). provider-eks' end-to-end tests (provider-eks/tests/e2e*.rs) run on the real
+# kube-apiserver: inside `cargo test` each of those test binaries starts one with controlplane.sh (its processes
+# stop when the test binary ends), so the build comes first, in a step of its own.
+step "control plane: build etcd, Kubernetes, Crossplane, provider-kubernetes (tests/controlplane/modules)"
+command -v go >/dev/null || fail "go is not on PATH (Go 1.26 or later is needed, https://go.dev/dl/)"
+bash tests/controlplane/controlplane.sh build || fail "a control-plane component did not build (named above)"
+# --- end of the control-plane build block ---------------------------------------------------------------------------
+
 step "cargo test --workspace"
 cargo test --workspace || fail "Rust tests failed"
 
@@ -69,13 +79,8 @@ case "$status" in
 esac
 
 # --- Real control plane (tests/controlplane) ----------------------------------------------------------------------
-# etcd, kube-apiserver, kube-controller-manager, kubectl, Crossplane core and provider-kubernetes, built from pinned
-# Go modules (Go's caches make later runs fast), started on loopback; the admission and Crossplane-in-the-loop
-# tests run against them. controlplane.sh stops every process it started when the tests end, pass or fail.
-step "control plane: build etcd, Kubernetes, Crossplane, provider-kubernetes (tests/controlplane/modules)"
-command -v go >/dev/null || fail "go is not on PATH (Go 1.26 or later is needed, https://go.dev/dl/)"
-bash tests/controlplane/controlplane.sh build || fail "a control-plane component did not build (named above)"
-
+# The binaries built above, started on loopback; the admission and Crossplane-in-the-loop tests run against them.
+# controlplane.sh stops every process it started when the tests end, pass or fail.
 step "pytest tests/controlplane/python on the real control plane"
 status=0
 bash tests/controlplane/controlplane.sh run --crossplane -- \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback for the tests, built from pinned Go modules.
 #
-#   controlplane.sh build [COMPONENT...]   build (or reuse) the binaries into tests/controlplane/.bin/
+#   controlplane.sh build [COMPONENT...]   build (or reuse) the binaries into tests/controlplane/.bin/ (components:
+#                                          etcd kube-apiserver kube-controller-manager crossplane provider-kubernetes)
 #   controlplane.sh up                     build, then start etcd, kube-apiserver and kube-controller-manager;
 #                                          prints `export KUBECONFIG=...` lines for eval
 #   controlplane.sh crossplane             on a running control plane: install Crossplane's and
@@ -12,11 +13,12 @@
 #   controlplane.sh run [--crossplane] -- CMD...
 #                                          up (and crossplane), run CMD with the exports, down on any exit
 #
-# Every component is one go.mod under modules/ (their dependency graphs would fight in one). Go's own caches
-# (GOMODCACHE, GOCACHE) keep the sources and objects; a binary is rebuilt only when a file of its module directory or
-# the Go version change. State (certificates, kubeconfig, data, logs, PIDs) lives in CONTROLPLANE_STATE
-# (default tests/controlplane/.run). Every wait is bounded; a component that fails to build or start stops the
-# script with its name and the reason, after stopping whatever had started.
+# Every component is one go.mod under modules/ (their dependency graphs would fight in one); the mains of one module
+# build in one `go build`. Go's own caches (GOMODCACHE, GOCACHE) keep the sources and objects; a binary is rebuilt
+# only when a file of its module directory, the build flags or the Go version change. State (certificates,
+# kubeconfig, data, logs, PIDs) lives in CONTROLPLANE_STATE (default tests/controlplane/.run). Every wait is
+# bounded; a component that fails to build or start stops the script with its name and the reason, after stopping
+# whatever had started.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,10 +34,12 @@ components=(
     "etcd|etcd|go.etcd.io/etcd/server/v3"
     "kube-apiserver|kubernetes|k8s.io/kubernetes/cmd/kube-apiserver"
     "kube-controller-manager|kubernetes|k8s.io/kubernetes/cmd/kube-controller-manager"
-    "kubectl|kubernetes|k8s.io/kubernetes/cmd/kubectl"
     "crossplane|crossplane|github.com/crossplane/crossplane/v2/cmd/crossplane"
     "provider-kubernetes|provider-kubernetes|github.com/crossplane-contrib/provider-kubernetes/cmd/provider"
 )
+# No DWARF or symbol table (-s -w): linking these binaries is a large part of a cold build, and the tests never
+# debug them. -trimpath keeps machine paths out of the binaries.
+build_flags=(-trimpath "-ldflags=-s -w")
 
 log() { printf 'controlplane: %s\n' "$*" >&2; }
 die() {
@@ -56,40 +60,72 @@ component_field() { # NAME FIELD(2|3)
     die "unknown component '$1' (known: $(printf '%s ' "${components[@]%%|*}"))"
 }
 
-build_one() { # NAME
-    local name="$1" module package stamp wanted out started
-    module="$here/modules/$(component_field "$name" 2)"
-    package="$(component_field "$name" 3)"
-    out="$bin_dir/$name"
-    stamp="$bin_dir/$name.stamp"
-    # Everything of ours that feeds the build: the module's files (go.mod, go.sum, any local stand-in module).
-    wanted="$( (go version && echo "$package" && find "$module" -type f -print0 | sort -z | xargs -0 cat) |
-        sha256sum | cut -d' ' -f1)"
-    if [[ -x "$out" && "$(cat "$stamp" 2>/dev/null || true)" == "$wanted" ]]; then
-        return
-    fi
+# What the binary of NAME is built from: Go's version, the flags, the package, and every file of its module directory
+# (go.mod, go.sum, any local stand-in module).
+wanted_stamp() { # NAME
+    local module package
+    module="$here/modules/$(component_field "$1" 2)"
+    package="$(component_field "$1" 3)"
+    (go version && echo "${build_flags[*]} $package" && find "$module" -type f -print0 | sort -z | xargs -0 cat) |
+        sha256sum | cut -d' ' -f1
+}
+
+# The file `go build -o DIR/` writes for PACKAGE: its last path element, a major-version suffix (/v3) skipped.
+go_binary_name() { # PACKAGE
+    local package="$1"
+    if [[ "${package##*/}" =~ ^v[0-9]+$ ]]; then package="${package%/*}"; fi
+    echo "${package##*/}"
+}
+
+# Builds the stale ones of NAMES, all of one module, in one `go build`: the packages they share are loaded and
+# compiled once, and their links run in parallel.
+build_module() { # MODULE NAME...
+    local module="$here/modules/$1" name stale=() packages=() started out
+    shift
+    for name in "$@"; do
+        if [[ ! -x "$bin_dir/$name" ||
+            "$(cat "$bin_dir/$name.stamp" 2>/dev/null || true)" != "$(wanted_stamp "$name")" ]]; then
+            stale+=("$name")
+            packages+=("$(component_field "$name" 3)")
+        fi
+    done
+    ((${#stale[@]})) || return 0
     mkdir -p "$bin_dir"
-    log "building $name from $package (module ${module#"$repo"/}; cold builds take minutes)"
+    out="$bin_dir/.building-${module##*/}"
+    rm -rf "$out"
+    mkdir -p "$out"
+    log "building ${stale[*]} (module ${module#"$repo"/}; cold builds take minutes)"
     started=$SECONDS
-    rm -f "$stamp"
-    if ! (cd "$module" && timeout --kill-after=10 "$build_timeout" go build -o "$out.tmp" "$package") \
-        >"$bin_dir/$name.build.log" 2>&1; then
-        tail -n 20 "$bin_dir/$name.build.log" >&2
-        die "$name did not build within ${build_timeout}s (log: ${bin_dir#"$repo"/}/$name.build.log)"
+    for name in "${stale[@]}"; do rm -f "$bin_dir/$name.stamp"; done
+    if ! (cd "$module" && timeout --kill-after=10 "$build_timeout" go build "${build_flags[@]}" -o "$out/" \
+        "${packages[@]}") >"$bin_dir/${module##*/}.build.log" 2>&1; then
+        tail -n 20 "$bin_dir/${module##*/}.build.log" >&2
+        die "${stale[*]} did not build within ${build_timeout}s (log: ${bin_dir#"$repo"/}/${module##*/}.build.log)"
     fi
-    mv "$out.tmp" "$out"
-    echo "$wanted" >"$stamp"
-    log "built $name in $((SECONDS - started))s"
+    for name in "${stale[@]}"; do
+        mv "$out/$(go_binary_name "$(component_field "$name" 3)")" "$bin_dir/$name"
+        wanted_stamp "$name" >"$bin_dir/$name.stamp"
+    done
+    rm -rf "$out"
+    log "built ${stale[*]} in $((SECONDS - started))s"
 }
 
 cmd_build() {
     command -v go >/dev/null || die "go is not on PATH (Go 1.26 or later is needed, https://go.dev/dl/)"
-    local name
+    local name module modules=()
     if (($# == 0)); then
         set -- "${components[@]%%|*}"
     fi
     for name in "$@"; do
-        build_one "$name"
+        module="$(component_field "$name" 2)"
+        [[ " ${modules[*]} " == *" $module "* ]] || modules+=("$module")
+    done
+    for module in "${modules[@]}"; do
+        local names=()
+        for name in "$@"; do
+            if [[ "$(component_field "$name" 2)" == "$module" ]]; then names+=("$name"); fi
+        done
+        build_module "$module" "${names[@]}"
     done
 }
 
@@ -215,7 +251,7 @@ exports() {
 cmd_up() {
     command -v openssl >/dev/null || die "openssl is not on PATH (Debian: apt-get install openssl)"
     command -v curl >/dev/null || die "curl is not on PATH (Debian: apt-get install curl)"
-    cmd_build etcd kube-apiserver kube-controller-manager kubectl
+    cmd_build etcd kube-apiserver kube-controller-manager
     if [[ -f "$pids_file" ]]; then
         die "a control plane from $state is still recorded as running: run '$0 down' first"
     fi
@@ -272,7 +308,32 @@ EOF
     exports
 }
 
-kubectl_() { "$bin_dir/kubectl" --kubeconfig "$state/kubeconfig" "$@"; }
+# One REST call to the running API server as the admin; prints the answer, fails (saying so) on an HTTP error. No
+# kubectl: the few calls the harness makes are plain REST, and kubectl would be one more large Go build.
+api() { # METHOD PATH [CURL ARGUMENTS...]
+    local method="$1" path="$2" pki="$state/pki" server
+    shift 2
+    server="$(sed -n 's/^export CONTROLPLANE_API=//p' "$state/env")"
+    curl -sS --fail-with-body --max-time 30 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+        -X "$method" "$server$path" "$@"
+}
+
+# Creates the object of one single-document YAML file (- for stdin) at PATH; the API server reads YAML bodies.
+create_yaml() { # PATH FILE
+    api POST "$1" -H 'Content-Type: application/yaml' --data-binary "@$2" >/dev/null
+}
+
+crds_path=/apis/apiextensions.k8s.io/v1/customresourcedefinitions
+
+# True once every CRD is Established.
+crds_established() {
+    api GET "$crds_path" | python3 -c '
+import json, sys
+def established(crd):
+    conditions = (crd.get("status") or {}).get("conditions", [])
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+sys.exit(not all(established(crd) for crd in json.load(sys.stdin)["items"]))'
+}
 
 # The garbage collector has synced its informers once it logs so; until then owner-reference cleanup can lag.
 kcm_ready() { grep -qi 'all resource monitors have synced' "$state/kube-controller-manager.log"; }
@@ -308,22 +369,28 @@ cmd_crossplane() {
     local pk_webhook ca_bundle crd
     pk_webhook="$(free_port)"
     ca_bundle="$(base64 -w0 <"$pki/ca.crt")"
-    kubectl_ apply --server-side --force-conflicts -f "$crds/crossplane" >/dev/null ||
-        die "crossplane: the Crossplane CRDs did not apply"
+    for crd in "$crds"/crossplane/*.yaml; do
+        create_yaml "$crds_path" "$crd" || die "crossplane: the Crossplane CRD ${crd##*/} did not apply"
+    done
     for crd in "$crds"/provider-kubernetes/*.yaml; do
-        # Crossplane's package manager points a provider CRD's conversion webhook at the provider's Service;
-        # here the provider listens on loopback.
+        # Crossplane's package manager points a provider CRD's conversion webhook at the provider's Service
+        # (the vendored file names only its path); here the provider listens on loopback.
         if grep -q 'strategy: Webhook' "$crd"; then
-            kubectl_ patch --local -f "$crd" --type merge -o yaml -p "{\"spec\":{\"conversion\":{\"webhook\":{\"clientConfig\":
-                {\"service\":null,\"url\":\"https://127.0.0.1:$pk_webhook/convert\",\"caBundle\":\"$ca_bundle\"}}}}}" |
-                kubectl_ apply --server-side --force-conflicts -f - >/dev/null
+            local client_config="      clientConfig:\\n        url: https://127.0.0.1:$pk_webhook/convert"
+            client_config+="\\n        caBundle: $ca_bundle"
+            sed -e '/^      clientConfig:$/,/^          path: \/convert$/c\' -e "$client_config" "$crd" |
+                create_yaml "$crds_path" -
         else
-            kubectl_ apply --server-side --force-conflicts -f "$crd" >/dev/null
+            create_yaml "$crds_path" "$crd"
         fi || die "crossplane: the provider-kubernetes CRD ${crd##*/} did not apply"
     done
-    kubectl_ wait --for condition=Established --timeout "${start_timeout}s" crd --all >/dev/null ||
-        die "crossplane: CRDs were not established within ${start_timeout}s"
-    kubectl_ create namespace crossplane-system >/dev/null
+    local deadline=$((SECONDS + start_timeout))
+    until crds_established; do
+        ((SECONDS < deadline)) || die "crossplane: CRDs were not established within ${start_timeout}s"
+        sleep 0.5
+    done
+    api POST /api/v1/namespaces -H 'Content-Type: application/json' -d '{"metadata":{"name":"crossplane-system"}}' \
+        >/dev/null || die "crossplane: could not create crossplane-system"
 
     for dir in crossplane-client function-server provider-kubernetes-webhook; do
         mkdir -p "$pki/$dir"
@@ -358,7 +425,7 @@ cmd_crossplane() {
     wait_ready provider-kubernetes http_ok "$pk_health" /readyz
 
     # The Compositions call the function by its package name; Crossplane dials the active revision's endpoint.
-    kubectl_ apply --server-side -f - >/dev/null <<EOF || die "crossplane: the FunctionRevision did not apply"
+    create_yaml /apis/pkg.crossplane.io/v1/functionrevisions - <<EOF ||
 apiVersion: pkg.crossplane.io/v1
 kind: FunctionRevision
 metadata:
@@ -370,8 +437,10 @@ spec:
   image: modelplane.test/function-modelplane:local
   revision: 1
 EOF
-    kubectl_ patch functionrevision modelplaneai-function-modelplane-test --subresource status --type merge \
-        -p "{\"status\":{\"endpoint\":\"127.0.0.1:$function_port\",\"capabilities\":[\"composition\"]}}" >/dev/null ||
+        die "crossplane: the FunctionRevision did not apply"
+    api PATCH /apis/pkg.crossplane.io/v1/functionrevisions/modelplaneai-function-modelplane-test/status \
+        -H 'Content-Type: application/merge-patch+json' \
+        -d "{\"status\":{\"endpoint\":\"127.0.0.1:$function_port\",\"capabilities\":[\"composition\"]}}" >/dev/null ||
         die "crossplane: could not record the function's endpoint in the FunctionRevision status"
     echo "export MODELPLANE_FUNCTION_ADDRESS=127.0.0.1:$function_port" >>"$state/env"
     trap - EXIT
