@@ -335,10 +335,6 @@ async fn a_write_that_conflicts_with_another_clients_change_is_retried_without_a
     );
     let c = world.clusters().get("contested").await.unwrap();
     assert_eq!(c.labels()["team"], "platform");
-    assert!(
-        c.annotations()
-            .contains_key("crossplane.io/external-create-succeeded")
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,6 +55,7 @@ fn find_or_start() -> Result<ApiServer, String> {
 /// `controlplane.sh run -- CMD`, CMD printing the kubeconfig's path and then waiting for this process to end.
 fn start_own() -> Result<ApiServer, String> {
     let script = repo_root().join("tests/controlplane/controlplane.sh");
+    remove_stale_states();
     let base = std::env::temp_dir().join(format!("provider-eks-controlplane-{}", std::process::id()));
     std::fs::create_dir_all(&base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
     let log_path = base.join("controlplane.log");
@@ -67,7 +68,8 @@ fn start_own() -> Result<ApiServer, String> {
     let mut child = Command::new("bash")
         .arg(&script)
         .args(["run", "--", "bash", "-c"])
-        .arg(r#"echo "ready $KUBECONFIG"; exec tail --pid="$0" -f /dev/null"#)
+        // tail's own output must not be the pipe: GNU tail -f exits once the pipe's reader has gone.
+        .arg(r#"echo "ready $KUBECONFIG"; exec tail --pid="$0" -f /dev/null >/dev/null"#)
         .arg(std::process::id().to_string())
         .env("CONTROLPLANE_STATE", base.join("state"))
         .stdin(Stdio::null())
@@ -91,6 +93,23 @@ fn start_own() -> Result<ApiServer, String> {
                 "controlplane.sh did not start ({status}); the end of its log:\n{}",
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             ))
+        }
+    }
+}
+
+/// The state directories (etcd's data, certificates, logs) of earlier test processes that have ended: the script
+/// stops their processes but leaves the directory, so the next run clears it.
+fn remove_stale_states() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("provider-eks-controlplane-") else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }
