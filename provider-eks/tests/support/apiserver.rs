@@ -97,8 +97,9 @@ fn start_own() -> Result<ApiServer, String> {
     }
 }
 
-/// The state directories (etcd's data, certificates, logs) of earlier test processes that have ended: the script
-/// stops their processes but leaves the directory, so the next run clears it.
+/// The state directories (etcd's data, certificates, logs) of earlier test processes that have ended and whose
+/// control planes are down (the script removes its PID list last): the script leaves the directory, so the next run
+/// clears it. A directory whose PID list remains is left alone, as `down` may still be reading it.
 fn remove_stale_states() {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
@@ -108,7 +109,8 @@ fn remove_stale_states() {
         let Some(pid) = name.strip_prefix("provider-eks-controlplane-") else {
             continue;
         };
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        let ended = !std::path::Path::new(&format!("/proc/{pid}")).exists();
+        if ended && !entry.path().join("state/pids").exists() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
