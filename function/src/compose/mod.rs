@@ -18,6 +18,8 @@ use crate::{
 pub mod inference_class;
 pub mod inference_cluster;
 pub mod inference_gateway;
+#[cfg(test)]
+mod ledger_sim;
 pub mod model_cache;
 pub mod model_deployment;
 pub mod model_endpoint;
