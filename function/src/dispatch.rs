@@ -184,6 +184,9 @@ fn apply(rsp: &mut RunFunctionResponse, out: Output, caller: Caller) -> Result<(
     for warning in out.warnings {
         response::warning(rsp, warning);
     }
+    if let (Some(ttl), Some(meta)) = (out.ttl, rsp.meta.as_mut()) {
+        meta.ttl = Some(response::duration(ttl));
+    }
     if !out.requirements.is_empty() {
         rsp.requirements = Some(Requirements {
             resources: out.requirements,

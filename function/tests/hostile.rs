@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use modelplane_function::{
-    compose::model_deployment::{CACHE, CLUSTERS, DEPLOYMENTS},
+    compose::model_deployment::{CACHE, CLUSTERS},
     dispatch::run_function_until,
     limits::{Deadline, MAX_MESSAGE_BYTES, MAX_RESPONSE_BYTES},
     proto::v1::{Resource, Resources, RunFunctionRequest, RunFunctionResponse, Severity, State},
@@ -59,16 +59,14 @@ fn staged_cache() -> Value {
            "status": {"clusters": [{"cluster": "eks-h200-us-west", "phase": "Ready"}]}})
 }
 
-/// The seed deployment, answered with one ready cluster, no other deployments and a staged cache.
-fn deployment_request(deployment: &Value, others: Vec<Value>) -> RunFunctionRequest {
-    request(
-        deployment,
-        &[
-            (CLUSTERS, vec![cluster()]),
-            (DEPLOYMENTS, others),
-            (CACHE, vec![staged_cache()]),
-        ],
-    )
+/// The seed deployment, answered with `clusters` (one ready cluster when empty) and a staged cache.
+fn deployment_request(deployment: &Value, clusters: Vec<Value>) -> RunFunctionRequest {
+    let clusters = if clusters.is_empty() {
+        vec![cluster()]
+    } else {
+        clusters
+    };
+    request(deployment, &[(CLUSTERS, clusters), (CACHE, vec![staged_cache()])])
 }
 
 fn seed() -> Value {
@@ -309,14 +307,13 @@ fn hostile_composites_get_a_bounded_fatal_naming_the_field() {
 }
 
 #[test]
-fn other_deployments_holding_2_pow_31_nodes_each_do_not_wrap_the_pool_free() {
-    let holder = |name: &str| {
-        json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
-               "metadata": {"name": name, "namespace": "ml-team"},
-               "status": {"replicas": [{"cluster": "eks-h200-us-west",
-                                        "engines": [{"name": "e", "pool": "gpu", "nodes": 2_147_483_648u64}]}]}})
-    };
-    let rsp = run_function(deployment_request(&seed(), vec![holder("a"), holder("b")]));
+fn a_cluster_ledger_claiming_2_pow_53_nodes_does_not_wrap_the_pool_free() {
+    // The largest count a Struct carries exactly, less the deployment's own holder: neither may wrap.
+    let mut hostile = cluster();
+    hostile["status"]["pools"][0]["allocatedNodes"] = json!(9_007_199_254_740_992u64);
+    hostile["status"]["pools"][0]["holders"] =
+        json!([{"deployment": "ml-team/qwen3-coder", "replica": 5, "nodes": 1}]);
+    let rsp = run_function(deployment_request(&seed(), vec![hostile]));
     assert_eq!(fatal(&rsp), None);
     let status = rsp
         .desired

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use modelplane_function::{
-    compose::model_deployment::{CACHE, CLUSTERS, DEPLOYMENTS, compose},
+    compose::model_deployment::{CACHE, CLUSTERS, compose},
     proto::v1::{Resource, Resources, RunFunctionRequest, State},
     wire::RawStruct,
 };
@@ -48,8 +48,6 @@ fn gang_workload(cluster: &str, copies: u32, workers: u32) -> Value {
             items: vec![resource(&cluster)],
         },
     );
-    req.required_resources
-        .insert(DEPLOYMENTS.into(), Resources::default());
     // The seed references a ModelCache; engines start only where it is staged.
     let cache = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelCache",
         "metadata": {"name": "qwen3-coder", "namespace": "ml-team"},

@@ -185,7 +185,6 @@ def heavy_request():
         clone["metadata"]["name"] = f"cluster-{i}"
         clone["status"]["pools"][0]["devices"][0]["attributes"]["productName"]["string"] = f"NVIDIA H200 #{i}"
         req.required_resources["inference-clusters"].items.add().resource.CopyFrom(resource.dict_to_struct(clone))
-    req.required_resources["model-deployments"].SetInParent()
     return req
 
 

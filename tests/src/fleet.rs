@@ -15,10 +15,10 @@ use serde_json::Value;
 
 pub use objects::{GPU_CLASSES, inference_class, inference_cluster, model_deployment, tiny_class};
 
-/// Requirement names under which the ModelDeployment composer receives the fleet's InferenceClusters, the other
-/// ModelDeployments and its ModelCache.
+/// Requirement names under which the ModelDeployment composer receives the candidate InferenceClusters and its
+/// ModelCache.
 pub use modelplane_function::compose::model_deployment::{
-    CACHE as CACHE_REQUIREMENT, CLUSTERS as CLUSTERS_REQUIREMENT, DEPLOYMENTS as DEPLOYMENTS_REQUIREMENT,
+    CACHE as CACHE_REQUIREMENT, CLUSTERS as CLUSTERS_REQUIREMENT,
 };
 /// Requirement name under which it receives the InferenceClasses their pools point at.
 pub const CLASSES_REQUIREMENT: &str = "classes";
@@ -89,7 +89,6 @@ pub fn fleet_request_with_replicas(clusters: usize, pools: usize, replicas: u32)
     let required = vec![
         (CACHE_REQUIREMENT, vec![staged_cache(&fleet)]),
         (CLUSTERS_REQUIREMENT, fleet),
-        (DEPLOYMENTS_REQUIREMENT, Vec::new()),
         (
             CLASSES_REQUIREMENT,
             (0..GPU_CLASSES.len()).map(inference_class).collect(),

@@ -300,6 +300,10 @@ pub struct InferenceClusterStatus {
     pub pools: Vec<PoolStatus>,
     #[serde(default)]
     pub components: Vec<ComponentStatus>,
+    /// Replica placements on this cluster its ledger did not admit: their deployments move them (at most
+    /// [`MAX_OVERCOMMITTED_SHOWN`]; the rest are listed as earlier ones leave). See docs/scheduling.md.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overcommitted: Vec<Overcommitted>,
     /// The conditions Crossplane keeps on the composite, read back by other composers; a composer reports its
     /// own through the response, never here.
     #[serde(default, skip_serializing)]
@@ -331,6 +335,37 @@ pub struct PoolStatus {
     pub efa_interfaces: u32,
     #[serde(default)]
     pub devices: Vec<Device>,
+    /// Nodes the admitted replica placements in the cluster's ledger hold in this pool.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub allocated_nodes: u64,
+    /// The admitted placements holding them, one per replica.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<Holder>,
+}
+
+/// How many over-committed placements a cluster lists in status.
+pub const MAX_OVERCOMMITTED_SHOWN: usize = 32;
+
+/// One admitted replica placement's nodes in one pool.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Holder {
+    /// `<namespace>/<name>` of the ModelDeployment.
+    pub deployment: String,
+    pub replica: u32,
+    pub nodes: u64,
+}
+
+/// A replica placement the cluster's ledger did not admit.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct Overcommitted {
+    /// `<namespace>/<name>` of the ModelDeployment.
+    pub deployment: String,
+    pub replica: u32,
+}
+
+/// How a ledger names a deployment.
+pub fn deployment_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
 }
 
 impl PoolStatus {
@@ -342,6 +377,10 @@ impl PoolStatus {
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 

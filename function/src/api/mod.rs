@@ -10,6 +10,7 @@ use serde::Deserialize;
 pub mod cluster_view;
 pub mod inference_class;
 pub mod inference_cluster;
+pub mod ledger;
 pub mod model_cache;
 pub mod model_deployment;
 pub mod routing;

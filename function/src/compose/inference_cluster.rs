@@ -28,6 +28,7 @@ use crate::{
 
 mod components;
 mod eks;
+pub mod ledger;
 mod status;
 mod validate;
 
@@ -41,7 +42,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     validate::cluster(name, spec)?;
 
     let mut out = Output {
-        requirements: requirements(spec),
+        requirements: requirements(name, spec),
         ..Output::default()
     };
     let Some(classes) = classes(req, spec)? else {
@@ -84,9 +85,18 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     if spec.cluster.source == Source::Eks {
         eks::usages(&mut out, name);
     }
+    let (entries, skipped) = ledger::read(req, name);
+    if skipped > 0 {
+        out.warnings.push(format!(
+            "{skipped} Object(s) labelled {}={name} are not placement ledger entries; not counted",
+            crate::api::ledger::CLUSTER_LABEL
+        ));
+    }
     let progress = status::Progress {
         plan: &plan,
         waiting: &waiting,
+        ledger: entries,
+        incumbents: ledger::incumbents(xr),
     };
     status::report(req, &mut out, name, spec, stack, progress, &classes);
     Ok(out)
@@ -97,9 +107,11 @@ pub fn class_requirement(class_name: &str) -> String {
     format!("class-{class_name}")
 }
 
-/// One requirement per distinct class, by name: the same every call, so Crossplane's loop settles.
-fn requirements(spec: &InferenceClusterSpec) -> BTreeMap<String, ResourceSelector> {
-    spec.node_pools
+/// One requirement per distinct class, by name, and the cluster's placement ledger: the same every call, so
+/// Crossplane's loop settles.
+fn requirements(name: &str, spec: &InferenceClusterSpec) -> BTreeMap<String, ResourceSelector> {
+    let mut requirements: BTreeMap<String, ResourceSelector> = spec
+        .node_pools
         .iter()
         .map(|pool| {
             let selector = ResourceSelector {
@@ -110,7 +122,9 @@ fn requirements(spec: &InferenceClusterSpec) -> BTreeMap<String, ResourceSelecto
             };
             (class_requirement(&pool.class_name), selector)
         })
-        .collect()
+        .collect();
+    requirements.insert(ledger::LEDGER.to_owned(), ledger::requirement(name));
+    requirements
 }
 
 /// The pools' classes by name, `None` while Crossplane has not fetched them all yet. A class Crossplane looked

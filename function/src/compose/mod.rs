@@ -18,6 +18,8 @@ use crate::{
 pub mod inference_class;
 pub mod inference_cluster;
 pub mod inference_gateway;
+#[cfg(test)]
+mod ledger_sim;
 pub mod model_cache;
 pub mod model_deployment;
 pub mod model_endpoint;
@@ -131,7 +133,13 @@ pub struct Output {
     pub ready: Option<bool>,
     /// Warning results, to be raised as events.
     pub warnings: Vec<String>,
+    /// How long Crossplane may wait before composing again; the default TTL when unset.
+    pub ttl: Option<std::time::Duration>,
 }
+
+/// The response TTL while something waits (an unplaced replica, a cache not Ready, a placement not yet
+/// admitted or over-committed): Crossplane requeues after it, so the wait is retried without watches.
+pub const WAITING_TTL: std::time::Duration = std::time::Duration::from_secs(15);
 
 impl Output {
     pub fn compose(&mut self, key: impl Into<String>, object: Value, ready: bool) {

@@ -1,26 +1,27 @@
 //! Places a `ModelDeployment`'s replicas across the fleet and composes each replica's engines onto its
 //! cluster's serving stack.
 //!
-//! Reads, as required resources, every InferenceCluster (where replicas can go), every ModelDeployment (the
-//! nodes their placements already hold) and the referenced ModelCache. A replica that runs stays where it is:
-//! its placement is read back from the annotations on its observed composed Objects.
+//! Reads, as required resources, the InferenceClusters it runs on (by name), every candidate cluster only while
+//! something waits, and the referenced ModelCache; never the other ModelDeployments: the nodes they hold come
+//! from each cluster's placement ledger (docs/scheduling.md). A replica that runs stays where it is: its
+//! placement is read back from the annotations on its observed composed Objects, unless its cluster lists it
+//! as over-committed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, de::IgnoredAny};
+use serde::de::IgnoredAny;
 
-use super::{API_VERSION, ComposeError, Output, remote};
+use super::{API_VERSION, ComposeError, Output, WAITING_TTL, remote};
 use crate::{
     api::{
         Composite,
+        inference_cluster::deployment_key,
         model_deployment::{
             EngineStatus, ModelDeploymentSpec, ModelDeploymentStatus, PreviousPlacement, RejectionStatus,
             ReplicaStatus,
         },
     },
-    proto::v1::{
-        MatchLabels, Resource, ResourceSelector, RunFunctionRequest, Status, resource_selector::Match,
-    },
+    proto::v1::{Resource, ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
     schedule::{self, ClusterView, Input, Outcome, Placement, Unplaced},
     sdk::request,
     stack::CacheUse,
@@ -28,11 +29,13 @@ use crate::{
 };
 
 mod cache;
+mod fleet;
 mod observed;
 mod replica;
 mod validate;
 
-pub const CLUSTERS: &str = "inference-clusters";
+pub use fleet::{CLUSTERS, named as cluster_requirement};
+/// No longer required (docs/scheduling.md): a request that still carries it is not read.
 pub const DEPLOYMENTS: &str = "model-deployments";
 pub const CACHE: &str = "model-cache";
 /// How many rejections an unplaced replica lists in status; the rest are counted. A fleet has hundreds of pools.
@@ -43,28 +46,52 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     validate::validate(&md.spec)?;
     let namespace = md.metadata.effective_namespace().unwrap_or_default();
     let name = md.metadata.effective_name();
+    let me = deployment_key(namespace, name);
+    let observed = observed::ObservedReplicas::read(req);
+    let placed_on = observed.clusters();
+    let mut pins = observed.pins();
+    pins.retain(|replica, _| *replica < md.spec.replicas);
+    // Something waits to be placed: only then are clusters it does not run on read.
+    let mut candidates = pins.len() < md.spec.replicas as usize;
     let mut out = Output {
-        requirements: requirements(&md.spec, namespace),
+        requirements: requirements(&md.spec, namespace, &placed_on, candidates),
         ..Output::default()
     };
-    let (Some(cluster_items), Some(deployment_items)) = (
-        request::required_resources(req, CLUSTERS),
-        request::required_resources(req, DEPLOYMENTS),
-    ) else {
-        out.condition("Scheduled", Status::ConditionUnknown, "WaitingForClusters", "");
-        out.ready = Some(false);
-        return Ok(out);
+    let Some(mut clusters) = fleet::gather(req, &placed_on, candidates, &mut out.warnings) else {
+        return Ok(waiting_for_clusters(out));
     };
-    let clusters = read_clusters(cluster_items, &mut out.warnings);
-    let observed = observed::ObservedReplicas::read(req);
-    let (pins, used_elsewhere) = (observed.pins(), used_by_others(deployment_items, name, namespace));
-    let outcomes = schedule::schedule(&Input {
-        spec: &md.spec.template.spec,
-        replicas: md.spec.replicas,
-        clusters: &clusters,
-        pins: &pins,
-        used_elsewhere: &used_elsewhere,
-    })?;
+    let schedule_input = |clusters: &[ClusterView], pins: &BTreeMap<u32, schedule::Pin>| {
+        let evicted = fleet::overcommitted(clusters, &me, pins);
+        let kept: BTreeMap<u32, schedule::Pin> = pins
+            .iter()
+            .filter(|(r, _)| !evicted.contains_key(r))
+            .map(|(r, p)| (*r, p.clone()))
+            .collect();
+        (evicted, kept, fleet::used_elsewhere(clusters, &me))
+    };
+    let (mut evicted, mut kept, mut used_elsewhere) = schedule_input(&clusters, &pins);
+    if !candidates {
+        let all_placed = schedule::schedule(&input(&md.spec, &clusters, &kept, &used_elsewhere))?
+            .iter()
+            .all(|o| matches!(o, Outcome::Placed(_)));
+        if !evicted.is_empty() || !all_placed {
+            // The clusters it runs on cannot keep every replica: read the candidates too.
+            candidates = true;
+            out.requirements = requirements(&md.spec, namespace, &placed_on, candidates);
+            let Some(more) = fleet::gather(req, &placed_on, candidates, &mut out.warnings) else {
+                return Ok(waiting_for_clusters(out));
+            };
+            clusters = more;
+            (evicted, kept, used_elsewhere) = schedule_input(&clusters, &pins);
+        }
+    }
+    for (replica, cluster) in &evicted {
+        out.warnings.push(format!(
+            "replica {replica} is over-committed on InferenceCluster {cluster:?}: an earlier placement holds \
+             its nodes; placing it again"
+        ));
+    }
+    let outcomes = schedule::schedule(&input(&md.spec, &clusters, &kept, &used_elsewhere))?;
     let gate = cache::CacheGate::read(req, &md.spec);
     let replicas = Replicas {
         req,
@@ -73,16 +100,54 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         spec: &md.spec,
         clusters: &clusters,
         observed: &observed,
+        evicted: &evicted,
         cache: gate.cache_use(namespace),
         gate: &gate,
     };
     let status = replicas.compose(&mut out, &outcomes)?;
     scheduled_condition(&mut out, &status, md.spec.replicas);
     cache_condition(&mut out, &md.spec, &gate, &status);
+    if waits(&status, &clusters, &me) || !evicted.is_empty() {
+        out.ttl = Some(WAITING_TTL);
+    }
     if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(&status) {
         out.status.extend(map);
     }
     Ok(out)
+}
+
+fn input<'a>(
+    spec: &'a ModelDeploymentSpec,
+    clusters: &'a [ClusterView],
+    pins: &'a BTreeMap<u32, schedule::Pin>,
+    used_elsewhere: &'a BTreeMap<(String, String), u64>,
+) -> Input<'a> {
+    Input {
+        spec: &spec.template.spec,
+        replicas: spec.replicas,
+        clusters,
+        pins,
+        used_elsewhere,
+    }
+}
+
+fn waiting_for_clusters(mut out: Output) -> Output {
+    out.condition("Scheduled", Status::ConditionUnknown, "WaitingForClusters", "");
+    out.ready = Some(false);
+    out
+}
+
+/// Whether some replica waits: unplaced, waiting for its cache, or placed where its cluster's ledger has not
+/// admitted it yet. Then Crossplane is asked to compose again soon.
+fn waits(status: &ModelDeploymentStatus, clusters: &[ClusterView], me: &str) -> bool {
+    status.replicas.iter().any(|r| {
+        let admitted = r.cluster.as_deref().is_some_and(|name| {
+            clusters
+                .iter()
+                .any(|c| c.metadata.name == name && fleet::admitted(c, me, r.replica))
+        });
+        r.waiting_for.is_some() || !admitted
+    })
 }
 
 /// What composing every replica of one deployment reads.
@@ -93,6 +158,8 @@ struct Replicas<'a> {
     spec: &'a ModelDeploymentSpec,
     clusters: &'a [ClusterView],
     observed: &'a observed::ObservedReplicas,
+    /// Pinned replicas their cluster's ledger did not admit, with that cluster: not kept there.
+    evicted: &'a BTreeMap<u32, String>,
     gate: &'a cache::CacheGate,
     cache: Option<CacheUse<'a>>,
 }
@@ -179,7 +246,8 @@ impl Replicas<'_> {
         let mut kept = None;
         for (cluster, placement) in self.observed.replicas.get(&index)? {
             let gone = !self.clusters.iter().any(|c| &c.metadata.name == cluster);
-            if Some(cluster.as_str()) == current || gone {
+            let overcommitted = self.evicted.get(&index) == Some(cluster);
+            if Some(cluster.as_str()) == current || gone || overcommitted {
                 continue;
             }
             for key in &placement.keys {
@@ -267,18 +335,14 @@ fn cache_condition(
     }
 }
 
-/// The same on every call for the same spec, as Crossplane's requirements loop needs.
-fn requirements(spec: &ModelDeploymentSpec, namespace: &str) -> BTreeMap<String, ResourceSelector> {
-    let everything = |kind: &str| ResourceSelector {
-        api_version: API_VERSION.into(),
-        kind: kind.into(),
-        r#match: Some(Match::MatchLabels(MatchLabels::default())),
-        namespace: None,
-    };
-    let mut requirements = BTreeMap::from([
-        (CLUSTERS.to_owned(), everything("InferenceCluster")),
-        (DEPLOYMENTS.to_owned(), everything("ModelDeployment")),
-    ]);
+/// The clusters it runs on, the candidates while something waits (see [`fleet::requirements`]), and its cache.
+fn requirements(
+    spec: &ModelDeploymentSpec,
+    namespace: &str,
+    placed_on: &BTreeSet<String>,
+    candidates: bool,
+) -> BTreeMap<String, ResourceSelector> {
+    let mut requirements = fleet::requirements(spec, placed_on, candidates);
     if let Some(cache) = &spec.template.spec.model_cache_ref {
         requirements.insert(
             CACHE.to_owned(),
@@ -291,48 +355,6 @@ fn requirements(spec: &ModelDeploymentSpec, namespace: &str) -> BTreeMap<String,
         );
     }
     requirements
-}
-
-/// Decodes each cluster's narrow view. A cluster that cannot be read is skipped with a warning rather than
-/// failing every deployment in the fleet.
-fn read_clusters(items: &[Resource], warnings: &mut Vec<String>) -> Vec<ClusterView> {
-    let mut clusters = Vec::with_capacity(items.len());
-    for item in items {
-        match item.resource.as_ref().map(RawStruct::parse::<ClusterView>) {
-            Some(Ok(cluster)) => clusters.push(cluster),
-            Some(Err(e)) => warnings.push(format!("cannot read an InferenceCluster, skipping it: {e}")),
-            None => {}
-        }
-    }
-    clusters
-}
-
-#[derive(Deserialize)]
-struct DeploymentUsage {
-    metadata: crate::api::ObjectMeta,
-    #[serde(default)]
-    status: ModelDeploymentStatus,
-}
-
-/// Nodes every other ModelDeployment's placed replicas hold, by (cluster, pool), from their status.
-fn used_by_others(items: &[Resource], name: &str, namespace: &str) -> BTreeMap<(String, String), u64> {
-    let mut used = BTreeMap::new();
-    for item in items {
-        let Some(Ok(other)) = item.resource.as_ref().map(RawStruct::parse::<DeploymentUsage>) else {
-            continue;
-        };
-        if other.metadata.name == name && other.metadata.namespace.as_deref() == Some(namespace) {
-            continue;
-        }
-        for replica in &other.status.replicas {
-            for (cluster, pool, nodes) in replica.holdings() {
-                // Other deployments' status is user-writable: add without wrapping.
-                let held = used.entry((cluster.to_owned(), pool.to_owned())).or_insert(0u64);
-                *held = held.saturating_add(nodes);
-            }
-        }
-    }
-    used
 }
 
 /// An Object is ready when provider-kubernetes says so; its readiness policy decides what that means.

@@ -29,6 +29,8 @@ fn pool(name: &str, nodes: u32, devices: Value) -> PoolStatus {
         max_node_count: None,
         efa_interfaces: 0,
         devices,
+        allocated_nodes: 0,
+        holders: Vec::new(),
     }
 }
 

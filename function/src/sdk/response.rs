@@ -30,7 +30,7 @@ pub fn to(req: RunFunctionRequest, ttl: Duration) -> RunFunctionResponse {
     }
 }
 
-fn duration(ttl: Duration) -> prost_types::Duration {
+pub fn duration(ttl: Duration) -> prost_types::Duration {
     prost_types::Duration {
         seconds: i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
         nanos: i32::try_from(ttl.subsec_nanos()).unwrap_or_default(),

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use super::{components::Planned, components::provider_config_name, eks};
+use super::{components::Planned, components::provider_config_name, eks, ledger};
 use crate::{
     api::{
         inference_class::InferenceClassSpec,
@@ -33,6 +33,9 @@ const CONDITIONLESS_KINDS: &[&str] = &[
 pub struct Progress<'a> {
     pub plan: &'a [Planned],
     pub waiting: &'a [&'a str],
+    /// The placement ledger's entries and the placements the previous status admitted.
+    pub ledger: Vec<ledger::Entry>,
+    pub incumbents: BTreeSet<(String, u32)>,
 }
 
 pub fn report(
@@ -44,7 +47,12 @@ pub fn report(
     progress: Progress,
     classes: &BTreeMap<String, InferenceClassSpec>,
 ) {
-    let Progress { plan, waiting } = progress;
+    let Progress {
+        plan,
+        waiting,
+        ledger: entries,
+        incumbents,
+    } = progress;
     for (key, composed) in out.resources.iter_mut() {
         let kind = composed
             .object
@@ -83,7 +91,7 @@ pub fn report(
     let reachable = out.resources.iter().all(|(key, c)| {
         c.ready || component_keys.contains(key.as_str()) || key.starts_with(&node_pool_prefix)
     });
-    let pools = spec
+    let mut pools: Vec<PoolStatus> = spec
         .node_pools
         .iter()
         .filter(|pool| reachable && pool_ready(out, spec, &pool.name))
@@ -104,9 +112,16 @@ pub fn report(
                 max_node_count: pool.max_node_count,
                 efa_interfaces,
                 devices: class.map(|c| c.devices.clone()).unwrap_or_default(),
+                allocated_nodes: 0,
+                holders: Vec::new(),
             }
         })
         .collect();
+    let overcommitted = ledger::admit(&mut pools, entries, &incumbents);
+    if !overcommitted.is_empty() {
+        // Re-read the ledger soon: the over-committed placements leave, and what waits may then be admitted.
+        out.ttl = Some(crate::compose::WAITING_TTL);
+    }
     let components = plan
         .iter()
         .map(|p| ComponentStatus {
@@ -126,6 +141,7 @@ pub fn report(
         kai_queue: stack.kai_queue().map(str::to_owned),
         pools,
         components,
+        overcommitted,
         conditions: Vec::new(),
     };
     if let Ok(Value::Object(map)) = serde_json::to_value(&status) {

@@ -169,7 +169,23 @@ fn first_call_asks_for_each_distinct_class_once_and_composes_nothing() {
     let second = json!({"name": "gpu2", "className": "eks-h200-8x", "nodeCount": 1});
     xr["spec"]["nodePools"].as_array_mut().unwrap().push(second);
     let out = compose(&request(&xr, &[], &[]), &raw(&xr)).unwrap();
-    assert_eq!(out.requirements.keys().collect::<Vec<_>>(), ["class-eks-h200-8x"]);
+    assert_eq!(
+        out.requirements.keys().collect::<Vec<_>>(),
+        ["class-eks-h200-8x", "placement-ledger"]
+    );
+    let ledger = &out.requirements["placement-ledger"];
+    assert_eq!(
+        (ledger.kind.as_str(), ledger.namespace.as_deref()),
+        ("Object", None),
+        "the ledger is listed in every namespace"
+    );
+    let name = xr["metadata"]["name"].as_str().unwrap();
+    assert_eq!(
+        ledger.r#match,
+        Some(Match::MatchLabels(crate::proto::v1::MatchLabels {
+            labels: [("modelplane.ai/cluster".to_owned(), name.to_owned())].into()
+        }))
+    );
     let selector = &out.requirements["class-eks-h200-8x"];
     assert_eq!(
         (selector.kind.as_str(), selector.api_version.as_str()),

@@ -194,11 +194,7 @@ fn next_request(
     previous: &Output,
     ready: impl Fn(&str) -> bool,
 ) -> RunFunctionRequest {
-    let mut req = with_required(
-        with_required(request(xr.clone()), CLUSTERS, clusters),
-        DEPLOYMENTS,
-        &[],
-    );
+    let mut req = with_required(request(xr.clone()), CLUSTERS, clusters);
     req = with_required(req, CACHE, &[cache(clusters, "Ready")]);
     for (key, composed) in &previous.resources {
         req = with_observed(
@@ -549,15 +545,7 @@ fn nothing_of_model_express_on_standard_or_without_a_cache() {
         .as_object_mut()
         .unwrap()
         .remove("modelCacheRef");
-    let uncached = run(
-        compose,
-        &with_required(
-            with_required(request(no_cache), CLUSTERS, &[dynamo()]),
-            DEPLOYMENTS,
-            &[],
-        ),
-    )
-    .unwrap();
+    let uncached = run(compose, &with_required(request(no_cache), CLUSTERS, &[dynamo()])).unwrap();
     for (out, cluster, on_dynamo) in [(&on_standard, WEST, false), (&uncached, EAST, true)] {
         for container in [
             leader_container(out, cluster, on_dynamo),

@@ -4,7 +4,7 @@
 //! one, kept running (marked retiring) until the new one is Ready, unless the old cluster is gone. That is make
 //! before break: a replica's traffic never drops to nothing because it moved.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -81,6 +81,14 @@ impl ObservedReplicas {
         Self { replicas }
     }
 
+    /// Every cluster some replica has a placement on, retiring ones included.
+    pub fn clusters(&self) -> BTreeSet<String> {
+        self.replicas
+            .values()
+            .flat_map(|placements| placements.keys().cloned())
+            .collect()
+    }
+
     /// Where each running replica should stay: its placement that is not retiring.
     pub fn pins(&self) -> BTreeMap<u32, Pin> {
         self.replicas
@@ -124,6 +132,17 @@ pub fn retained(observed: &Resource) -> Option<Value> {
         };
         annotations.insert(RETIRING_ANNOTATION.into(), json!("true"));
         metadata.insert("annotations".into(), Value::Object(annotations));
+        // The ledger label too: a retiring placement holds its nodes until it is gone.
+        if let Some(Value::Object(labels)) = meta.get("labels") {
+            let ours: Map<String, Value> = labels
+                .iter()
+                .filter(|(k, _)| k.starts_with(RESERVED_PREFIX))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if !ours.is_empty() {
+                metadata.insert("labels".into(), Value::Object(ours));
+            }
+        }
     }
     let mut out = Map::new();
     for field in ["apiVersion", "kind"] {

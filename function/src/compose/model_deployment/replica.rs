@@ -1,20 +1,20 @@
 //! The objects one placed replica needs on its cluster, each wrapped in a provider-kubernetes `Object`.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use crate::{
     api::{
-        model_cache,
+        ledger, model_cache,
         model_deployment::{Engine, ModelDeploymentSpec, Role},
     },
     compose::remote,
-    schedule::{EnginePlacement, Placement, cluster},
+    schedule::{self, EnginePlacement, Placement, cluster},
     stack::{CacheUse, EngineWorkload, ServingStack, names::child_name, pod, serving_stack},
 };
 
-/// Annotations on every Object of a replica, read back to keep a running replica where it is.
-pub const REPLICA_ANNOTATION: &str = "modelplane.ai/replica";
-pub const CLUSTER_ANNOTATION: &str = "modelplane.ai/cluster";
+pub use crate::api::ledger::{CLUSTER_ANNOTATION, REPLICA_ANNOTATION};
 pub const ENGINE_ANNOTATION: &str = "modelplane.ai/engine";
 pub const POOL_ANNOTATION: &str = "modelplane.ai/pool";
 
@@ -157,16 +157,32 @@ fn wrap(
     object
 }
 
+/// Nodes the replica's engines hold at `placement`, by pool.
+fn held_nodes(spec: &ModelDeploymentSpec, placement: &Placement) -> BTreeMap<String, u64> {
+    let mut nodes = BTreeMap::new();
+    for (engine, at) in spec.template.spec.engines.iter().zip(&placement.engines) {
+        let held = nodes.entry(at.pool.name.clone()).or_insert(0u64);
+        *held = held.saturating_add(schedule::engine_nodes(engine));
+    }
+    nodes
+}
+
 /// The workload namespace on the cluster, named like the deployment's own so that tenancy carries over and a
-/// ModelCache's claim is found by name. It is never deleted: other deployments and caches share it.
+/// ModelCache's claim is found by name. It is never deleted: other deployments and caches share it. It is also
+/// the replica's entry in its cluster's placement ledger (docs/scheduling.md), which exists as soon as the
+/// replica is placed, even while it waits for its cache.
 pub fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
     let mut object =
         remote::namespace_object(ctx.xr_namespace, &placement.cluster.status.provider_config_name);
+    let cluster = &placement.cluster.metadata.name;
     object["metadata"] = json!({
         "namespace": ctx.xr_namespace,
+        "labels": {ledger::CLUSTER_LABEL: cluster},
         "annotations": {
             REPLICA_ANNOTATION: ctx.replica.to_string(),
-            CLUSTER_ANNOTATION: placement.cluster.metadata.name,
+            CLUSTER_ANNOTATION: cluster,
+            ledger::DEPLOYMENT_ANNOTATION: ctx.xr_name,
+            ledger::NODES_ANNOTATION: ledger::format_nodes(&held_nodes(ctx.spec, placement)),
         },
     });
     Desired {

@@ -32,7 +32,7 @@ pub(super) fn cache(clusters: &[Value], phase: &str) -> Value {
 }
 
 pub(super) fn compose_with_cache(xr: Value, clusters: &[Value], caches: &[Value]) -> Output {
-    let req = with_required(with_required(request(xr), CLUSTERS, clusters), DEPLOYMENTS, &[]);
+    let req = with_required(request(xr), CLUSTERS, clusters);
     run(compose, &with_required(req, CACHE, caches)).unwrap()
 }
 
@@ -60,20 +60,102 @@ pub(super) fn env_names(container: &Value) -> Vec<&str> {
 }
 
 #[test]
-fn first_call_asks_for_clusters_and_deployments_and_composes_nothing() {
+fn first_call_asks_for_the_candidate_clusters_and_the_cache_and_composes_nothing() {
     let out = run(compose, &request(seed())).unwrap();
     assert!(out.resources.is_empty());
     assert_eq!(out.ready, Some(false));
-    assert_eq!(
-        out.requirements.keys().collect::<Vec<_>>(),
-        [CLUSTERS, CACHE, DEPLOYMENTS]
-    );
+    assert_eq!(out.requirements.keys().collect::<Vec<_>>(), [CLUSTERS, CACHE]);
     assert_eq!(out.requirements[CACHE].namespace.as_deref(), Some("ml-team"));
     let again = compose_on(seed(), &[standard()]);
     assert_eq!(
         again.requirements, out.requirements,
         "requirements must not change once met"
     );
+    assert_eq!(
+        again.ttl,
+        Some(WAITING_TTL),
+        "placed but not yet admitted by its cluster"
+    );
+}
+
+/// The seed's request observing every resource `previous` composed, as Crossplane would next time.
+fn observing(mut req: RunFunctionRequest, previous: &Output) -> RunFunctionRequest {
+    for (key, composed) in &previous.resources {
+        req = with_observed(req, key, &Value::Object(composed.object.clone()));
+    }
+    req
+}
+
+/// `cluster` whose ledger admitted `holders` (deployment, replica, nodes) in its first pool.
+fn with_holders(mut cluster: Value, holders: &[(&str, u32, u64)]) -> Value {
+    let allocated: u64 = holders.iter().map(|h| h.2).sum();
+    let pool = &mut cluster["status"]["pools"][0];
+    pool["allocatedNodes"] = json!(allocated);
+    pool["holders"] = holders
+        .iter()
+        .map(|(d, r, n)| json!({"deployment": d, "replica": r, "nodes": n}))
+        .collect();
+    cluster
+}
+
+#[test]
+fn a_settled_deployment_requires_only_the_clusters_it_runs_on_by_name() {
+    let first = compose_on(seed(), &[standard()]);
+    let admitted = with_holders(standard(), &[("ml-team/qwen3-coder", 0, 2)]);
+    let bare = observing(
+        with_required(request(seed()), CACHE, &[cache(&[standard()], "Ready")]),
+        &first,
+    );
+    let asked = run(compose, &bare).unwrap();
+    assert_eq!(
+        asked.requirements.keys().collect::<Vec<_>>(),
+        ["cluster-eks-h200-us-west", CACHE],
+        "no candidate set while nothing waits"
+    );
+    assert_eq!(
+        asked.requirements["cluster-eks-h200-us-west"].r#match,
+        Some(Match::MatchName("eks-h200-us-west".into()))
+    );
+    let req = with_required(bare, "cluster-eks-h200-us-west", &[admitted]);
+    let settled = run(compose, &req).unwrap();
+    assert_eq!(
+        settled.requirements, asked.requirements,
+        "settles on the second call"
+    );
+    assert_eq!(settled.status["replicas"][0]["cluster"], "eks-h200-us-west");
+    assert_eq!(settled.ttl, None, "nothing waits: the default TTL");
+    assert_eq!(
+        settled.resources.keys().collect::<Vec<_>>(),
+        first.resources.keys().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_replica_whose_cluster_is_gone_asks_for_the_candidates_then_moves() {
+    let first = compose_on(seed(), &[standard()]);
+    let bare = observing(
+        with_required(request(seed()), CACHE, &[cache(&[standard(), dynamo()], "Ready")]),
+        &first,
+    );
+    // The named Get found nothing: the cluster is gone, so the candidate set is asked for.
+    let gone = run(
+        compose,
+        &with_required(bare.clone(), "cluster-eks-h200-us-west", &[]),
+    )
+    .unwrap();
+    assert!(gone.requirements.contains_key(CLUSTERS));
+    assert_eq!(gone.conditions[0].reason, "WaitingForClusters");
+    let req = with_required(
+        with_required(bare, "cluster-eks-h200-us-west", &[]),
+        CLUSTERS,
+        &[dynamo()],
+    );
+    let moved = run(compose, &req).unwrap();
+    assert_eq!(
+        moved.requirements, gone.requirements,
+        "settles once the candidates arrive"
+    );
+    assert_eq!(moved.status["replicas"][0]["cluster"], "eks-h200-us-east");
 }
 
 #[test]
@@ -286,11 +368,7 @@ fn a_running_replica_is_read_back_and_stays_put() {
     let first = compose_on(seed(), &[dynamo(), standard()]);
     assert_eq!(first.status["replicas"][0]["cluster"], "eks-h200-us-east");
     // Pretend the replica runs on us-west: its observed Objects say so, and it stays there.
-    let mut req = with_required(
-        with_required(request(seed()), CLUSTERS, &[dynamo(), standard()]),
-        DEPLOYMENTS,
-        &[],
-    );
+    let mut req = with_required(request(seed()), CLUSTERS, &[dynamo(), standard()]);
     let observed = json!({"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
         "metadata": {"annotations": {"modelplane.ai/replica": "0", "modelplane.ai/cluster": "eks-h200-us-west",
                                      "modelplane.ai/engine": "qwen3-coder", "modelplane.ai/pool": "gpu"}},
@@ -310,14 +388,13 @@ fn a_running_replica_is_read_back_and_stays_put() {
 
 #[test]
 fn nodes_held_by_other_deployments_are_not_offered() {
-    let other = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
-        "metadata": {"name": "other", "namespace": "team-b"},
-        "status": {"replicas": [{"replica": 0, "cluster": "eks-h200-us-west", "engines": [{"name": "e", "pool": "gpu", "nodes": 1}]}]}});
-    let req = with_required(
-        with_required(request(seed()), CLUSTERS, &[standard()]),
-        DEPLOYMENTS,
-        &[other, seed()],
+    // Another deployment holds one of the pool's two nodes, by the cluster's ledger; an entry of this
+    // deployment's own replica 1 (no longer wanted) is not counted against it twice.
+    let cluster = with_holders(
+        standard(),
+        &[("team-b/other", 0, 1), ("ml-team/qwen3-coder", 1, 2)],
     );
+    let req = with_required(request(seed()), CLUSTERS, &[cluster]);
     let out = run(compose, &req).unwrap();
     assert!(out.resources.is_empty());
     assert_eq!(out.status["replicas"][0]["reason"], "InsufficientCapacity");
@@ -327,6 +404,7 @@ fn nodes_held_by_other_deployments_are_not_offered() {
     );
     assert_eq!(out.conditions[0].reason, "InsufficientCapacity");
     assert_eq!(out.ready, Some(false));
+    assert_eq!(out.ttl, Some(WAITING_TTL));
 }
 
 #[test]
@@ -423,11 +501,7 @@ fn every_engine_pod_mounts_the_cache_once_it_is_ready_on_both_stacks() {
 fn running_engines_are_not_stopped_when_the_cache_status_changes() {
     let clusters = [dynamo()];
     let running = compose_on(seed(), &clusters);
-    let mut req = with_required(
-        with_required(request(seed()), CLUSTERS, &clusters),
-        DEPLOYMENTS,
-        &[],
-    );
+    let mut req = with_required(request(seed()), CLUSTERS, &clusters);
     req = with_required(req, CACHE, &[cache(&clusters, "Hydrating")]);
     for (key, composed) in &running.resources {
         req = with_observed(req, key, &Value::Object(composed.object.clone()));
