@@ -6,7 +6,11 @@
 //!    8 pools (the request Modelplane's Python function takes ~4.5 s on).
 //! 3. A one-replica two-node gang, wire bytes in and out: the first call (answered with requirements) and the
 //!    call that composes it (probes and all), each beside an echo of the same request (decode, copy desired and
-//!    context into a response, encode: what a no-op function on an SDK does), with the steps timed apart.
+//!    context into a response, encode: what a no-op function on an SDK does), with the steps timed apart. It
+//!    runs as the server runs a call: on a long-lived thread with the call stack, not a thread of its own.
+//!
+//! Arguments choose scenarios by name (`cargo bench --bench model_deployment -- gang` runs only the third),
+//! which keeps a run under a profiler short.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -16,11 +20,14 @@ use std::{
 };
 
 use modelplane_function::{
-    api::model_deployment::ReplicaSpec,
+    api::{TypeMeta, model_deployment::ReplicaSpec},
     compose::model_deployment::{CLUSTERS, DEPLOYMENTS},
+    dispatch::run_function_here,
+    limits::{CALL_STACK_BYTES, Deadline},
     proto::v1::{Resource, Resources, RunFunctionRequest, RunFunctionResponse, State},
     run_function,
     schedule::{ClusterView, Input, devices, schedule},
+    validate,
     wire::RawStruct,
 };
 use prost::Message;
@@ -200,6 +207,17 @@ fn one_replica_gang() {
         .required_resources
         .insert(DEPLOYMENTS.into(), Resources::default());
     const RUNS: usize = 2000;
+    // The server remembers composites it accepted (Crossplane sends the same one on every call of a reconcile);
+    // this is what checking one costs the first time.
+    let type_meta: TypeMeta = serde_json::from_value(xr.clone()).unwrap();
+    let check = p50((0..RUNS / 4)
+        .map(|_| {
+            let start = Instant::now();
+            validate::composite(&type_meta, &xr).unwrap();
+            start.elapsed()
+        })
+        .collect());
+    println!("XRD check of the gang composite, first time (schema and CEL rules): p50 {check:?}");
     for (what, req) in [("first call", first), ("composed", answered)] {
         let bytes = req.encode_to_vec();
         let echo = time(&bytes, RUNS, |req| {
@@ -210,20 +228,22 @@ fn one_replica_gang() {
             }
             .encode_to_vec()
         });
-        let ours = time(&bytes, RUNS, |req| run_function(req).encode_to_vec());
+        let ours = time(&bytes, RUNS, |req| {
+            run_function_here(req, Deadline::default()).encode_to_vec()
+        });
         let decode = time(&bytes, RUNS, |_| vec![0]);
         let decoded = RunFunctionRequest::decode(bytes.as_slice()).unwrap();
         let compose = p50((0..RUNS)
             .map(|_| {
                 let req = decoded.clone();
                 let start = Instant::now();
-                let rsp = run_function(req);
+                let rsp = run_function_here(req, Deadline::default());
                 let elapsed = start.elapsed();
                 assert!(rsp.results.is_empty(), "{:?}", rsp.results);
                 elapsed
             })
             .collect());
-        let rsp = run_function(decoded);
+        let rsp = run_function_here(decoded, Deadline::default());
         let encode = p50((0..RUNS)
             .map(|_| {
                 let start = Instant::now();
@@ -263,8 +283,30 @@ fn cel_setup_per_request() {
 }
 
 fn main() {
-    scheduler_on_a_thousand_clusters();
-    run_function_on_a_hundred_clusters();
-    one_replica_gang();
-    cel_setup_per_request();
+    // `cargo bench` passes `--bench`; anything else names scenarios.
+    let wanted: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let scenarios: [(&str, fn()); 4] = [
+        ("scheduler", scheduler_on_a_thousand_clusters),
+        ("fleet", run_function_on_a_hundred_clusters),
+        ("gang", || on_a_call_thread(one_replica_gang)),
+        ("cel", cel_setup_per_request),
+    ];
+    for (name, run) in scenarios {
+        if wanted.is_empty() || wanted.iter().any(|w| name.contains(w.as_str())) {
+            run();
+        }
+    }
+}
+
+/// Runs `f` on a thread like the server's compose pool threads.
+fn on_a_call_thread(f: fn()) {
+    std::thread::Builder::new()
+        .stack_size(CALL_STACK_BYTES)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap();
 }

@@ -7,10 +7,18 @@
 //! (1,000,000); cel-go's parser recursion limit (250); DRA's device limits (attribute string values of at most
 //! 64 bytes, at most 32 attributes and capacities per device).
 
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock, Mutex},
+};
+
 pub use crate::limits::cut;
-use kube_cel::cel::{
-    Context, ExecutionError, Program, Value,
-    common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators},
+use kube_cel::{
+    KubeCelExt,
+    cel::{
+        Context, ExecutionError, Program, Value,
+        common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue, operators},
+    },
 };
 
 /// Longest selector, in bytes (DRA's `CELSelectorExpressionMaxLength`).
@@ -49,9 +57,38 @@ pub enum Mismatch {
     Error(String),
 }
 
-/// Checks `source` against every bound and compiles it. The error completes the phrase "the CEL selector ...":
-/// which bound failed and by how much.
-pub fn compile(source: &str) -> Result<Selector, String> {
+/// Most selectors [`compile`] keeps compiled, and the longest it keeps: a control plane's deployments share a
+/// handful of selectors, and parsing and estimating one costs more than evaluating it on a pool's devices.
+const CACHED_SELECTORS: usize = 512;
+const CACHED_SELECTOR_BYTES: usize = 1024;
+
+/// Checks `source` against every bound and compiles it, or returns it as compiled before. The error completes
+/// the phrase "the CEL selector ...": which bound failed and by how much.
+pub fn compile(source: &str) -> Result<Arc<Selector>, String> {
+    static COMPILED: LazyLock<Mutex<HashMap<String, Arc<Selector>>>> = LazyLock::new(Mutex::default);
+    let cached = source.len() <= CACHED_SELECTOR_BYTES;
+    if cached && let Some(selector) = COMPILED.lock().ok().and_then(|c| c.get(source).cloned()) {
+        return Ok(selector);
+    }
+    let selector = Arc::new(compile_uncached(source)?);
+    if cached && let Ok(mut compiled) = COMPILED.lock() {
+        // Starting over when full keeps the bound without bookkeeping; refills cost one compile each.
+        if compiled.len() >= CACHED_SELECTORS {
+            compiled.clear();
+        }
+        compiled.insert(source.to_owned(), Arc::clone(&selector));
+    }
+    Ok(selector)
+}
+
+/// CEL's and Kubernetes' functions, registered once per process: registering them costs more than composing a
+/// small composite. Each request evaluates in a scope of its own over these ([`Context::new_inner_scope`]).
+pub fn functions() -> &'static Context<'static> {
+    static FUNCTIONS: LazyLock<Context<'static>> = LazyLock::new(|| Context::default().with_all());
+    &FUNCTIONS
+}
+
+fn compile_uncached(source: &str) -> Result<Selector, String> {
     if source.len() > MAX_EXPRESSION_BYTES {
         return Err(format!(
             "is {} bytes; the limit is {MAX_EXPRESSION_BYTES}",

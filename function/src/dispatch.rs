@@ -73,11 +73,7 @@ fn compose_request(composers: &[(&str, ComposeFn)], req: &RunFunctionRequest) ->
         .map(|m| m.metadata)
         .map_err(|e| format!("cannot read {} metadata: {e}", type_meta.kind))?;
     let subject = format!("{} {}", type_meta.kind, qualified_name(&meta));
-    let object = xr
-        .to_json()
-        .map_err(|e| format!("cannot read the observed composite: {e}"))?;
-    crate::validate::composite(&type_meta, &object).map_err(|e| format!("{subject}: {e}"))?;
-    drop(object);
+    crate::validate::composite_on_the_wire(&type_meta, xr).map_err(|e| format!("{subject}: {e}"))?;
     tracing::debug!(%subject, "composing");
     match catch_unwind(AssertUnwindSafe(|| compose(req, xr))) {
         Ok(Ok(out)) => Ok(out),

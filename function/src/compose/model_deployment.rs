@@ -179,6 +179,13 @@ impl Replicas<'_> {
             if !serving {
                 replica.moving_from = self.retain_previous(out, index, replica.cluster.as_deref());
             }
+            if let Some(placement) = replica
+                .cluster
+                .as_deref()
+                .and_then(|c| self.observed.placement(index, c))
+            {
+                observed::hand_over(out, self.req, placement, serving, object_ready);
+            }
             status.placed_replicas += u32::from(replica.cluster.is_some());
             status.ready_replicas += u32::from(serving);
             status.replicas.push(replica);
@@ -197,10 +204,11 @@ impl Replicas<'_> {
             cache: self.cache.as_ref(),
         };
         let cluster = &placement.cluster.metadata.name;
-        let started = self.spec.template.spec.engines.iter().any(|engine| {
-            let key = replica::engine_key(index, cluster, &engine.name);
-            request::observed_composed(self.req, &key).is_some()
-        });
+        // Engine Objects observed there, under any key shape: a replica that runs is not stopped by the gate.
+        let started = self
+            .observed
+            .placement(index, cluster)
+            .is_some_and(|p| !p.pools.is_empty());
         let blocked = self.gate.blocks(cluster).filter(|_| !started);
         let objects = match &blocked {
             None => replica::objects(&ctx, placement),
@@ -400,3 +408,5 @@ fn unplaced_status(index: u32, unplaced: &Unplaced) -> ReplicaStatus {
 mod engine_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upgrade_tests;

@@ -1,16 +1,17 @@
 //! Device matching with DRA's CEL: each member's device requests against the devices a pool's class
 //! publishes, with `device` shaped as in a DRA ResourceSlice (driver, typed attributes, capacity quantities).
 //!
-//! Selectors are compiled once per request. Pools that run the same class publish the same devices, so fits
-//! are memoized per distinct device list and engine: a fleet of a thousand pools of a handful of classes costs
-//! a handful of evaluations per selector.
+//! Each distinct selector is compiled once per process ([`cel::compile`]). Pools that run the same class publish
+//! the same devices, so fits are memoized per distinct device list and engine: a fleet of a thousand pools of a
+//! handful of classes costs a handful of evaluations per selector.
 
-use std::{collections::HashMap, rc::Rc};
-
-use kube_cel::{
-    KubeCelExt,
-    cel::{Context, Program, Value, objects::Map as CelMap},
+use std::{
+    collections::HashMap,
+    rc::Rc,
+    sync::{Arc, LazyLock},
 };
+
+use kube_cel::cel::{Context, Program, Value, objects::Map as CelMap};
 
 use crate::cel::{self, MAX_DEVICE_ENTRIES, MAX_DEVICE_STRING, Selector};
 use crate::limits::{check_deadline, quote};
@@ -30,7 +31,7 @@ struct CompiledRequest {
     count: u32,
     /// Field path of the request, for errors.
     path: String,
-    selectors: Vec<Selector>,
+    selectors: Vec<Arc<Selector>>,
 }
 
 /// Every engine's requests, per member, compiled.
@@ -109,9 +110,8 @@ type DeviceSet<'a> = (&'a [Device], Vec<Result<Value, String>>);
 /// Memoized fits of engines to pools, keyed by distinct device list.
 pub struct Matcher<'a> {
     compiled: CompiledEngines,
+    /// This request's scope over the process's CEL functions.
     context: Context<'static>,
-    quantity: Option<Program>,
-    semver: Option<Program>,
     /// Distinct device lists seen so far.
     sets: Vec<DeviceSet<'a>>,
     sets_by_class: HashMap<&'a str, Vec<usize>>,
@@ -127,9 +127,7 @@ impl<'a> Matcher<'a> {
     pub fn new(compiled: CompiledEngines) -> Self {
         Self {
             compiled,
-            context: Context::default().with_all(),
-            quantity: Program::compile("quantity(s)").ok(),
-            semver: Program::compile("semver(s)").ok(),
+            context: cel::functions().new_inner_scope(),
             sets: Vec::new(),
             sets_by_class: HashMap::new(),
             set_of_pool: HashMap::new(),
@@ -178,7 +176,7 @@ impl<'a> Matcher<'a> {
         let values = pool
             .devices
             .iter()
-            .map(|device| device_value(&mut self.context, &self.quantity, &self.semver, device))
+            .map(|device| device_value(&mut self.context, device))
             .collect();
         self.sets.push((pool.devices.as_slice(), values));
         set
@@ -294,22 +292,28 @@ fn matches(
     Ok(())
 }
 
-/// Builds the CEL `device` a DRA driver would publish for this class device. Quantities and versions become
-/// kube-cel's own typed values by running its constructors, which it does not export.
-fn device_value(
-    context: &mut Context<'static>,
-    quantity: &Option<Program>,
-    semver: &Option<Program>,
-    device: &Device,
-) -> Result<Value, String> {
+/// kube-cel's `quantity` and `semver` constructors as programs of `s`, compiled once. Quantities and versions
+/// become kube-cel's own typed values by running them: kube-cel does not export the types' constructors.
+struct Constructors {
+    quantity: Option<Program>,
+    semver: Option<Program>,
+}
+
+static CONSTRUCTORS: LazyLock<Constructors> = LazyLock::new(|| Constructors {
+    quantity: Program::compile("quantity(s)").ok(),
+    semver: Program::compile("semver(s)").ok(),
+});
+
+/// Builds the CEL `device` a DRA driver would publish for this class device.
+fn device_value(context: &mut Context<'static>, device: &Device) -> Result<Value, String> {
     within_dra_limits(device)?;
     let mut attributes = HashMap::new();
     for (name, attribute) in &device.attributes {
-        attributes.insert(name.clone(), attribute_value(context, semver, attribute)?);
+        attributes.insert(name.clone(), attribute_value(context, attribute)?);
     }
     let mut capacity = HashMap::new();
     for (name, cap) in &device.capacity {
-        let value = construct(context, quantity, &cap.value)
+        let value = construct(context, &CONSTRUCTORS.quantity, &cap.value)
             .map_err(|e| format!("capacity {name} {:?} is not a quantity: {e}", cap.value))?;
         capacity.insert(name.clone(), value);
     }
@@ -326,16 +330,12 @@ fn device_value(
     ])))
 }
 
-fn attribute_value(
-    context: &mut Context<'static>,
-    semver: &Option<Program>,
-    attribute: &Attribute,
-) -> Result<Value, String> {
+fn attribute_value(context: &mut Context<'static>, attribute: &Attribute) -> Result<Value, String> {
     Ok(match attribute {
         Attribute { string: Some(s), .. } => Value::from(s.clone()),
         Attribute { int: Some(i), .. } => Value::Int(*i),
         Attribute { bool: Some(b), .. } => Value::Bool(*b),
-        Attribute { version: Some(v), .. } => construct(context, semver, v)?,
+        Attribute { version: Some(v), .. } => construct(context, &CONSTRUCTORS.semver, v)?,
         _ => Value::Null,
     })
 }
@@ -380,10 +380,8 @@ fn within_dra_limits(device: &Device) -> Result<(), String> {
 
 /// A CEL context whose `device` is `device` as a selector sees it (what the matcher builds per device).
 pub fn context_for(device: &Device) -> Result<Context<'static>, String> {
-    let mut context = Context::default().with_all();
-    let quantity = Program::compile("quantity(s)").ok();
-    let semver = Program::compile("semver(s)").ok();
-    let value = device_value(&mut context, &quantity, &semver, device)?;
+    let mut context = cel::functions().new_inner_scope();
+    let value = device_value(&mut context, device)?;
     context.add_variable_from_value("device", value);
     Ok(context)
 }

@@ -5,11 +5,15 @@
 //!
 //! Nothing here names a field of any kind: whatever the embedded XRDs say is what is enforced.
 
-use std::sync::OnceLock;
+use std::{
+    collections::HashSet,
+    hash::{BuildHasher, RandomState},
+    sync::{LazyLock, Mutex, OnceLock},
+};
 
 use serde_json::Value;
 
-use crate::{api::TypeMeta, compose::ComposeError};
+use crate::{api::TypeMeta, compose::ComposeError, wire::RawStruct};
 
 pub mod metadata;
 pub mod schema;
@@ -92,6 +96,48 @@ fn load() -> Result<Vec<Served>, String> {
         }
     }
     Ok(out)
+}
+
+/// Most composites [`composite_on_the_wire`] remembers as accepted.
+const REMEMBERED: usize = 1024;
+
+/// Composites accepted lately, by two independently keyed 64-bit hashes of their wire bytes (keys random per
+/// process, so no one can aim for a collision). Crossplane sends the same composite on every call of a
+/// reconcile's requirements loop and on every poll of an unchanged composite, and checking one against its XRD
+/// costs more than composing a small one.
+struct Accepted {
+    hashers: (RandomState, RandomState),
+    seen: Mutex<HashSet<(u64, u64)>>,
+}
+
+static ACCEPTED: LazyLock<Accepted> = LazyLock::new(|| Accepted {
+    hashers: (RandomState::new(), RandomState::new()),
+    seen: Mutex::default(),
+});
+
+/// [`composite`] for the composite as it came on the wire, skipping the check for bytes accepted before: the
+/// check is a pure function of the composite, so the same bytes get the same answer.
+pub fn composite_on_the_wire(type_meta: &TypeMeta, xr: &RawStruct) -> Result<(), ComposeError> {
+    let bytes = xr.as_bytes();
+    let key = (
+        ACCEPTED.hashers.0.hash_one(bytes),
+        ACCEPTED.hashers.1.hash_one(bytes),
+    );
+    if ACCEPTED.seen.lock().is_ok_and(|seen| seen.contains(&key)) {
+        return Ok(());
+    }
+    let object = xr
+        .to_json()
+        .map_err(|e| ComposeError::new("", format!("cannot read the observed composite: {e}")))?;
+    composite(type_meta, &object)?;
+    if let Ok(mut seen) = ACCEPTED.seen.lock() {
+        // Starting over when full keeps the bound without bookkeeping.
+        if seen.len() >= REMEMBERED {
+            seen.clear();
+        }
+        seen.insert(key);
+    }
+    Ok(())
 }
 
 /// Checks `object` (the observed composite) against the XRD that defines `type_meta`. A kind no embedded XRD

@@ -6,7 +6,7 @@
 //! The function checks every composite with [`ObjectSchema::admission`]; the package checker (in `tests/`) uses
 //! [`ObjectSchema::validate`], which also reports unknown fields.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, sync::LazyLock};
 
 use jsonschema::{Draft, Validator};
 use serde_json::{Map, Value, json};
@@ -69,7 +69,7 @@ impl ObjectSchema {
         let defaulted = kube_cel::apply_defaults(&self.full, object);
         let mut out = self.structural(&defaulted);
         unknown_fields(&self.full, object, "", &mut out);
-        let validator = kube_cel::Validator::new();
+        let validator = validator();
         // On create transition rules (oldSelf) are skipped; an unchanged update runs them too.
         let mut seen = BTreeSet::new();
         for old in [None, Some(object)] {
@@ -85,6 +85,13 @@ impl ObjectSchema {
     }
 }
 
+/// kube-cel's validator with Kubernetes' CEL libraries, set up once per process: registering them costs more than
+/// checking a small composite.
+fn validator() -> &'static kube_cel::Validator {
+    static VALIDATOR: LazyLock<kube_cel::Validator> = LazyLock::new(kube_cel::Validator::new);
+    &VALIDATOR
+}
+
 impl ObjectSchema {
     /// Why the API server would refuse to admit `object` (unknown fields it would only prune are not reasons).
     /// The CEL rules run only on an object the schema accepts, so their cost is bounded by the schema's own
@@ -95,7 +102,7 @@ impl ObjectSchema {
         if !out.is_empty() {
             return out;
         }
-        match kube_cel::Validator::new().validate_compiled(&self.cel, &defaulted, None) {
+        match validator().validate_compiled(&self.cel, &defaulted, None) {
             Ok(()) => Vec::new(),
             Err(errors) => errors
                 .iter()

@@ -180,7 +180,7 @@ fn a_deployment_or_leader_worker_set_is_ready_only_once_every_copy_passes_readin
 }
 
 /// `composed` as Crossplane would observe it, with provider-kubernetes' `Ready` condition set to `ready`.
-fn observed(composed: &Value, ready: bool) -> Value {
+pub(super) fn observed(composed: &Value, ready: bool) -> Value {
     let mut object = composed.clone();
     object["status"] =
         json!({"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]});
@@ -188,7 +188,7 @@ fn observed(composed: &Value, ready: bool) -> Value {
 }
 
 /// A request for the seed over `clusters`, observing every resource of `previous` (ready when `ready` says).
-fn next_request(
+pub(super) fn next_request(
     xr: &Value,
     clusters: &[Value],
     previous: &Output,

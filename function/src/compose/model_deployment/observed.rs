@@ -12,8 +12,10 @@ use serde_json::{Map, Value, json};
 use super::replica::{CLUSTER_ANNOTATION, ENGINE_ANNOTATION, POOL_ANNOTATION, REPLICA_ANNOTATION};
 use crate::{
     api::model_deployment::RESERVED_PREFIX,
+    compose::Output,
     proto::v1::{Resource, RunFunctionRequest},
     schedule::Pin,
+    sdk::request,
     wire::RawStruct,
 };
 
@@ -89,6 +91,11 @@ impl ObservedReplicas {
             .collect()
     }
 
+    /// Replica `index`'s placement on `cluster`, if it has one.
+    pub fn placement(&self, index: u32, cluster: &str) -> Option<&ObservedPlacement> {
+        self.replicas.get(&index)?.get(cluster)
+    }
+
     /// Where each running replica should stay: its placement that is not retiring.
     pub fn pins(&self) -> BTreeMap<u32, Pin> {
         self.replicas
@@ -109,9 +116,100 @@ impl ObservedReplicas {
     }
 }
 
+/// Hands a replica's Objects of an older key shape over to the Objects composed now under new keys for the same
+/// remote objects (keys did not always name the cluster). Crossplane would delete an Object whose key is no
+/// longer composed, and with it the remote workload its successor manages: so each such Object stays, only
+/// observing, until the replica serves, and is let go only once it is seen to observe, which deletes nothing
+/// remote. An Object whose remote object nothing composed now manages is not kept: it goes as before.
+pub fn hand_over(
+    out: &mut Output,
+    req: &RunFunctionRequest,
+    placement: &ObservedPlacement,
+    serving: bool,
+    ready: fn(Option<&Resource>) -> bool,
+) {
+    let stale: Vec<&String> = placement
+        .keys
+        .iter()
+        .filter(|key| !out.resources.contains_key(*key))
+        .collect();
+    if stale.is_empty() {
+        return;
+    }
+    let managed: BTreeSet<[&str; 5]> = out
+        .resources
+        .values()
+        .filter_map(|composed| remote_identity(&composed.object))
+        .collect();
+    let mut kept = Vec::new();
+    for key in stale {
+        let Some(resource) = request::observed_composed(req, key) else {
+            continue;
+        };
+        let Some(Value::Object(object)) = resource.resource.as_ref().and_then(|r| r.to_json().ok()) else {
+            continue;
+        };
+        let has_successor = remote_identity(&object).is_some_and(|id| managed.contains(&id));
+        let released = serving && only_observes(&object);
+        if has_successor
+            && !released
+            && let Some(object) = handed_over(resource)
+        {
+            kept.push((key.clone(), object, ready(Some(resource))));
+        }
+    }
+    for (key, object, ready) in kept {
+        out.compose(key, object, ready);
+    }
+}
+
 /// An observed Object again as desired, marked retiring: kept exactly as it runs, so nothing about the old
 /// placement changes while the new one comes up.
 pub fn retained(observed: &Resource) -> Option<Value> {
+    let mut object = kept(observed)?;
+    object["metadata"]["annotations"][RETIRING_ANNOTATION] = json!("true");
+    Some(object)
+}
+
+/// Management policies of an Object that has handed its remote object over to another Object: it only watches,
+/// so it neither writes over the new Object's manifest nor deletes the remote object when it goes.
+const HANDED_OVER_POLICIES: [&str; 1] = ["Observe"];
+
+/// An observed Object whose remote object another composed Object now manages (its key has an older shape),
+/// kept as it runs but only observing, and orphaning on deletion for a provider without management policies.
+fn handed_over(observed: &Resource) -> Option<Value> {
+    let mut object = kept(observed)?;
+    object["spec"]["managementPolicies"] = json!(HANDED_OVER_POLICIES);
+    object["spec"]["deletionPolicy"] = json!("Orphan");
+    Some(object)
+}
+
+/// Whether an observed Object was handed over already, so that deleting it now deletes nothing remote.
+fn only_observes(observed: &Map<String, Value>) -> bool {
+    observed
+        .get("spec")
+        .and_then(|spec| spec.get("managementPolicies"))
+        == Some(&json!(HANDED_OVER_POLICIES))
+}
+
+/// What remote object an Object manages: its provider config and the manifest's kind, namespace and name.
+fn remote_identity(object: &Map<String, Value>) -> Option<[&str; 5]> {
+    let spec = object.get("spec")?;
+    let manifest = spec.pointer("/forProvider/manifest")?;
+    fn text<'v>(v: &'v Value, pointer: &str) -> Option<&'v str> {
+        v.pointer(pointer).and_then(Value::as_str)
+    }
+    Some([
+        text(spec, "/providerConfigRef/name")?,
+        text(manifest, "/apiVersion")?,
+        text(manifest, "/kind")?,
+        text(manifest, "/metadata/namespace").unwrap_or_default(),
+        text(manifest, "/metadata/name")?,
+    ])
+}
+
+/// An observed Object as desired again: its type, namespace, our own annotations and its spec.
+fn kept(observed: &Resource) -> Option<Value> {
     let object = observed.resource.as_ref()?.to_json().ok()?;
     let Value::Object(mut object) = object else {
         return None;
@@ -122,7 +220,7 @@ pub fn retained(observed: &Resource) -> Option<Value> {
             metadata.insert("namespace".into(), namespace.clone());
         }
         // Only ours: Crossplane writes its own annotations and labels on every composed resource itself.
-        let mut annotations: Map<String, Value> = match meta.get("annotations") {
+        let annotations: Map<String, Value> = match meta.get("annotations") {
             Some(Value::Object(a)) => a
                 .iter()
                 .filter(|(k, _)| k.starts_with(RESERVED_PREFIX))
@@ -130,7 +228,6 @@ pub fn retained(observed: &Resource) -> Option<Value> {
                 .collect(),
             _ => Map::new(),
         };
-        annotations.insert(RETIRING_ANNOTATION.into(), json!("true"));
         metadata.insert("annotations".into(), Value::Object(annotations));
         // The ledger label too: a retiring placement holds its nodes until it is gone.
         if let Some(Value::Object(labels)) = meta.get("labels") {
