@@ -157,4 +157,5 @@ pub const MOTO_CREDENTIALS: &str =
 
 pub mod fastkube;
 pub mod proxy;
+pub mod standin;
 pub mod world;
