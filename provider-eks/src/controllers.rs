@@ -24,6 +24,7 @@ use crate::managed::annotations::EXTERNAL_NAME;
 use crate::managed::conditions::READY;
 use crate::managed::events::desired_state;
 use crate::managed::reconciler::{Connector, Reconciler, Timing, error_policy, reconcile};
+use crate::managed::recorder::Events;
 use crate::managed::resource::Managed;
 use crate::metrics::Metrics;
 
@@ -41,13 +42,16 @@ where
     M: Managed,
     C: Connector<M>,
 {
-    let reconciler = Arc::new(Reconciler::new(
-        shared.kube.clone(),
-        connector,
-        shared.timing,
-        shared.metrics.clone(),
-        kind,
-    ));
+    let reconciler = Arc::new(
+        Reconciler::new(
+            shared.kube.clone(),
+            connector,
+            shared.timing,
+            shared.metrics.clone(),
+            kind,
+        )
+        .with_events(Events::new(shared.kube.clone())),
+    );
     shared.metrics.controller_started();
     controller
         .run(reconcile::<M, C>, error_policy::<M, C>, reconciler)

@@ -10,6 +10,8 @@ mod support;
 
 #[path = "kinds_moto/addon.rs"]
 mod addon;
+#[path = "kinds_moto/events.rs"]
+mod events;
 #[path = "kinds_moto/file_system.rs"]
 mod file_system;
 #[path = "kinds_moto/network.rs"]
@@ -71,7 +73,8 @@ pub fn lose_external_name<M: Resource + Clone>(mr: &M) -> M {
     copy
 }
 
-pub async fn cache(moto: &Peer) -> Arc<ClientCache> {
+/// The ProviderConfig `moto` and its credentials Secret, in [`NS`].
+pub fn provider_config(moto: &Peer) -> (ProviderConfig, Secret) {
     let mut pc = ProviderConfig::new(
         "moto",
         ProviderConfigSpec {
@@ -100,6 +103,11 @@ pub async fn cache(moto: &Peer) -> Arc<ClientCache> {
         )])),
         ..Default::default()
     };
+    (pc, secret)
+}
+
+pub async fn cache(moto: &Peer) -> Arc<ClientCache> {
+    let (pc, secret) = provider_config(moto);
     let kube = kube_fake_client::ClientBuilder::new()
         .with_resource::<ProviderConfig>()
         .with_object(pc)

@@ -10,5 +10,6 @@ pub mod kinds;
 pub mod pacing;
 pub mod policy;
 pub mod reconciler;
+pub mod recorder;
 pub mod resource;
 pub mod writes;
