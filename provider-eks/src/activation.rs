@@ -19,15 +19,33 @@ pub const MRD_KIND: &str = "ManagedResourceDefinition";
 pub enum ManagedKind {
     Cluster,
     NodePool,
+    Role,
+    FileSystem,
+    Addon,
+    PodIdentityAssociation,
+    Network,
 }
 
 impl ManagedKind {
-    pub const ALL: [ManagedKind; 2] = [ManagedKind::Cluster, ManagedKind::NodePool];
+    pub const ALL: [ManagedKind; 7] = [
+        ManagedKind::Cluster,
+        ManagedKind::NodePool,
+        ManagedKind::Role,
+        ManagedKind::FileSystem,
+        ManagedKind::Addon,
+        ManagedKind::PodIdentityAssociation,
+        ManagedKind::Network,
+    ];
 
     pub fn mrd_name(self) -> &'static str {
         match self {
             ManagedKind::Cluster => "clusters.eks.m.modelplane.ai",
             ManagedKind::NodePool => "nodepools.eks.m.modelplane.ai",
+            ManagedKind::Role => "roles.eks.m.modelplane.ai",
+            ManagedKind::FileSystem => "filesystems.eks.m.modelplane.ai",
+            ManagedKind::Addon => "addons.eks.m.modelplane.ai",
+            ManagedKind::PodIdentityAssociation => "podidentityassociations.eks.m.modelplane.ai",
+            ManagedKind::Network => "networks.eks.m.modelplane.ai",
         }
     }
 
@@ -35,6 +53,11 @@ impl ManagedKind {
         match self {
             ManagedKind::Cluster => "Cluster",
             ManagedKind::NodePool => "NodePool",
+            ManagedKind::Role => "Role",
+            ManagedKind::FileSystem => "FileSystem",
+            ManagedKind::Addon => "Addon",
+            ManagedKind::PodIdentityAssociation => "PodIdentityAssociation",
+            ManagedKind::Network => "Network",
         }
     }
 }

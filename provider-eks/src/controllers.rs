@@ -12,13 +12,19 @@ use kube::{Api, ResourceExt};
 use modelplane_eks_api::{Cluster, NodePool};
 
 use crate::activation::ManagedKind;
+use crate::eks::addon::AddonConnector;
 use crate::eks::clients::ClientCache;
 use crate::eks::cluster::ClusterConnector;
+use crate::eks::file_system::FileSystemConnector;
+use crate::eks::network::NetworkConnector;
 use crate::eks::node_pool::NodePoolConnector;
+use crate::eks::pod_identity::PodIdentityConnector;
+use crate::eks::role::RoleConnector;
 use crate::managed::annotations::EXTERNAL_NAME;
 use crate::managed::conditions::READY;
 use crate::managed::events::desired_state;
 use crate::managed::reconciler::{Connector, Reconciler, Timing, error_policy, reconcile};
+use crate::managed::recorder::Events;
 use crate::managed::resource::Managed;
 use crate::metrics::Metrics;
 
@@ -36,13 +42,16 @@ where
     M: Managed,
     C: Connector<M>,
 {
-    let reconciler = Arc::new(Reconciler::new(
-        shared.kube.clone(),
-        connector,
-        shared.timing,
-        shared.metrics.clone(),
-        kind,
-    ));
+    let reconciler = Arc::new(
+        Reconciler::new(
+            shared.kube.clone(),
+            connector,
+            shared.timing,
+            shared.metrics.clone(),
+            kind,
+        )
+        .with_events(Events::new(shared.kube.clone())),
+    );
     shared.metrics.controller_started();
     controller
         .run(reconcile::<M, C>, error_policy::<M, C>, reconciler)
@@ -80,7 +89,37 @@ pub fn spawn(shared: &Shared, kind: ManagedKind) -> tokio::task::JoinHandle<()> 
             let controller = node_pool_controller(&shared);
             tokio::spawn(run(shared, controller, connector, kind.label()))
         }
+        ManagedKind::Role => {
+            let cache = shared.aws.clone();
+            spawn_plain(shared, RoleConnector { cache }, kind)
+        }
+        ManagedKind::FileSystem => {
+            let cache = shared.aws.clone();
+            spawn_plain(shared, FileSystemConnector { cache }, kind)
+        }
+        ManagedKind::Addon => {
+            let cache = shared.aws.clone();
+            spawn_plain(shared, AddonConnector { cache }, kind)
+        }
+        ManagedKind::PodIdentityAssociation => {
+            let cache = shared.aws.clone();
+            spawn_plain(shared, PodIdentityConnector { cache }, kind)
+        }
+        ManagedKind::Network => {
+            let cache = shared.aws.clone();
+            spawn_plain(shared, NetworkConnector { cache }, kind)
+        }
     }
+}
+
+/// A kind that watches only its own objects.
+fn spawn_plain<M, C>(shared: Shared, connector: C, kind: ManagedKind) -> tokio::task::JoinHandle<()>
+where
+    M: Managed,
+    C: Connector<M>,
+{
+    let controller = filtered_controller::<M>(&shared.kube);
+    tokio::spawn(run(shared, controller, connector, kind.label()))
 }
 
 /// A Cluster being deleted waits for its node groups; it is woken when one of its NodePools is gone, so the

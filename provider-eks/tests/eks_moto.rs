@@ -335,3 +335,49 @@ async fn a_node_pool_waits_for_its_cluster_to_be_ready() {
         ExternalError::Waiting("Cluster slow is not Ready yet".into())
     );
 }
+
+#[tokio::test]
+async fn a_deleted_capacity_block_pool_leaves_no_launch_template() {
+    let Some(moto) = moto() else { return };
+    let moto = moto.lock().await;
+    support::reset_moto(&moto);
+    let cluster = ready_cluster("efa", vec!["subnet-a".into(), "subnet-b".into()]);
+    let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![cluster.clone()]).await));
+    ClusterConnector { cache: cache.clone() }
+        .connect(&cluster)
+        .await
+        .unwrap()
+        .create(&cluster)
+        .await
+        .unwrap();
+    let mut pool = pool_mr("block-pool", "efa");
+    // moto has no placement groups, so the pool that needs a template here is a capacity block, not EFA.
+    pool.spec.for_provider.capacity_type = CapacityType::CapacityBlock;
+    pool.spec.for_provider.capacity_reservation_id = Some("cr-0123456789abcdef0".into());
+    let client = NodePoolConnector { cache: cache.clone() }
+        .connect(&pool)
+        .await
+        .unwrap();
+    client.create(&pool).await.unwrap();
+    let ec2 = cache
+        .clients(&pool.spec.provider_config_ref, NS, REGION)
+        .await
+        .unwrap()
+        .ec2;
+    let templates = ec2.describe_launch_templates().send().await.unwrap();
+    assert_eq!(templates.launch_templates().len(), 1);
+
+    pool.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    // The reconciler's rounds: delete while anything is observed, until nothing is.
+    let mut rounds = 0;
+    while client.observe(&pool).await.unwrap().exists {
+        rounds += 1;
+        assert!(rounds < 5, "the pool's delete did not finish");
+        client.delete(&pool).await.unwrap();
+    }
+    assert!(rounds >= 2, "the template goes only after the node group");
+    let templates = ec2.describe_launch_templates().send().await.unwrap();
+    assert!(templates.launch_templates().is_empty(), "{templates:?}");
+}

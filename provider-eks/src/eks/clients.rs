@@ -31,6 +31,8 @@ const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct AwsClients {
     pub eks: aws_sdk_eks::Client,
     pub ec2: aws_sdk_ec2::Client,
+    pub iam: aws_sdk_iam::Client,
+    pub efs: aws_sdk_efs::Client,
     pub sdk: SdkConfig,
     /// Subnet id -> availability zone, learned from EC2 DescribeSubnets; never changes for a subnet.
     pub subnet_zones: Arc<Mutex<HashMap<String, String>>>,
@@ -106,9 +108,17 @@ impl ClientCache {
         let ec2 = aws_sdk_ec2::config::Builder::from(&sdk)
             .interceptor(NameOperation)
             .build();
+        let iam = aws_sdk_iam::config::Builder::from(&sdk)
+            .interceptor(NameOperation)
+            .build();
+        let efs = aws_sdk_efs::config::Builder::from(&sdk)
+            .interceptor(NameOperation)
+            .build();
         let clients = AwsClients {
             eks: aws_sdk_eks::Client::from_conf(eks),
             ec2: aws_sdk_ec2::Client::from_conf(ec2),
+            iam: aws_sdk_iam::Client::from_conf(iam),
+            efs: aws_sdk_efs::Client::from_conf(efs),
             sdk,
             subnet_zones: Arc::default(),
         };

@@ -137,6 +137,53 @@ pub async fn ensure(
     }
 }
 
+/// Whether the launch template named `name` is still there (a deleted pool's leftover). It is deleted last,
+/// so while it exists the placement group may too.
+pub async fn leftover(ec2: &aws_sdk_ec2::Client, name: &str) -> Result<bool, ExternalError> {
+    let templates = ec2
+        .describe_launch_templates()
+        .launch_template_names(name)
+        .send()
+        .await;
+    match templates {
+        Ok(out) => Ok(!out.launch_templates().is_empty()),
+        Err(e) if is_code(&e, "InvalidLaunchTemplateName.NotFoundException") => Ok(false),
+        Err(e) => Err(classify(&format!("cannot describe launch template {name}"), &e)),
+    }
+}
+
+/// Deletes the placement group (EFA pools) and then the launch template named `name`, once the node group
+/// that used them is gone.
+pub async fn remove(
+    ec2: &aws_sdk_ec2::Client,
+    name: &str,
+    pool: &NodePoolParameters,
+) -> Result<(), ExternalError> {
+    if pool.efa_interfaces > 0 {
+        match ec2.delete_placement_group().group_name(name).send().await {
+            Ok(_) => {}
+            Err(e) if is_code(&e, "InvalidPlacementGroup.Unknown") => {}
+            Err(e) if is_code(&e, "InvalidPlacementGroup.InUse") => {
+                return Err(ExternalError::Waiting(format!(
+                    "placement group {name} still holds instances of the deleted node group"
+                )));
+            }
+            Err(e) => return Err(classify(&format!("cannot delete placement group {name}"), &e)),
+        }
+    }
+    match ec2
+        .delete_launch_template()
+        .launch_template_name(name)
+        .send()
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_code(&e, "InvalidLaunchTemplateName.NotFoundException") => Ok(()),
+        Err(e) if is_code(&e, "InvalidLaunchTemplateId.NotFound") => Ok(()),
+        Err(e) => Err(classify(&format!("cannot delete launch template {name}"), &e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,12 +1,23 @@
 //! ExternalClient implementations for `Cluster` and `NodePool` on aws-sdk-eks and aws-sdk-ec2.
 
+pub mod addon;
 pub mod clients;
 pub mod cluster;
 pub mod convert;
 pub mod errors;
+pub mod file_system;
+pub mod file_system_group;
+pub mod file_system_plan;
 pub mod kubeconfig;
 pub mod launch_template;
+pub mod network;
+pub mod network_find;
+pub mod network_parts;
+pub mod network_plan;
 pub mod node_pool;
+pub mod owned;
+pub mod pod_identity;
+pub mod role;
 pub mod throttle;
 
 use kube::{Resource, ResourceExt};

@@ -141,6 +141,19 @@ fn scaling_config(s: &Scaling) -> NodegroupScalingConfig {
 }
 
 impl NodePoolClient {
+    /// Deleting, the node group gone, and its launch template or placement group still there.
+    async fn template_left(&self, mr: &NodePool, name: &str) -> Result<bool, ExternalError> {
+        let had_template = launch_template::needed(&mr.spec.for_provider)
+            || mr
+                .status
+                .as_ref()
+                .is_some_and(|s| s.at_provider.launch_template_id.is_some());
+        if mr.metadata.deletion_timestamp.is_none() || !had_template {
+            return Ok(false);
+        }
+        launch_template::leftover(&self.clients.ec2, name).await
+    }
+
     fn cluster(&self) -> Result<&ClusterTarget, ExternalError> {
         self.cluster
             .as_ref()
@@ -248,6 +261,16 @@ impl ExternalClient<NodePool> for NodePoolClient {
             Err(e) => return Err(classify(&format!("cannot describe EKS node group {name}"), &e)),
         };
         let Some(group) = group else {
+            // A deleted pool's launch template outlives its node group by one step: report it so Delete runs.
+            if self.template_left(mr, &name).await? {
+                return Ok(Observation {
+                    readiness: crate::managed::conditions::Readiness::Deleting,
+                    ..Observation::available(NodePoolObservation {
+                        cluster_name: Some(cluster.name.clone()),
+                        ..Default::default()
+                    })
+                });
+            }
             return Ok(Observation::missing());
         };
         let status = group
@@ -445,7 +468,10 @@ impl ExternalClient<NodePool> for NodePoolClient {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if is_code(&e, "ResourceNotFoundException") => Ok(()),
+            // The group is gone: what it ran from goes now (EKS may still need it while deleting the group).
+            Err(e) if is_code(&e, "ResourceNotFoundException") => {
+                launch_template::remove(&self.clients.ec2, &name, &mr.spec.for_provider).await
+            }
             Err(e) if is_code(&e, "ResourceInUseException") => {
                 Err(ExternalError::Waiting(format!("EKS node group {name} is busy")))
             }

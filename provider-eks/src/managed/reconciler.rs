@@ -23,6 +23,7 @@ use super::decide::{
 use super::external::{ExternalClient, ExternalError, Observation};
 use super::pacing::{Calm, in_steady_state, jitter, next_poll, spread};
 use super::policy::Policies;
+use super::recorder::{Events, Reason};
 use super::resource::Managed;
 use super::writes;
 use crate::eks::throttle::with_urgency;
@@ -75,6 +76,8 @@ pub struct Reconciler<C> {
     calm: Mutex<HashMap<String, Calm>>,
     /// Resources reconciled since this process started: the first look at a steady one is spread out.
     seen: Mutex<HashSet<String>>,
+    /// Kubernetes Events for creates, updates, deletes and their failures; none in tests that do not ask.
+    events: Option<Events>,
 }
 
 impl<C> Reconciler<C> {
@@ -95,6 +98,25 @@ impl<C> Reconciler<C> {
             failures: Mutex::default(),
             calm: Mutex::default(),
             seen: Mutex::default(),
+            events: None,
+        }
+    }
+
+    /// Records Kubernetes Events on the managed resources.
+    pub fn with_events(mut self, events: Events) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    async fn event_ok<M: Managed>(&self, mr: &M, reason: Reason, note: &str) {
+        if let Some(events) = &self.events {
+            events.success(mr, reason, note.to_owned()).await;
+        }
+    }
+
+    async fn event_error<M: Managed>(&self, mr: &M, reason: Reason, err: &ExternalError) {
+        if let Some(events) = &self.events {
+            events.error(mr, reason, err).await;
         }
     }
 
@@ -286,11 +308,18 @@ where
     }
     let external = match r.connector.connect(&mr).await {
         Ok(c) => c,
-        Err(e) => return r.fail(&mr, e).await,
+        Err(e) => {
+            r.event_error(&mr, Reason::CannotConnectToProvider, &e).await;
+            return r.fail(&mr, e).await;
+        }
     };
     let observation = match external.observe(&mr).await {
         Ok(o) => o,
-        Err(e) => return r.fail(&mr, e).await,
+        Err(e) => {
+            r.event_error(&mr, Reason::CannotObserveExternalResource, &e)
+                .await;
+            return r.fail(&mr, e).await;
+        }
     };
     let step = after_observe(&facts, allowed, &Observed::from(&observation));
     if step != Step::Idle {
@@ -307,13 +336,27 @@ where
             Ok(Action::await_change())
         }
         Step::Delete => match external.delete(&mr).await {
-            Ok(()) => r.done(&mr, &observation, &Readiness::Deleting, busy).await,
+            Ok(()) => {
+                r.event_ok(
+                    &mr,
+                    Reason::DeletedExternalResource,
+                    "Successfully requested deletion of external resource",
+                )
+                .await;
+                r.done(&mr, &observation, &Readiness::Deleting, busy).await
+            }
             // Still Ready=True would claim the resource is in use; it is being deleted, and this is why not yet.
             Err(ExternalError::Waiting(why)) => {
-                let ready = Readiness::WaitingToDelete(why.clone());
-                r.fail_with(&mr, Some(&ready), ExternalError::Waiting(why)).await
+                let err = ExternalError::Waiting(why.clone());
+                r.event_error(&mr, Reason::CannotDeleteExternalResource, &err)
+                    .await;
+                let ready = Readiness::WaitingToDelete(why);
+                r.fail_with(&mr, Some(&ready), err).await
             }
-            Err(e) => r.fail_with(&mr, Some(&Readiness::Deleting), e).await,
+            Err(e) => {
+                r.event_error(&mr, Reason::CannotDeleteExternalResource, &e).await;
+                r.fail_with(&mr, Some(&Readiness::Deleting), e).await
+            }
         },
         Step::WaitForDeletion => r.done(&mr, &observation, &Readiness::Deleting, busy).await,
         Step::WaitForCreationGrace => r.done(&mr, &observation, &Readiness::Creating, busy).await,
@@ -335,12 +378,19 @@ where
             let mr = writes::set_annotations(&r.client, &mr, &[(CREATE_PENDING, timestamp(now))]).await?;
             match external.create(&mr).await {
                 Err(e) => {
+                    r.event_error(&mr, Reason::CannotCreateExternalResource, &e).await;
                     let mr =
                         writes::set_annotations(&r.client, &mr, &[(CREATE_FAILED, timestamp((r.clock)()))])
                             .await?;
                     r.fail_with(&mr, Some(&Readiness::Creating), e).await
                 }
                 Ok(details) => {
+                    r.event_ok(
+                        &mr,
+                        Reason::CreatedExternalResource,
+                        "Successfully requested creation of external resource",
+                    )
+                    .await;
                     let mr = writes::set_annotations(
                         &r.client,
                         &mr,
@@ -361,8 +411,15 @@ where
             let mr = writes::add_finalizer(&r.client, &mr).await?;
             writes::publish(&r.client, &mr, &observation.connection_details).await?;
             if let Err(e) = external.update(&mr, &observation.at_provider).await {
+                r.event_error(&mr, Reason::CannotUpdateExternalResource, &e).await;
                 return r.fail_with(&mr, Some(&observation.readiness), e).await;
             }
+            r.event_ok(
+                &mr,
+                Reason::UpdatedExternalResource,
+                "Successfully requested update of external resource",
+            )
+            .await;
             r.done(&mr, &observation, &observation.readiness, busy).await
         }
         Step::WaitWhileBusy | Step::Idle => {

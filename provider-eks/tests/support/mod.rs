@@ -158,4 +158,5 @@ pub mod fastkube;
 pub mod objects;
 pub mod proxy;
 pub mod seed;
+pub mod standin;
 pub mod world;

@@ -1,0 +1,362 @@
+//! `FileSystem` <-> an encrypted EFS file system, a mount target in each of its subnets, and the security group
+//! that admits the VPC on NFS. EFS's own idempotency key (the creation token) is derived from the managed
+//! resource, so a lost CreateFileSystem answer is found again by that token; the security group carries the
+//! ownership tag and is found by it. Deleting goes mount targets, then the file system, then the group.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use aws_sdk_efs::types::{LifeCycleState, PerformanceMode};
+use modelplane_eks_api::{FileSystem, FileSystemObservation, MountTarget, ThroughputMode};
+
+use super::clients::{AwsClients, ClientCache};
+use super::errors::{classify, is_code};
+use super::file_system_group;
+use super::file_system_plan::{
+    creation_token, efs_tags, efs_throughput, file_system_phase, from_efs_throughput, mount_target_plan,
+};
+use super::owned::{connect, owner, owner_tags};
+use crate::managed::conditions::Readiness;
+use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
+use crate::managed::reconciler::Connector;
+
+pub struct FileSystemConnector {
+    pub cache: Arc<ClientCache>,
+}
+
+#[async_trait]
+impl Connector<FileSystem> for FileSystemConnector {
+    type Client = FileSystemClient;
+    type AtProvider = FileSystemObservation;
+
+    async fn connect(&self, mr: &FileSystem) -> Result<FileSystemClient, ExternalError> {
+        let region = &mr.spec.for_provider.region;
+        Ok(FileSystemClient {
+            clients: connect(&self.cache, mr, &mr.spec.resource, region).await?,
+            seen: Mutex::default(),
+        })
+    }
+}
+
+pub struct FileSystemClient {
+    clients: AwsClients,
+    /// What the last Observe saw, so Update needs no second round of reads.
+    seen: Mutex<Option<Seen>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Seen {
+    file_system_id: String,
+    throughput: Option<ThroughputMode>,
+    tags: BTreeMap<String, String>,
+    mount_targets: Vec<MountTarget>,
+    security_group_id: Option<String>,
+}
+
+impl FileSystemClient {
+    async fn find(
+        &self,
+        token: &str,
+    ) -> Result<Option<aws_sdk_efs::types::FileSystemDescription>, ExternalError> {
+        let out = self
+            .clients
+            .efs
+            .describe_file_systems()
+            .creation_token(token)
+            .send()
+            .await
+            .map_err(|e| classify(&format!("cannot describe EFS file system {token}"), &e))?;
+        Ok(out.file_systems.unwrap_or_default().into_iter().next())
+    }
+
+    async fn mount_targets(&self, id: &str) -> Result<Vec<MountTarget>, ExternalError> {
+        let out = self
+            .clients
+            .efs
+            .describe_mount_targets()
+            .file_system_id(id)
+            .send()
+            .await
+            .map_err(|e| classify(&format!("cannot describe mount targets of EFS {id}"), &e))?;
+        Ok(out
+            .mount_targets()
+            .iter()
+            .map(|m| MountTarget {
+                subnet_id: m.subnet_id().to_owned(),
+                mount_target_id: m.mount_target_id().to_owned(),
+                life_cycle_state: m.life_cycle_state().as_str().to_owned(),
+            })
+            .collect())
+    }
+
+    async fn create_mount_targets(
+        &self,
+        id: &str,
+        subnets: &[String],
+        group: &str,
+    ) -> Result<(), ExternalError> {
+        for subnet in subnets {
+            let created = self
+                .clients
+                .efs
+                .create_mount_target()
+                .file_system_id(id)
+                .subnet_id(subnet)
+                .security_groups(group)
+                .send()
+                .await;
+            match created {
+                Ok(_) => {}
+                // One from an earlier attempt: the next Observe lists it.
+                Err(e) if is_code(&e, "MountTargetConflict") => {}
+                // The file system is still being created: the next Update makes the rest.
+                Err(e) if is_code(&e, "IncorrectFileSystemLifeCycleState") => return Ok(()),
+                Err(e) => {
+                    return Err(classify(
+                        &format!("cannot create a mount target of EFS {id} in {subnet}"),
+                        &e,
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn delete_mount_target(&self, mount_target: &str) -> Result<(), ExternalError> {
+        match self
+            .clients
+            .efs
+            .delete_mount_target()
+            .mount_target_id(mount_target)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_code(&e, "MountTargetNotFound") => Ok(()),
+            Err(e) => Err(classify(
+                &format!("cannot delete EFS mount target {mount_target}"),
+                &e,
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl ExternalClient<FileSystem> for FileSystemClient {
+    type AtProvider = FileSystemObservation;
+
+    async fn observe(&self, mr: &FileSystem) -> Result<Observation<FileSystemObservation>, ExternalError> {
+        let owner = owner(mr);
+        let deleting = mr.metadata.deletion_timestamp.is_some();
+        let Some(fs) = self.find(&creation_token(&owner)).await? else {
+            // The group outlives the file system by one step of a delete: it still has to go.
+            if deleting && let Some(group) = file_system_group::find(&self.clients.ec2, &owner).await? {
+                let at_provider = FileSystemObservation {
+                    security_group_id: Some(group),
+                    ..Default::default()
+                };
+                return Ok(Observation {
+                    readiness: Readiness::Deleting,
+                    ..Observation::available(at_provider)
+                });
+            }
+            return Ok(Observation::missing());
+        };
+        let id = fs.file_system_id().to_owned();
+        let state = fs.life_cycle_state().as_str().to_owned();
+        let mount_targets = if state == "deleted" {
+            Vec::new()
+        } else {
+            self.mount_targets(&id).await?
+        };
+        let recorded = mr
+            .status
+            .as_ref()
+            .and_then(|s| s.at_provider.security_group_id.clone());
+        let security_group_id = match recorded {
+            Some(group) => Some(group),
+            None => file_system_group::find(&self.clients.ec2, &owner).await?,
+        };
+        let spec = &mr.spec.for_provider;
+        let seen = Seen {
+            file_system_id: id.clone(),
+            throughput: fs.throughput_mode().and_then(from_efs_throughput),
+            tags: fs
+                .tags()
+                .iter()
+                .map(|t| (t.key().to_owned(), t.value().to_owned()))
+                .collect(),
+            mount_targets: mount_targets.clone(),
+            security_group_id: security_group_id.clone(),
+        };
+        let (create, delete) = mount_target_plan(&spec.subnet_ids, &mount_targets);
+        let tags_differ = spec.tags.iter().any(|(k, v)| seen.tags.get(k) != Some(v));
+        let up_to_date = create.is_empty()
+            && delete.is_empty()
+            && seen.throughput == Some(spec.throughput_mode)
+            && !tags_differ
+            && security_group_id.is_some();
+        let (readiness, busy) = file_system_phase(&state, &mount_targets, &spec.subnet_ids);
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(seen);
+        Ok(Observation {
+            exists: state != "deleted",
+            up_to_date,
+            readiness,
+            busy,
+            late_initialized: None,
+            at_provider: FileSystemObservation {
+                file_system_id: Some(id),
+                life_cycle_state: Some(state),
+                security_group_id,
+                mount_targets,
+            },
+            connection_details: ConnectionDetails::new(),
+        })
+    }
+
+    async fn create(&self, mr: &FileSystem) -> Result<ConnectionDetails, ExternalError> {
+        let owner = owner(mr);
+        let token = creation_token(&owner);
+        let spec = &mr.spec.for_provider;
+        // The group first: it checks the subnets, so a bad spec is refused before anything is made.
+        let group = file_system_group::ensure(&self.clients.ec2, mr).await?;
+        let created = self
+            .clients
+            .efs
+            .create_file_system()
+            .creation_token(&token)
+            .encrypted(true)
+            .performance_mode(PerformanceMode::GeneralPurpose)
+            .throughput_mode(efs_throughput(spec.throughput_mode))
+            .set_tags(Some(efs_tags(owner_tags(mr, &spec.tags))?))
+            .send()
+            .await;
+        let (id, available) = match created {
+            Ok(out) => (
+                out.file_system_id().to_owned(),
+                *out.life_cycle_state() == LifeCycleState::Available,
+            ),
+            // Made by an earlier attempt whose answer was lost.
+            Err(e) if is_code(&e, "FileSystemAlreadyExists") => match self.find(&token).await? {
+                Some(fs) => (
+                    fs.file_system_id().to_owned(),
+                    *fs.life_cycle_state() == LifeCycleState::Available,
+                ),
+                None => {
+                    return Err(ExternalError::Transient(format!(
+                        "EFS file system {token} exists but is not listed yet"
+                    )));
+                }
+            },
+            Err(e) => {
+                return Err(classify(
+                    &format!("cannot create EFS file system for {owner}"),
+                    &e,
+                ));
+            }
+        };
+        if available {
+            self.create_mount_targets(&id, &spec.subnet_ids, &group).await?;
+        }
+        Ok(ConnectionDetails::new())
+    }
+
+    async fn update(&self, mr: &FileSystem, _: &FileSystemObservation) -> Result<(), ExternalError> {
+        let Some(seen) = self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+            return Ok(());
+        };
+        let spec = &mr.spec.for_provider;
+        let id = &seen.file_system_id;
+        let group = match &seen.security_group_id {
+            Some(group) => group.clone(),
+            None => file_system_group::ensure(&self.clients.ec2, mr).await?,
+        };
+        let (create, delete) = mount_target_plan(&spec.subnet_ids, &seen.mount_targets);
+        for mount_target in &delete {
+            self.delete_mount_target(mount_target).await?;
+        }
+        self.create_mount_targets(id, &create, &group).await?;
+        if seen.throughput != Some(spec.throughput_mode) {
+            self.clients
+                .efs
+                .update_file_system()
+                .file_system_id(id)
+                .throughput_mode(efs_throughput(spec.throughput_mode))
+                .send()
+                .await
+                .map_err(|e| classify(&format!("cannot change throughput mode of EFS {id}"), &e))?;
+        }
+        let tags: Vec<(String, String)> = spec
+            .tags
+            .iter()
+            .filter(|(k, v)| seen.tags.get(*k) != Some(*v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !tags.is_empty() {
+            self.clients
+                .efs
+                .tag_resource()
+                .resource_id(id)
+                .set_tags(Some(efs_tags(tags)?))
+                .send()
+                .await
+                .map_err(|e| classify(&format!("cannot tag EFS {id}"), &e))?;
+        }
+        Ok(())
+    }
+
+    async fn delete(&self, mr: &FileSystem) -> Result<(), ExternalError> {
+        let owner = owner(mr);
+        if let Some(fs) = self.find(&creation_token(&owner)).await? {
+            let id = fs.file_system_id().to_owned();
+            let mount_targets = self.mount_targets(&id).await?;
+            if !mount_targets.is_empty() {
+                // Mount targets first: EFS refuses to delete a file system that still has one.
+                for m in mount_targets.iter().filter(|m| m.life_cycle_state != "deleting") {
+                    self.delete_mount_target(&m.mount_target_id).await?;
+                }
+                return Err(ExternalError::Waiting(format!(
+                    "EFS {id}: waiting for {} mount target(s) to be deleted first",
+                    mount_targets.len()
+                )));
+            }
+            return match self
+                .clients
+                .efs
+                .delete_file_system()
+                .file_system_id(&id)
+                .send()
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(e) if is_code(&e, "FileSystemNotFound") => Ok(()),
+                Err(e) if is_code(&e, "FileSystemInUse") => Err(ExternalError::Waiting(format!(
+                    "EFS {id} still has mount targets"
+                ))),
+                Err(e) => Err(classify(&format!("cannot delete EFS {id}"), &e)),
+            };
+        }
+        // The file system is gone; its security group goes last (the mount targets' interfaces used it).
+        if let Some(group) = file_system_group::find(&self.clients.ec2, &owner).await? {
+            match self
+                .clients
+                .ec2
+                .delete_security_group()
+                .group_id(&group)
+                .send()
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_code(&e, "InvalidGroup.NotFound") => {}
+                Err(e) if is_code(&e, "DependencyViolation") => {
+                    return Err(ExternalError::Waiting(format!(
+                        "security group {group} is still in use by the mount targets' network interfaces"
+                    )));
+                }
+                Err(e) => return Err(classify(&format!("cannot delete security group {group}"), &e)),
+            }
+        }
+        Ok(())
+    }
+}

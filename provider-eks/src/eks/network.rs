@@ -1,0 +1,431 @@
+//! `Network` <-> a VPC with a public and a private subnet per zone, an internet gateway, one NAT gateway with
+//! its Elastic IP, and a public and a private route table. EC2 picks every ID, so each object carries the
+//! ownership tag and a part tag (see `network_plan`), and Observe finds them all by tag: a crash anywhere in the
+//! sequence leaves parts that the next Update finds and completes, never duplicates. Create and Update both run
+//! [`NetworkClient::ensure`], which makes only what is missing. Delete goes in dependency order: NAT gateway
+//! (and waits for it), Elastic IP, route tables, internet gateway, subnets, VPC.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{
+    AttributeBooleanValue, DomainType, NatGatewayState, ResourceType, Tag, TagSpecification,
+};
+use modelplane_eks_api::{Network, NetworkObservation, Subnet};
+
+use super::clients::{AwsClients, ClientCache};
+use super::errors::{classify, is_code};
+use super::network_find;
+use super::network_parts::{Parts, SeenSubnet};
+use super::network_plan::{
+    DEFAULT_ROUTE, ELASTIC_IP, INTERNET_GATEWAY, NAT_GATEWAY, PART_TAG, PRIVATE_ROUTES, PUBLIC_ROUTES,
+    PlannedSubnet, subnets, validate,
+};
+use super::owned::{connect, owner, owner_tags};
+use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
+use crate::managed::reconciler::Connector;
+
+pub struct NetworkConnector {
+    pub cache: Arc<ClientCache>,
+}
+
+#[async_trait]
+impl Connector<Network> for NetworkConnector {
+    type Client = NetworkClient;
+    type AtProvider = NetworkObservation;
+
+    async fn connect(&self, mr: &Network) -> Result<NetworkClient, ExternalError> {
+        let region = &mr.spec.for_provider.region;
+        Ok(NetworkClient {
+            clients: connect(&self.cache, mr, &mr.spec.resource, region).await?,
+            seen: Mutex::default(),
+        })
+    }
+}
+
+pub struct NetworkClient {
+    clients: AwsClients,
+    seen: Mutex<Option<Parts>>,
+}
+
+fn tag_spec(
+    mr: &Network,
+    resource: ResourceType,
+    part: &str,
+    extra: &[(String, String)],
+) -> TagSpecification {
+    let mut tags = owner_tags(mr, &mr.spec.for_provider.tags);
+    tags.push((PART_TAG.into(), part.into()));
+    tags.push((
+        "Name".into(),
+        format!("{}-{part}", mr.metadata.name.as_deref().unwrap_or_default()),
+    ));
+    tags.extend(extra.iter().cloned());
+    TagSpecification::builder()
+        .resource_type(resource)
+        .set_tags(Some(
+            tags.into_iter()
+                .map(|(k, v)| Tag::builder().key(k).value(v).build())
+                .collect(),
+        ))
+        .build()
+}
+
+/// The tags Kubernetes looks for on a cluster's subnets (load balancers find their subnets by role).
+fn subnet_tags(mr: &Network, planned: &PlannedSubnet) -> Vec<(String, String)> {
+    let mut tags = Vec::new();
+    if let Some(cluster) = &mr.spec.for_provider.cluster_name {
+        tags.push((format!("kubernetes.io/cluster/{cluster}"), "shared".into()));
+    }
+    let role = if planned.public {
+        "kubernetes.io/role/elb"
+    } else {
+        "kubernetes.io/role/internal-elb"
+    };
+    tags.push((role.into(), "1".into()));
+    tags
+}
+
+fn enabled() -> AttributeBooleanValue {
+    AttributeBooleanValue::builder().value(true).build()
+}
+
+impl NetworkClient {
+    /// Makes whatever part of the network is missing, in dependency order.
+    async fn ensure(&self, mr: &Network, parts: &Parts) -> Result<(), ExternalError> {
+        let spec = &mr.spec.for_provider;
+        validate(spec)?;
+        let ec2 = &self.clients.ec2;
+        let planned = subnets(spec);
+        let vpc = match &parts.vpc {
+            Some((id, _)) => id.clone(),
+            None => {
+                let out = ec2
+                    .create_vpc()
+                    .cidr_block(&spec.cidr_block)
+                    .tag_specifications(tag_spec(mr, ResourceType::Vpc, "vpc", &[]))
+                    .send()
+                    .await
+                    .map_err(|e| classify("cannot create VPC", &e))?;
+                let id = out.vpc().and_then(|v| v.vpc_id()).unwrap_or_default().to_owned();
+                // EKS nodes need DNS names inside the VPC; EC2 sets one attribute per call.
+                ec2.modify_vpc_attribute()
+                    .vpc_id(&id)
+                    .enable_dns_support(enabled())
+                    .send()
+                    .await
+                    .map_err(|e| classify(&format!("cannot enable DNS on VPC {id}"), &e))?;
+                ec2.modify_vpc_attribute()
+                    .vpc_id(&id)
+                    .enable_dns_hostnames(enabled())
+                    .send()
+                    .await
+                    .map_err(|e| classify(&format!("cannot enable DNS host names on VPC {id}"), &e))?;
+                id
+            }
+        };
+        let mut subnet_ids: Vec<(PlannedSubnet, String)> = Vec::new();
+        for p in &planned {
+            let id = match parts.subnets.iter().find(|s| s.part == p.part) {
+                Some(seen) => seen.id.clone(),
+                None => {
+                    let out = ec2
+                        .create_subnet()
+                        .vpc_id(&vpc)
+                        .cidr_block(&p.cidr)
+                        .availability_zone(&p.zone)
+                        .tag_specifications(tag_spec(mr, ResourceType::Subnet, &p.part, &subnet_tags(mr, p)))
+                        .send()
+                        .await
+                        .map_err(|e| {
+                            classify(&format!("cannot create subnet {} in {}", p.cidr, p.zone), &e)
+                        })?;
+                    let id = out
+                        .subnet()
+                        .and_then(|s| s.subnet_id())
+                        .unwrap_or_default()
+                        .to_owned();
+                    if p.public {
+                        ec2.modify_subnet_attribute()
+                            .subnet_id(&id)
+                            .map_public_ip_on_launch(enabled())
+                            .send()
+                            .await
+                            .map_err(|e| classify(&format!("cannot make subnet {id} public"), &e))?;
+                    }
+                    id
+                }
+            };
+            subnet_ids.push((p.clone(), id));
+        }
+        let gateway = match &parts.internet_gateway {
+            Some((id, _)) => id.clone(),
+            None => {
+                let out = ec2
+                    .create_internet_gateway()
+                    .tag_specifications(tag_spec(mr, ResourceType::InternetGateway, INTERNET_GATEWAY, &[]))
+                    .send()
+                    .await
+                    .map_err(|e| classify("cannot create internet gateway", &e))?;
+                out.internet_gateway()
+                    .and_then(|g| g.internet_gateway_id())
+                    .unwrap_or_default()
+                    .to_owned()
+            }
+        };
+        if parts.internet_gateway.as_ref().and_then(|(_, v)| v.as_ref()) != Some(&vpc) {
+            match ec2
+                .attach_internet_gateway()
+                .internet_gateway_id(&gateway)
+                .vpc_id(&vpc)
+                .send()
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_code(&e, "Resource.AlreadyAssociated") => {}
+                Err(e) => return Err(classify(&format!("cannot attach internet gateway {gateway}"), &e)),
+            }
+        }
+        let allocation = match &parts.elastic_ip {
+            Some(id) => id.clone(),
+            None => {
+                let out = ec2
+                    .allocate_address()
+                    .domain(DomainType::Vpc)
+                    .tag_specifications(tag_spec(mr, ResourceType::ElasticIp, ELASTIC_IP, &[]))
+                    .send()
+                    .await
+                    .map_err(|e| classify("cannot allocate the NAT gateway's Elastic IP", &e))?;
+                out.allocation_id().unwrap_or_default().to_owned()
+            }
+        };
+        let first_public = subnet_ids
+            .iter()
+            .find(|(p, _)| p.public)
+            .map(|(_, id)| id.clone())
+            .unwrap_or_default();
+        let nat = match &parts.nat_gateway {
+            Some((id, state, _)) if state == "failed" => {
+                // A failed NAT gateway never recovers: delete it; the next Update makes a new one.
+                ec2.delete_nat_gateway()
+                    .nat_gateway_id(id)
+                    .send()
+                    .await
+                    .map_err(|e| classify(&format!("cannot delete failed NAT gateway {id}"), &e))?;
+                None
+            }
+            Some((id, state, _)) => Some((id.clone(), state == "available")),
+            None => {
+                let created = ec2
+                    .create_nat_gateway()
+                    .subnet_id(&first_public)
+                    .allocation_id(&allocation)
+                    .client_token(super::owned::token(mr, NAT_GATEWAY))
+                    .tag_specifications(tag_spec(mr, ResourceType::Natgateway, NAT_GATEWAY, &[]))
+                    .send()
+                    .await
+                    .map_err(|e| classify("cannot create NAT gateway", &e))?;
+                let gateway = created.nat_gateway();
+                gateway.and_then(|g| g.nat_gateway_id()).map(|id| {
+                    (
+                        id.to_owned(),
+                        gateway.and_then(|g| g.state()) == Some(&NatGatewayState::Available),
+                    )
+                })
+            }
+        };
+        let public: Vec<String> = subnet_ids
+            .iter()
+            .filter(|(p, _)| p.public)
+            .map(|(_, id)| id.clone())
+            .collect();
+        let private: Vec<String> = subnet_ids
+            .iter()
+            .filter(|(p, _)| !p.public)
+            .map(|(_, id)| id.clone())
+            .collect();
+        self.ensure_routes(
+            mr,
+            parts,
+            &vpc,
+            PUBLIC_ROUTES,
+            Some(Target::Gateway(gateway)),
+            &public,
+        )
+        .await?;
+        // Routes may point only at an available NAT gateway; until then the table waits without one.
+        let nat_target = nat.and_then(|(id, available)| available.then_some(Target::Nat(id)));
+        self.ensure_routes(mr, parts, &vpc, PRIVATE_ROUTES, nat_target, &private)
+            .await
+    }
+}
+
+enum Target {
+    Gateway(String),
+    Nat(String),
+}
+
+#[async_trait]
+impl ExternalClient<Network> for NetworkClient {
+    type AtProvider = NetworkObservation;
+
+    async fn observe(&self, mr: &Network) -> Result<Observation<NetworkObservation>, ExternalError> {
+        let parts = network_find::find(&self.clients.ec2, &owner(mr)).await?;
+        let deleting = mr.metadata.deletion_timestamp.is_some();
+        let leftovers = parts.internet_gateway.is_some() || parts.elastic_ip.is_some();
+        if parts.vpc.is_none() && !(deleting && leftovers) {
+            return Ok(Observation::missing());
+        }
+        let spec = &mr.spec.for_provider;
+        let planned = if validate(spec).is_ok() {
+            subnets(spec)
+        } else {
+            Vec::new()
+        };
+        let state = parts.state(&planned);
+        let subnet = |s: &SeenSubnet| Subnet {
+            zone: s.zone.clone(),
+            id: s.id.clone(),
+            cidr_block: s.cidr.clone(),
+        };
+        let in_order = |public: bool| -> Vec<Subnet> {
+            planned
+                .iter()
+                .filter(|p| p.public == public)
+                .filter_map(|p| parts.subnets.iter().find(|s| s.part == p.part).map(subnet))
+                .collect()
+        };
+        let at_provider = NetworkObservation {
+            vpc_id: parts.vpc.as_ref().map(|(id, _)| id.clone()),
+            cidr_block: parts.vpc.as_ref().map(|(_, cidr)| cidr.clone()),
+            public_subnets: in_order(true),
+            private_subnets: in_order(false),
+            internet_gateway_id: parts.internet_gateway.as_ref().map(|(id, _)| id.clone()),
+            nat_gateway_id: parts.nat_gateway.as_ref().map(|(id, _, _)| id.clone()),
+            elastic_ip_allocation_id: parts.elastic_ip.clone(),
+            route_table_ids: parts.route_tables.iter().map(|t| t.id.clone()).collect(),
+        };
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(parts);
+        Ok(Observation {
+            exists: true,
+            up_to_date: state.missing.is_empty() && state.unchangeable.is_empty(),
+            readiness: state.readiness,
+            busy: state.busy,
+            late_initialized: None,
+            at_provider,
+            connection_details: ConnectionDetails::new(),
+        })
+    }
+
+    async fn create(&self, mr: &Network) -> Result<ConnectionDetails, ExternalError> {
+        validate(&mr.spec.for_provider)?;
+        // Parts of an earlier attempt whose answer was lost are found and kept.
+        let parts = network_find::find(&self.clients.ec2, &owner(mr)).await?;
+        self.ensure(mr, &parts).await?;
+        Ok(ConnectionDetails::new())
+    }
+
+    async fn update(&self, mr: &Network, _: &NetworkObservation) -> Result<(), ExternalError> {
+        let parts = self
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default();
+        validate(&mr.spec.for_provider)?;
+        let state = parts.state(&subnets(&mr.spec.for_provider));
+        // A new CIDR or zone list re-carves every subnet: nothing of it can be made beside the old ones.
+        if let Some(why) = state.unchangeable.refusal(&format!("network {}", owner(mr))) {
+            return Err(ExternalError::Rejected(why));
+        }
+        self.ensure(mr, &parts).await
+    }
+
+    async fn delete(&self, mr: &Network) -> Result<(), ExternalError> {
+        let parts = network_find::find(&self.clients.ec2, &owner(mr)).await?;
+        super::network_parts::delete(&self.clients.ec2, &parts).await
+    }
+}
+
+impl NetworkClient {
+    /// One route table: made if missing, its default route pointing at `target`, associated with `subnets`.
+    async fn ensure_routes(
+        &self,
+        mr: &Network,
+        parts: &Parts,
+        vpc: &str,
+        part: &str,
+        target: Option<Target>,
+        subnets: &[String],
+    ) -> Result<(), ExternalError> {
+        let ec2 = &self.clients.ec2;
+        let seen = parts.route_tables.iter().find(|t| t.part == part);
+        let table = match seen {
+            Some(t) => t.id.clone(),
+            None => {
+                let out = ec2
+                    .create_route_table()
+                    .vpc_id(vpc)
+                    .tag_specifications(tag_spec(mr, ResourceType::RouteTable, part, &[]))
+                    .send()
+                    .await
+                    .map_err(|e| classify(&format!("cannot create route table {part}"), &e))?;
+                out.route_table()
+                    .and_then(|t| t.route_table_id())
+                    .unwrap_or_default()
+                    .to_owned()
+            }
+        };
+        if let Some(target) = target {
+            let wanted = match &target {
+                Target::Gateway(id) | Target::Nat(id) => id.clone(),
+            };
+            let current = seen.and_then(|t| t.default_target.clone());
+            if current.is_none() {
+                let request = ec2
+                    .create_route()
+                    .route_table_id(&table)
+                    .destination_cidr_block(DEFAULT_ROUTE);
+                let request = match &target {
+                    Target::Gateway(id) => request.gateway_id(id),
+                    Target::Nat(id) => request.nat_gateway_id(id),
+                };
+                match request.send().await {
+                    Ok(_) => {}
+                    Err(e) if is_code(&e, "RouteAlreadyExists") => {}
+                    Err(e) => return Err(classify(&format!("cannot route {part} to {wanted}"), &e)),
+                }
+            } else if current.as_deref() != Some(wanted.as_str()) {
+                let request = ec2
+                    .replace_route()
+                    .route_table_id(&table)
+                    .destination_cidr_block(DEFAULT_ROUTE);
+                let request = match &target {
+                    Target::Gateway(id) => request.gateway_id(id),
+                    Target::Nat(id) => request.nat_gateway_id(id),
+                };
+                request
+                    .send()
+                    .await
+                    .map_err(|e| classify(&format!("cannot re-route {part} to {wanted}"), &e))?;
+            }
+        }
+        for subnet in subnets {
+            if seen.is_some_and(|t| t.associations.iter().any(|(_, s)| s == subnet)) {
+                continue;
+            }
+            match ec2
+                .associate_route_table()
+                .route_table_id(&table)
+                .subnet_id(subnet)
+                .send()
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if is_code(&e, "Resource.AlreadyAssociated") => {}
+                Err(e) => return Err(classify(&format!("cannot associate {subnet} with {part}"), &e)),
+            }
+        }
+        Ok(())
+    }
+}

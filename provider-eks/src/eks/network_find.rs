@@ -1,0 +1,134 @@
+//! Finding a `Network`'s parts in EC2 by their ownership and part tags.
+
+use aws_sdk_ec2::types::{Filter, NatGatewayState, Tag};
+
+use super::errors::classify;
+use super::network_parts::{Parts, SeenRouteTable, SeenSubnet};
+use super::network_plan::{DEFAULT_ROUTE, PART_TAG};
+use super::owned::OWNER_TAG;
+use crate::managed::external::ExternalError;
+
+fn tag_value<'a>(tags: &'a [Tag], key: &str) -> Option<&'a str> {
+    tags.iter().find(|t| t.key() == Some(key)).and_then(|t| t.value())
+}
+
+pub fn owned_by(owner: &str) -> Filter {
+    Filter::builder()
+        .name(format!("tag:{OWNER_TAG}"))
+        .values(owner)
+        .build()
+}
+
+/// Every part this resource owns, by tag.
+pub async fn find(ec2: &aws_sdk_ec2::Client, owner: &str) -> Result<Parts, ExternalError> {
+    let what = |w: &str| format!("cannot describe the network's {w}");
+    let vpcs = ec2
+        .describe_vpcs()
+        .filters(owned_by(owner))
+        .send()
+        .await
+        .map_err(|e| classify(&what("VPC"), &e))?;
+    let mut parts = Parts {
+        vpc: vpcs
+            .vpcs()
+            .iter()
+            .find_map(|v| Some((v.vpc_id()?.to_owned(), v.cidr_block()?.to_owned()))),
+        ..Parts::default()
+    };
+    let subnets = ec2
+        .describe_subnets()
+        .filters(owned_by(owner))
+        .send()
+        .await
+        .map_err(|e| classify(&what("subnets"), &e))?;
+    parts.subnets = subnets
+        .subnets()
+        .iter()
+        .filter_map(|s| {
+            Some(SeenSubnet {
+                part: tag_value(s.tags(), PART_TAG)?.to_owned(),
+                id: s.subnet_id()?.to_owned(),
+                zone: s.availability_zone()?.to_owned(),
+                cidr: s.cidr_block()?.to_owned(),
+            })
+        })
+        .collect();
+    let gateways = ec2
+        .describe_internet_gateways()
+        .filters(owned_by(owner))
+        .send()
+        .await
+        .map_err(|e| classify(&what("internet gateway"), &e))?;
+    parts.internet_gateway = gateways.internet_gateways().iter().find_map(|g| {
+        let attached = g.attachments().iter().find_map(|a| a.vpc_id().map(str::to_owned));
+        Some((g.internet_gateway_id()?.to_owned(), attached))
+    });
+    let addresses = ec2
+        .describe_addresses()
+        .filters(owned_by(owner))
+        .send()
+        .await
+        .map_err(|e| classify(&what("Elastic IP"), &e))?;
+    parts.elastic_ip = addresses
+        .addresses()
+        .iter()
+        .find_map(|a| a.allocation_id().map(str::to_owned));
+    let Some((vpc, _)) = &parts.vpc else {
+        return Ok(parts);
+    };
+    // NAT gateways are looked up by VPC (not every EC2 implementation filters them by tag), then by tag.
+    let gateways = ec2
+        .describe_nat_gateways()
+        .filter(Filter::builder().name("vpc-id").values(vpc).build())
+        .send()
+        .await
+        .map_err(|e| classify(&what("NAT gateway"), &e))?;
+    parts.nat_gateway = gateways
+        .nat_gateways()
+        .iter()
+        .filter(|n| tag_value(n.tags(), OWNER_TAG) == Some(owner))
+        .filter(|n| n.state() != Some(&NatGatewayState::Deleted))
+        .find_map(|n| {
+            let state = n.state().map(|s| s.as_str().to_owned()).unwrap_or_default();
+            Some((
+                n.nat_gateway_id()?.to_owned(),
+                state,
+                n.failure_message().map(str::to_owned),
+            ))
+        });
+    let tables = ec2
+        .describe_route_tables()
+        .filters(owned_by(owner))
+        .send()
+        .await
+        .map_err(|e| classify(&what("route tables"), &e))?;
+    parts.route_tables = tables
+        .route_tables()
+        .iter()
+        .filter_map(|t| {
+            let default = t
+                .routes()
+                .iter()
+                .find(|r| r.destination_cidr_block() == Some(DEFAULT_ROUTE));
+            Some(SeenRouteTable {
+                part: tag_value(t.tags(), PART_TAG)?.to_owned(),
+                id: t.route_table_id()?.to_owned(),
+                default_target: default
+                    .and_then(|r| r.gateway_id().or(r.nat_gateway_id()))
+                    .map(str::to_owned),
+                associations: t
+                    .associations()
+                    .iter()
+                    .filter(|a| a.main() != Some(true))
+                    .filter_map(|a| {
+                        Some((
+                            a.route_table_association_id()?.to_owned(),
+                            a.subnet_id()?.to_owned(),
+                        ))
+                    })
+                    .collect(),
+            })
+        })
+        .collect();
+    Ok(parts)
+}

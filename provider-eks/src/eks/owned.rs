@@ -1,0 +1,59 @@
+//! What the new kinds share: connecting with the spec's ProviderConfig, and the tag that marks an AWS object
+//! as made for one managed resource. AWS objects whose IDs AWS picks (VPCs, subnets, gateways, file systems)
+//! are found again by that tag, so a crash between Create and the next Observe adopts what was made instead of
+//! making a second one.
+
+use kube::{Resource, ResourceExt};
+use modelplane_eks_api::ResourceSpec;
+
+use super::clients::{AwsClients, ClientCache};
+use super::external_name;
+use crate::managed::external::ExternalError;
+
+/// Tag key carrying `<namespace>/<external name>` of the managed resource an AWS object belongs to.
+pub const OWNER_TAG: &str = "modelplane.ai/managed-resource";
+/// Tag key carrying the managed resource's uid, for people reading the AWS console.
+pub const UID_TAG: &str = "modelplane.ai/managed-resource-uid";
+/// IAM is global; its SDK still wants a region to sign for.
+pub const IAM_REGION: &str = "us-east-1";
+
+/// The value of [`OWNER_TAG`] for `mr`: stable across restarts and lost answers, unique per namespace.
+pub fn owner<M: Resource>(mr: &M) -> String {
+    format!("{}/{}", mr.namespace().unwrap_or_default(), external_name(mr))
+}
+
+/// The ownership tags (plus the spec's own) as (key, value) pairs.
+pub fn owner_tags<M: Resource>(
+    mr: &M,
+    spec_tags: &std::collections::BTreeMap<String, String>,
+) -> Vec<(String, String)> {
+    let mut tags: Vec<(String, String)> = spec_tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    tags.push((OWNER_TAG.into(), owner(mr)));
+    tags.push((UID_TAG.into(), mr.uid().unwrap_or_default()));
+    tags
+}
+
+/// AWS clients for `mr`, through its ProviderConfig, in `region`.
+pub async fn connect<M: Resource>(
+    cache: &ClientCache,
+    mr: &M,
+    resource: &ResourceSpec,
+    region: &str,
+) -> Result<AwsClients, ExternalError> {
+    if region.is_empty() {
+        return Err(ExternalError::Rejected(
+            "spec.forProvider.region: required".into(),
+        ));
+    }
+    let namespace = mr.namespace().unwrap_or_default();
+    cache
+        .clients(&resource.provider_config_ref, &namespace, region)
+        .await
+}
+
+/// An idempotency token for one part of `mr` (EC2 accepts at most 64 characters).
+pub fn token<M: Resource>(mr: &M, part: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{}:{part}", mr.uid().unwrap_or_default()).as_bytes());
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
