@@ -84,7 +84,9 @@ async fn bench_200_node_pools_against_moto() {
     let per_mr_per_poll = steady as f64 / (resources * STEADY_POLLS as f64);
     let rss = world.provider_pid().map(peak_rss_mib).unwrap_or_default();
 
-    println!("provider-eks benchmark: 1 Cluster + {pools_wanted} NodePools against moto (through kmock)");
+    println!(
+        "provider-eks benchmark: 1 Cluster + {pools_wanted} NodePools against moto (on the real kube-apiserver)"
+    );
     println!(
         "  time to converge (activation -> all Ready): {:.1} s",
         converged.as_secs_f64()
