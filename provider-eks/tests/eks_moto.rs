@@ -26,11 +26,10 @@ const NS: &str = "team-a";
 const REGION: &str = "us-east-1";
 
 /// One moto for this test binary; tests take turns and reset it first.
-static MOTO: OnceLock<Option<Mutex<Peer>>> = OnceLock::new();
+static MOTO: OnceLock<Mutex<Peer>> = OnceLock::new();
 
-fn moto() -> Option<&'static Mutex<Peer>> {
-    MOTO.get_or_init(|| Some(Mutex::new(support::start_moto())))
-        .as_ref()
+fn moto() -> &'static Mutex<Peer> {
+    MOTO.get_or_init(|| Mutex::new(support::start_moto()))
 }
 
 fn cluster_mr(name: &str) -> Cluster {
@@ -164,7 +163,7 @@ async fn kube_with(moto: &Peer, clusters: Vec<Cluster>) -> kube::Client {
 
 #[tokio::test]
 async fn a_cluster_is_created_observed_with_a_kubeconfig_and_deleted_in_moto() {
-    let Some(moto) = moto() else { return };
+    let moto = moto();
     let moto = moto.lock().await;
     support::reset_moto(&moto);
     let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![]).await));
@@ -199,7 +198,7 @@ async fn a_cluster_is_created_observed_with_a_kubeconfig_and_deleted_in_moto() {
 
 #[tokio::test]
 async fn changed_cluster_tags_are_drift_and_update_corrects_them() {
-    let Some(moto) = moto() else { return };
+    let moto = moto();
     let moto = moto.lock().await;
     support::reset_moto(&moto);
     let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![]).await));
@@ -219,7 +218,7 @@ async fn changed_cluster_tags_are_drift_and_update_corrects_them() {
 
 #[tokio::test]
 async fn a_cluster_without_subnets_is_rejected_naming_the_field() {
-    let Some(moto) = moto() else { return };
+    let moto = moto();
     let moto = moto.lock().await;
     support::reset_moto(&moto);
     let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![]).await));
@@ -241,7 +240,7 @@ async fn a_cluster_without_subnets_is_rejected_naming_the_field() {
 
 #[tokio::test]
 async fn a_node_pool_is_created_scaled_relabelled_and_deleted_before_its_cluster() {
-    let Some(moto) = moto() else { return };
+    let moto = moto();
     let moto = moto.lock().await;
     support::reset_moto(&moto);
 
@@ -321,7 +320,7 @@ async fn a_node_pool_is_created_scaled_relabelled_and_deleted_before_its_cluster
 
 #[tokio::test]
 async fn a_node_pool_waits_for_its_cluster_to_be_ready() {
-    let Some(moto) = moto() else { return };
+    let moto = moto();
     let moto = moto.lock().await;
     support::reset_moto(&moto);
     let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![cluster_mr("slow")]).await));
@@ -338,7 +337,7 @@ async fn a_node_pool_waits_for_its_cluster_to_be_ready() {
 
 #[tokio::test]
 async fn a_deleted_capacity_block_pool_leaves_no_launch_template() {
-    let Some(moto) = moto() else { return };
+    let moto = moto();
     let moto = moto.lock().await;
     support::reset_moto(&moto);
     let cluster = ready_cluster("efa", vec!["subnet-a".into(), "subnet-b".into()]);

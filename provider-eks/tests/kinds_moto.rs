@@ -36,11 +36,10 @@ pub const NS: &str = "team-a";
 pub const REGION: &str = "us-east-1";
 
 /// One moto (with the EKS stand-in) for this test binary; tests take turns and reset it first.
-static MOTO: OnceLock<Option<Mutex<Peer>>> = OnceLock::new();
+static MOTO: OnceLock<Mutex<Peer>> = OnceLock::new();
 
-pub fn moto() -> Option<&'static Mutex<Peer>> {
-    MOTO.get_or_init(|| support::standin::start_moto_with_eks_standin().map(Mutex::new))
-        .as_ref()
+pub fn moto() -> &'static Mutex<Peer> {
+    MOTO.get_or_init(|| Mutex::new(support::standin::start_moto_with_eks_standin()))
 }
 
 pub fn provider_config_ref() -> ProviderConfigReference {

@@ -66,7 +66,7 @@ fn association_mr(name: &str) -> PodIdentityAssociation {
 
 #[tokio::test]
 async fn an_addon_waits_for_its_cluster_then_is_created_late_initialized_updated_and_deleted() {
-    let Some(moto) = moto() else { return };
+    let moto = moto();
     let moto = moto.lock().await;
     super::support::reset_moto(&moto);
     let cache = cache(&moto).await;
@@ -111,7 +111,7 @@ async fn an_addon_waits_for_its_cluster_then_is_created_late_initialized_updated
 
 #[tokio::test]
 async fn an_addon_eks_does_not_offer_is_refused_naming_the_field() {
-    let Some(moto) = moto() else { return };
+    let moto = moto();
     let moto = moto.lock().await;
     super::support::reset_moto(&moto);
     let cache = cache(&moto).await;
@@ -130,7 +130,7 @@ async fn an_addon_eks_does_not_offer_is_refused_naming_the_field() {
 
 #[tokio::test]
 async fn a_pod_identity_association_is_created_adopted_after_a_crash_rebound_and_deleted() {
-    let Some(moto) = moto() else { return };
+    let moto = moto();
     let moto = moto.lock().await;
     super::support::reset_moto(&moto);
     let cache = cache(&moto).await;

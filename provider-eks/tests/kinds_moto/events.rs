@@ -34,7 +34,7 @@ fn role(name: &str, policy: &str) -> Role {
 
 #[tokio::test]
 async fn a_rejected_create_and_a_successful_one_leave_events_with_crossplane_reasons() {
-    let Some(moto) = moto() else { return };
+    let moto = moto();
     let moto = moto.lock().await;
     super::support::reset_moto(&moto);
     let (pc, secret) = super::provider_config(&moto);

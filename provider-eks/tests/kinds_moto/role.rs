@@ -43,7 +43,7 @@ fn role_mr(name: &str, policies: Vec<String>) -> Role {
 
 #[tokio::test]
 async fn a_role_is_created_with_its_policies_observed_ready_adopted_and_deleted() {
-    let Some(moto) = moto() else { return };
+    let moto = moto();
     let moto = moto.lock().await;
     support_reset(&moto);
     let cache = cache(&moto).await;
@@ -92,7 +92,7 @@ async fn a_role_is_created_with_its_policies_observed_ready_adopted_and_deleted(
 
 #[tokio::test]
 async fn a_role_iam_would_reject_is_refused_naming_the_field() {
-    let Some(moto) = moto() else { return };
+    let moto = moto();
     let moto = moto.lock().await;
     support_reset(&moto);
     let cache = cache(&moto).await;

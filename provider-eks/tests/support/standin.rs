@@ -5,8 +5,8 @@ use std::process::{Command, Stdio};
 
 use super::{Peer, free_port, python, wait_for_port};
 
-pub fn start_moto_with_eks_standin() -> Option<Peer> {
-    let python = python()?;
+pub fn start_moto_with_eks_standin() -> Peer {
+    let python = python();
     let port = free_port();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/eks_standin.py");
     let child = Command::new(python)
@@ -18,5 +18,5 @@ pub fn start_moto_with_eks_standin() -> Option<Peer> {
         .spawn()
         .unwrap();
     wait_for_port(port, "moto with the EKS stand-in");
-    Some(Peer { port, child })
+    Peer { port, child }
 }
