@@ -3,42 +3,34 @@
 //! and configuration change in place; the cluster or add-on name cannot, and a change to either is refused
 //! naming the field (it would otherwise leave the old add-on behind).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use aws_sdk_eks::types::ResolveConflicts;
 use modelplane_eks_api::{Addon, AddonObservation, AddonParameters};
 use serde_json::json;
 
-use super::clients::{AwsClients, ClientCache};
+use super::clients::AwsClients;
 use super::errors::{classify, is_code};
-use super::owned::{connect, owner_tags};
+use super::owned::{connector, owner_tags};
 use super::request_token;
 use crate::managed::conditions::Readiness;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
-use crate::managed::reconciler::Connector;
 
-pub struct AddonConnector {
-    pub cache: Arc<ClientCache>,
-}
-
-#[async_trait]
-impl Connector<Addon> for AddonConnector {
-    type Client = AddonClient;
-    type AtProvider = AddonObservation;
-
-    async fn connect(&self, mr: &Addon) -> Result<AddonClient, ExternalError> {
-        let region = &mr.spec.for_provider.region;
-        Ok(AddonClient {
-            clients: connect(&self.cache, mr, &mr.spec.resource, region).await?,
-            seen: Mutex::default(),
-        })
-    }
-}
+connector!(AddonConnector, Addon, AddonClient, AddonObservation, mr => &mr.spec.for_provider.region);
 
 pub struct AddonClient {
     clients: AwsClients,
     seen: Mutex<Option<SeenAddon>>,
+}
+
+impl AddonClient {
+    pub fn new(clients: AwsClients) -> Self {
+        Self {
+            clients,
+            seen: Mutex::default(),
+        }
+    }
 }
 
 /// The parts of an add-on the spec decides.

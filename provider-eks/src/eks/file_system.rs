@@ -4,45 +4,37 @@
 //! ownership tag and is found by it. Deleting goes mount targets, then the file system, then the group.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use aws_sdk_efs::types::{LifeCycleState, PerformanceMode};
 use modelplane_eks_api::{FileSystem, FileSystemObservation, MountTarget, ThroughputMode};
 
-use super::clients::{AwsClients, ClientCache};
+use super::clients::AwsClients;
 use super::errors::{classify, is_code};
 use super::file_system_group;
 use super::file_system_plan::{
     creation_token, efs_tags, efs_throughput, file_system_phase, from_efs_throughput, mount_target_plan,
 };
-use super::owned::{connect, owner, owner_tags};
+use super::owned::{connector, owner, owner_tags};
 use crate::managed::conditions::Readiness;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
-use crate::managed::reconciler::Connector;
 
-pub struct FileSystemConnector {
-    pub cache: Arc<ClientCache>,
-}
-
-#[async_trait]
-impl Connector<FileSystem> for FileSystemConnector {
-    type Client = FileSystemClient;
-    type AtProvider = FileSystemObservation;
-
-    async fn connect(&self, mr: &FileSystem) -> Result<FileSystemClient, ExternalError> {
-        let region = &mr.spec.for_provider.region;
-        Ok(FileSystemClient {
-            clients: connect(&self.cache, mr, &mr.spec.resource, region).await?,
-            seen: Mutex::default(),
-        })
-    }
-}
+connector!(FileSystemConnector, FileSystem, FileSystemClient, FileSystemObservation, mr => &mr.spec.for_provider.region);
 
 pub struct FileSystemClient {
     clients: AwsClients,
     /// What the last Observe saw, so Update needs no second round of reads.
     seen: Mutex<Option<Seen>>,
+}
+
+impl FileSystemClient {
+    pub fn new(clients: AwsClients) -> Self {
+        Self {
+            clients,
+            seen: Mutex::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]

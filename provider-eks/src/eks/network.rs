@@ -5,7 +5,7 @@
 //! [`NetworkClient::ensure`], which makes only what is missing. Delete goes in dependency order: NAT gateway
 //! (and waits for it), Elastic IP, route tables, internet gateway, subnets, VPC.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
@@ -13,7 +13,7 @@ use aws_sdk_ec2::types::{
 };
 use modelplane_eks_api::{Network, NetworkObservation, Subnet};
 
-use super::clients::{AwsClients, ClientCache};
+use super::clients::AwsClients;
 use super::errors::{classify, is_code};
 use super::network_find;
 use super::network_parts::{Parts, SeenSubnet};
@@ -21,31 +21,23 @@ use super::network_plan::{
     DEFAULT_ROUTE, ELASTIC_IP, INTERNET_GATEWAY, NAT_GATEWAY, PART_TAG, PRIVATE_ROUTES, PUBLIC_ROUTES,
     PlannedSubnet, subnets, validate,
 };
-use super::owned::{connect, owner, owner_tags};
+use super::owned::{connector, owner, owner_tags};
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
-use crate::managed::reconciler::Connector;
 
-pub struct NetworkConnector {
-    pub cache: Arc<ClientCache>,
-}
-
-#[async_trait]
-impl Connector<Network> for NetworkConnector {
-    type Client = NetworkClient;
-    type AtProvider = NetworkObservation;
-
-    async fn connect(&self, mr: &Network) -> Result<NetworkClient, ExternalError> {
-        let region = &mr.spec.for_provider.region;
-        Ok(NetworkClient {
-            clients: connect(&self.cache, mr, &mr.spec.resource, region).await?,
-            seen: Mutex::default(),
-        })
-    }
-}
+connector!(NetworkConnector, Network, NetworkClient, NetworkObservation, mr => &mr.spec.for_provider.region);
 
 pub struct NetworkClient {
     clients: AwsClients,
     seen: Mutex<Option<Parts>>,
+}
+
+impl NetworkClient {
+    pub fn new(clients: AwsClients) -> Self {
+        Self {
+            clients,
+            seen: Mutex::default(),
+        }
+    }
 }
 
 fn tag_spec(

@@ -57,3 +57,31 @@ pub fn token<M: Resource>(mr: &M, part: &str) -> String {
     let digest = Sha256::digest(format!("{}:{part}", mr.uid().unwrap_or_default()).as_bytes());
     digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
+
+/// The connector of a kind whose spec embeds [`ResourceSpec`]: AWS clients through the resource's
+/// ProviderConfig, in the region `$region` names (with `$mr` bound to the resource), handed to `$client::new`.
+/// A new kind is its `ExternalClient` and one line of this.
+macro_rules! connector {
+    ($name:ident, $kind:ty, $client:ty, $observation:ty, $mr:ident => $region:expr) => {
+        pub struct $name {
+            pub cache: std::sync::Arc<$crate::eks::clients::ClientCache>,
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::managed::reconciler::Connector<$kind> for $name {
+            type Client = $client;
+            type AtProvider = $observation;
+
+            async fn connect(
+                &self,
+                $mr: &$kind,
+            ) -> Result<$client, $crate::managed::external::ExternalError> {
+                let region: &str = $region;
+                let clients =
+                    $crate::eks::owned::connect(&self.cache, $mr, &$mr.spec.resource, region).await?;
+                Ok(<$client>::new(clients))
+            }
+        }
+    };
+}
+pub(crate) use connector;

@@ -3,40 +3,28 @@
 //! association ID AWS picks is kept in `status.atProvider`, so steady-state observes cost one Describe. The
 //! role changes in place; the triple cannot, and a change to it is refused naming the field.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use aws_sdk_eks::types::PodIdentityAssociation as EksAssociation;
 use modelplane_eks_api::{
     PodIdentityAssociation, PodIdentityAssociationObservation, PodIdentityAssociationParameters,
 };
 
-use super::clients::{AwsClients, ClientCache};
+use super::clients::AwsClients;
 use super::errors::{classify, is_code};
-use super::owned::{connect, owner_tags};
+use super::owned::{connector, owner_tags};
 use super::request_token;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
-use crate::managed::reconciler::Connector;
 
-pub struct PodIdentityConnector {
-    pub cache: Arc<ClientCache>,
-}
-
-#[async_trait]
-impl Connector<PodIdentityAssociation> for PodIdentityConnector {
-    type Client = PodIdentityClient;
-    type AtProvider = PodIdentityAssociationObservation;
-
-    async fn connect(&self, mr: &PodIdentityAssociation) -> Result<PodIdentityClient, ExternalError> {
-        let region = &mr.spec.for_provider.region;
-        Ok(PodIdentityClient {
-            clients: connect(&self.cache, mr, &mr.spec.resource, region).await?,
-        })
-    }
-}
+connector!(PodIdentityConnector, PodIdentityAssociation, PodIdentityClient, PodIdentityAssociationObservation, mr => &mr.spec.for_provider.region);
 
 pub struct PodIdentityClient {
     clients: AwsClients,
+}
+
+impl PodIdentityClient {
+    pub fn new(clients: AwsClients) -> Self {
+        Self { clients }
+    }
 }
 
 fn dns_label(s: &str) -> bool {

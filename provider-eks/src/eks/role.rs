@@ -4,46 +4,39 @@
 //! on a role can be changed in place (the trust policy too), so no drift is refused.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use modelplane_eks_api::{Role, RoleObservation, RoleParameters};
 use serde_json::{Value, json};
 
-use super::clients::{AwsClients, ClientCache};
+use super::clients::AwsClients;
 use super::errors::{classify, is_code};
 use super::external_name;
-use super::owned::{IAM_REGION, connect, owner_tags};
+use super::owned::{IAM_REGION, connector, owner_tags};
 use crate::managed::conditions::Readiness;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
-use crate::managed::reconciler::Connector;
 
 /// The name of the role's one inline policy.
 pub const INLINE_POLICY_NAME: &str = "modelplane";
 /// IAM's limits on a role name (and what it may contain).
 const MAX_ROLE_NAME: usize = 64;
 
-pub struct RoleConnector {
-    pub cache: Arc<ClientCache>,
-}
-
-#[async_trait]
-impl Connector<Role> for RoleConnector {
-    type Client = RoleClient;
-    type AtProvider = RoleObservation;
-
-    async fn connect(&self, mr: &Role) -> Result<RoleClient, ExternalError> {
-        Ok(RoleClient {
-            clients: connect(&self.cache, mr, &mr.spec.resource, IAM_REGION).await?,
-            observed: Mutex::default(),
-        })
-    }
-}
+connector!(RoleConnector, Role, RoleClient, RoleObservation, mr => IAM_REGION);
 
 pub struct RoleClient {
     clients: AwsClients,
     /// What the last Observe saw, so Update needs no second round of reads.
     observed: Mutex<Option<ObservedRole>>,
+}
+
+impl RoleClient {
+    pub fn new(clients: AwsClients) -> Self {
+        Self {
+            clients,
+            observed: Mutex::default(),
+        }
+    }
 }
 
 /// The parts of a role the spec decides.
