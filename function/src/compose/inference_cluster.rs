@@ -9,7 +9,9 @@
 //! many clusters never collide; the EKS kubeconfig secret lands there too. Provider configs and the activation
 //! policy are cluster-scoped, named after the cluster.
 //!
-//! The pools' InferenceClasses arrive as required resources, one requirement per distinct class, by name.
+//! The pools' InferenceClasses arrive as required resources, one requirement per distinct class, by name; so does
+//! the cluster's placement ledger, the Objects of the replicas placed on it (see [`ledger`]), summed into
+//! `status.pools[].allocatedNodes` for ModelDeployments to schedule against.
 
 use std::collections::BTreeMap;
 

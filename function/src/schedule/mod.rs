@@ -4,8 +4,9 @@
 //! A replica goes to one cluster that is usable, picked by the deployment's cluster selector and whose
 //! taints it tolerates. Each engine of the replica goes to one pool of that cluster whose devices satisfy every
 //! member's device requests (DRA CEL, see [`devices`]) and that has nodes free for all of its pods: every pod of
-//! every copy takes a node, counting what other replicas and other deployments already hold. Nothing is ever
-//! overcommitted. Replicas already running stay where they are unless their cluster is gone, has a NoExecute
+//! every copy takes a node, counting what other replicas and other deployments already hold (the latter from
+//! each cluster's placement ledger, docs/scheduling.md). Nothing is overcommitted by one deployment; two placing
+//! at the same moment are resolved by the ledger within a reconcile or two. Replicas already running stay where they are unless their cluster is gone, has a NoExecute
 //! taint they do not tolerate, or no longer has a pool that fits.
 //!
 //! Ties are broken deterministically: a new replica goes where this deployment has the fewest replicas (spread
