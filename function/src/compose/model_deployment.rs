@@ -41,8 +41,8 @@ const MAX_REJECTIONS_SHOWN: usize = 10;
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let md: Composite<ModelDeploymentSpec> = xr.parse()?;
     validate::validate(&md.spec)?;
-    let namespace = md.metadata.effective_namespace().unwrap_or_default();
-    let name = md.metadata.effective_name();
+    let namespace = md.metadata.namespace.as_deref().unwrap_or_default();
+    let name = md.metadata.name.as_str();
     let mut out = Output {
         requirements: requirements(&md.spec, namespace),
         ..Output::default()
