@@ -21,14 +21,14 @@ use std::{
 
 use modelplane_function::{
     api::{TypeMeta, model_deployment::ReplicaSpec},
-    compose::model_deployment::{CLUSTERS, DEPLOYMENTS},
+    compose::model_deployment::CLUSTERS,
     dispatch::run_function_here,
     limits::{CALL_STACK_BYTES, Deadline},
-    proto::v1::{Resource, Resources, RunFunctionRequest, RunFunctionResponse, State},
+    proto::v1::{RunFunctionRequest, RunFunctionResponse},
+    render::RequestBuilder,
     run_function,
     schedule::{ClusterView, Input, devices, schedule},
     validate,
-    wire::RawStruct,
 };
 use prost::Message;
 use serde_json::{Value, json};
@@ -115,30 +115,10 @@ fn run_function_on_a_hundred_clusters() {
     let xr = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
         "metadata": {"name": "qwen3-coder", "namespace": "ml-team", "uid": "0"},
         "spec": {"replicas": 10, "template": {"spec": {"engines": [gang_engine("qwen3-coder")]}}}});
-    let resource = |v: &Value| Resource {
-        resource: RawStruct::from_value(v),
-        ..Default::default()
-    };
-    let mut req = RunFunctionRequest {
-        observed: Some(State {
-            composite: Some(resource(&xr)),
-            ..Default::default()
-        }),
-        desired: Some(State::default()),
-        ..Default::default()
-    };
-    let clusters = (0..100)
-        .map(|i| {
-            resource(&cluster(
-                i,
-                if i.is_multiple_of(2) { "Standard" } else { "Dynamo" },
-            ))
-        })
+    let clusters: Vec<Value> = (0..100)
+        .map(|i| cluster(i, if i.is_multiple_of(2) { "Standard" } else { "Dynamo" }))
         .collect();
-    req.required_resources
-        .insert(CLUSTERS.into(), Resources { items: clusters });
-    req.required_resources
-        .insert(DEPLOYMENTS.into(), Resources::default());
+    let req = RequestBuilder::new(&xr).required(CLUSTERS, &clusters).build();
     let bytes = req.encode_to_vec();
     let samples = (0..50)
         .map(|_| {
@@ -184,28 +164,12 @@ fn one_replica_gang() {
     let xr = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
         "metadata": {"name": "qwen3-coder", "namespace": "ml-team", "uid": "0"},
         "spec": {"replicas": 1, "template": {"spec": {"engines": [gang_engine("qwen3-coder")]}}}});
-    let resource = |v: &Value| Resource {
-        resource: RawStruct::from_value(v),
-        ..Default::default()
-    };
-    let first = RunFunctionRequest {
-        observed: Some(State {
-            composite: Some(resource(&xr)),
-            ..Default::default()
-        }),
-        desired: Some(State::default()),
-        ..Default::default()
-    };
-    let mut answered = first.clone();
-    answered.required_resources.insert(
-        CLUSTERS.into(),
-        Resources {
-            items: vec![resource(&cluster(0, "Standard"))],
-        },
-    );
-    answered
-        .required_resources
-        .insert(DEPLOYMENTS.into(), Resources::default());
+    let first = RequestBuilder::new(&xr);
+    let answered = first
+        .clone()
+        .required(CLUSTERS, &[cluster(0, "Standard")])
+        .build();
+    let first = first.build();
     const RUNS: usize = 2000;
     // The server remembers composites it accepted (Crossplane sends the same one on every call of a reconcile);
     // this is what checking one costs the first time.

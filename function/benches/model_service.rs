@@ -7,19 +7,12 @@
 use std::time::{Duration, Instant};
 
 use modelplane_function::{
-    proto::v1::{Resource, Resources, RunFunctionRequest, Severity, State},
+    proto::v1::{RunFunctionRequest, Severity},
+    render::RequestBuilder,
     run_function,
-    wire::RawStruct,
 };
 use prost::Message;
 use serde_json::{Value, json};
-
-fn resource(v: &Value) -> Resource {
-    Resource {
-        resource: RawStruct::from_value(v),
-        ..Default::default()
-    }
-}
 
 fn endpoint(i: usize) -> Value {
     let deployment = if i.is_multiple_of(10) {
@@ -41,26 +34,16 @@ fn main() {
             {"name": "stable", "weight": 95, "selector": {"matchLabels": {"modelplane.ai/deployment": "qwen3-coder"}}},
             {"name": "canary", "weight": 5, "selector": {"matchLabels": {"modelplane.ai/deployment": "qwen3-coder-canary"}}},
             {"name": "provider", "priority": 1, "selector": {"matchLabels": {"modelplane.ai/external-provider": "together"}}}]}});
-    let mut req = RunFunctionRequest {
-        observed: Some(State {
-            composite: Some(resource(&xr)),
-            ..Default::default()
-        }),
-        desired: Some(State::default()),
-        ..Default::default()
-    };
     let gateway = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceGateway", "metadata": {"name": "fleet"},
         "spec": {"clusterName": "c-0"}, "status": {"clusterName": "c-0", "address": "203.0.113.9"}});
     let cluster = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": "c-0"},
         "status": {"providerConfigName": "c-0", "stack": "Standard"}});
-    let required = [
-        ("endpoints", (0..1000).map(|i| resource(&endpoint(i))).collect()),
-        ("gateways", vec![resource(&gateway)]),
-        ("clusters", vec![resource(&cluster)]),
-    ];
-    for (name, items) in required {
-        req.required_resources.insert(name.into(), Resources { items });
-    }
+    let endpoints: Vec<Value> = (0..1000).map(endpoint).collect();
+    let req = RequestBuilder::new(&xr)
+        .required("endpoints", &endpoints)
+        .required("gateways", &[gateway])
+        .required("clusters", &[cluster])
+        .build();
     let bytes = req.encode_to_vec();
     let mut samples: Vec<Duration> = (0..50)
         .map(|_| {

@@ -137,7 +137,7 @@ struct MetadataOnly {
 }
 
 fn qualified_name(meta: &ObjectMeta) -> String {
-    match meta.effective_namespace() {
+    match meta.namespace.as_deref().filter(|ns| !ns.is_empty()) {
         Some(ns) => format!("{ns}/{}", meta.name),
         None => meta.name.clone(),
     }

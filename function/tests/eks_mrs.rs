@@ -13,32 +13,20 @@ use std::{collections::BTreeMap, path::Path};
 
 use modelplane_function::{
     compose::inference_cluster::{CONTROL_NAMESPACE, class_requirement},
-    proto::v1::{Resources, RunFunctionRequest, State},
+    render::RequestBuilder,
 };
 use schema::{problems, read_documents, repo_root, structural_problems, yaml_files};
 use serde_json::{Value, json};
-use stages::resource;
 
 /// Every object composed at every stage of bringing `xr` up, keyed by composition resource name.
 fn every_stage(xr: &Value) -> Vec<BTreeMap<String, Value>> {
-    let mut req = RunFunctionRequest {
-        observed: Some(State {
-            composite: Some(resource(xr)),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let mut req = RequestBuilder::new(xr);
     for class in yaml_files(&repo_root().join("examples/classes")) {
         let class = read_documents(&class).remove(0);
         let name = class["metadata"]["name"].as_str().unwrap().to_owned();
-        req.required_resources.insert(
-            class_requirement(&name),
-            Resources {
-                items: vec![resource(&class)],
-            },
-        );
+        req = req.required(&class_requirement(&name), &[class]);
     }
-    stages::every_stage(&req)
+    stages::every_stage(&req.build())
         .into_iter()
         .map(|rsp| {
             assert!(rsp.results.is_empty(), "{:?}", rsp.results);

@@ -10,9 +10,10 @@ use modelplane_function::{
     compose::{ComposeError, ComposeFn, Output},
     dispatch::{MAX_RESPONSE_BYTES, run_with},
     proto::v1::{
-        Capability, Ready, RequestMeta, Resource, ResourceSelector, RunFunctionRequest, RunFunctionResponse,
-        Severity, State, Status, resource_selector::Match,
+        Capability, Ready, Resource, ResourceSelector, RunFunctionRequest, RunFunctionResponse, Severity,
+        State, Status, resource_selector::Match,
     },
+    render::RequestBuilder,
     run_function,
     wire::RawStruct,
 };
@@ -35,23 +36,12 @@ fn raw(value: Value) -> RawStruct {
     RawStruct::from_value(&value).expect("a JSON object")
 }
 
+/// A first call from a Crossplane before v2.2, which advertises no capabilities.
 fn request(composite: Value) -> RunFunctionRequest {
-    RunFunctionRequest {
-        meta: Some(RequestMeta {
-            tag: "tag-1".into(),
-            capabilities: vec![],
-        }),
-        observed: Some(State {
-            composite: Some(Resource {
-                resource: Some(raw(composite)),
-                ..Default::default()
-            }),
-            resources: BTreeMap::new(),
-        }),
-        desired: Some(State::default()),
-        context: Some(RawStruct::default()),
-        ..Default::default()
-    }
+    RequestBuilder::new(&composite)
+        .tag("tag-1")
+        .capabilities(&[])
+        .build()
 }
 
 /// Keys in reverse order: valid, but not what an encoder that sorts or re-encodes would produce.
@@ -286,9 +276,11 @@ fn a_response_over_4_mib_becomes_a_fatal_result_that_says_so() {
 
 /// `xr(kind)` from a caller that advertises exactly `capabilities` (as Crossplane v2.2 and later do).
 fn from_caller(kind: &str, capabilities: &[Capability]) -> RunFunctionRequest {
-    let mut req = xr(kind);
-    req.meta.as_mut().expect("meta").capabilities = capabilities.iter().map(|c| *c as i32).collect();
-    req
+    let composite = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": kind, "metadata": {"name": "x"}});
+    RequestBuilder::new(&composite)
+        .tag("tag-1")
+        .capabilities(capabilities)
+        .build()
 }
 
 const EVERY_CAPABILITY: &[Capability] = &[
@@ -341,9 +333,9 @@ fn a_real_composite_needing_classes_is_fatal_for_a_caller_that_cannot_fetch_them
     // The example as users write it; the composer asks for the InferenceClass its node pool names.
     let cluster: Value = serde_yaml::from_str(include_str!("../../examples/clusters/existing-onprem.yaml"))
         .expect("the example parses");
-    let mut req = request(cluster);
-    req.meta.as_mut().expect("meta").capabilities =
-        vec![Capability::Capabilities as i32, Capability::Conditions as i32];
+    let req = RequestBuilder::new(&cluster)
+        .capabilities(&[Capability::Capabilities, Capability::Conditions])
+        .build();
     let rsp = run_function(req);
     let message = single_fatal(&rsp);
     assert!(message.contains("InferenceClass"), "{message}");

@@ -10,9 +10,9 @@ use modelplane_function::{
     compose::model_deployment::{CACHE, CLUSTERS},
     dispatch::run_function_until,
     limits::{Deadline, MAX_MESSAGE_BYTES, MAX_RESPONSE_BYTES},
-    proto::v1::{Resource, Resources, RunFunctionRequest, RunFunctionResponse, Severity, State},
+    proto::v1::{RunFunctionRequest, RunFunctionResponse, Severity},
+    render::RequestBuilder,
     run_function,
-    wire::RawStruct,
 };
 use prost::Message;
 use serde_json::{Value, json};
@@ -22,31 +22,13 @@ fn yaml(path: &str) -> Value {
     serde_yaml::from_str(&text).unwrap()
 }
 
-fn resource(object: &Value) -> Resource {
-    Resource {
-        resource: RawStruct::from_value(object),
-        ..Default::default()
-    }
-}
-
 fn request(xr: &Value, required: &[(&str, Vec<Value>)]) -> RunFunctionRequest {
-    let mut req = RunFunctionRequest {
-        observed: Some(State {
-            composite: Some(resource(xr)),
-            ..Default::default()
-        }),
-        desired: Some(State::default()),
-        ..Default::default()
-    };
-    for (name, objects) in required {
-        req.required_resources.insert(
-            (*name).to_owned(),
-            Resources {
-                items: objects.iter().map(resource).collect(),
-            },
-        );
-    }
-    req
+    required
+        .iter()
+        .fold(RequestBuilder::new(xr), |req, (name, objects)| {
+            req.required(name, objects)
+        })
+        .build()
 }
 
 fn cluster() -> Value {
@@ -60,13 +42,19 @@ fn staged_cache() -> Value {
 }
 
 /// The seed deployment, answered with `clusters` (one ready cluster when empty) and a staged cache.
-fn deployment_request(deployment: &Value, clusters: Vec<Value>) -> RunFunctionRequest {
+fn deployment(deployment: &Value, clusters: &[Value]) -> RequestBuilder {
     let clusters = if clusters.is_empty() {
         vec![cluster()]
     } else {
-        clusters
+        clusters.to_vec()
     };
-    request(deployment, &[(CLUSTERS, clusters), (CACHE, vec![staged_cache()])])
+    RequestBuilder::new(deployment)
+        .required(CLUSTERS, &clusters)
+        .required(CACHE, &[staged_cache()])
+}
+
+fn deployment_request(md: &Value, clusters: Vec<Value>) -> RunFunctionRequest {
+    deployment(md, &clusters).build()
 }
 
 fn seed() -> Value {
@@ -334,14 +322,11 @@ fn a_cluster_ledger_claiming_2_pow_53_nodes_does_not_wrap_the_pool_free() {
 
 #[test]
 fn a_fatal_response_is_held_to_the_response_limit_too() {
-    let mut req = deployment_request(&with_selector("device.driver"), vec![]);
     // A desired state from earlier steps that is passed through: 5 MiB of it.
     let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"x": "y".repeat(5 * 1024 * 1024)}});
-    req.desired
-        .as_mut()
-        .unwrap()
-        .resources
-        .insert("big".into(), resource(&big));
+    let req = deployment(&with_selector("device.driver"), &[])
+        .desired("big", &big)
+        .build();
     let rsp = run_function(req);
     assert!(rsp.encoded_len() <= MAX_RESPONSE_BYTES);
     assert!(fatal(&rsp).unwrap().contains("not a bool"), "{:?}", rsp.results);

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use modelplane_function::{
     compose::model_deployment::{CACHE, CLUSTERS, compose},
-    proto::v1::{Resource, Resources, RunFunctionRequest, State},
+    render::RequestBuilder,
     wire::RawStruct,
 };
 use serde_json::{Value, json};
@@ -31,33 +31,14 @@ fn gang_workload(cluster: &str, copies: u32, workers: u32) -> Value {
     xr["spec"]["template"]["spec"]["engines"][0]["members"][1]["worker"]["nodes"] = json!(workers);
     let mut cluster = example(cluster);
     cluster["status"]["pools"][0]["nodeCount"] = json!(copies * (workers + 1));
-    let resource = |v: &Value| Resource {
-        resource: RawStruct::from_value(v),
-        ..Default::default()
-    };
-    let mut req = RunFunctionRequest {
-        observed: Some(State {
-            composite: Some(resource(&xr)),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    req.required_resources.insert(
-        CLUSTERS.into(),
-        Resources {
-            items: vec![resource(&cluster)],
-        },
-    );
     // The seed references a ModelCache; engines start only where it is staged.
     let cache = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelCache",
         "metadata": {"name": "qwen3-coder", "namespace": "ml-team"},
         "status": {"clusters": [{"cluster": cluster["metadata"]["name"], "phase": "Ready"}]}});
-    req.required_resources.insert(
-        CACHE.into(),
-        Resources {
-            items: vec![resource(&cache)],
-        },
-    );
+    let req = RequestBuilder::new(&xr)
+        .required(CLUSTERS, std::slice::from_ref(&cluster))
+        .required(CACHE, &[cache])
+        .build();
     let out = compose(&req, &RawStruct::from_value(&xr).unwrap()).unwrap();
     let key = format!(
         "replica-0-{}-qwen3-coder",

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use modelplane_function::{
     compose::inference_cluster::class_requirement,
-    proto::v1::{Resources, RunFunctionResponse, Severity},
-    render::{self, Inputs},
+    proto::v1::{RunFunctionResponse, Severity},
+    render::{self, Inputs, RequestBuilder},
     run_function,
 };
 use schema::{problems, read_documents, repo_root, version_schema, yaml_files};
@@ -120,18 +120,10 @@ fn an_upstream_eks_cluster_with_only_a_region_gets_a_public_endpoint() {
         .into_iter()
         .find(|(file, _)| file == "inference-cluster-eks.yaml")
         .unwrap();
-    let mut req = render::first_request(&Inputs {
-        composite: cluster,
-        ..Default::default()
-    })
-    .unwrap();
     let class = read_documents(&fixtures().join("upstream-classes/eks-l4-1x-g6.yaml")).remove(0);
-    req.required_resources.insert(
-        class_requirement("eks-l4-1x-g6"),
-        Resources {
-            items: vec![stages::resource(&class)],
-        },
-    );
+    let req = RequestBuilder::new(&cluster)
+        .required(&class_requirement("eks-l4-1x-g6"), &[class])
+        .build();
     let rsp = stages::every_stage(&req).pop().unwrap();
     let eks = rsp
         .desired

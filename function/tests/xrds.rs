@@ -345,27 +345,13 @@ fn serde_types_round_trip_the_examples_through_the_xrd_schemas() {
 /// where undeclared fields would be pruned and the ModelDeployment composer would never see them.
 #[test]
 fn the_status_the_composer_writes_is_declared_by_the_xrd() {
-    use modelplane_function::{
-        compose::inference_cluster::class_requirement,
-        proto::v1::{Resources, RunFunctionRequest, State},
-    };
-    use stages::resource;
+    use modelplane_function::{compose::inference_cluster::class_requirement, render::RequestBuilder};
     let class = read_documents(&repo_root().join("examples/classes/eks-h200-8x.yaml")).remove(0);
     for file in yaml_files(&repo_root().join("examples/clusters")) {
         let xr = read_documents(&file).remove(0);
-        let mut req = RunFunctionRequest {
-            observed: Some(State {
-                composite: Some(resource(&xr)),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        req.required_resources.insert(
-            class_requirement("eks-h200-8x"),
-            Resources {
-                items: vec![resource(&class)],
-            },
-        );
+        let req = RequestBuilder::new(&xr)
+            .required(&class_requirement("eks-h200-8x"), std::slice::from_ref(&class))
+            .build();
         // Bring the cluster up with everything observed ready, so the status lists pools and their devices.
         let rsp = stages::every_stage(&req).pop().unwrap();
         let desired = rsp

@@ -1,15 +1,12 @@
 //! Deterministic `RunFunctionRequest`s for the benchmark: what Crossplane sends for a trivial composite, for one
 //! replica of a two-node gang, and for a ModelDeployment scheduled over a fleet of 100 clusters.
 //!
-//! Requests are built with the function crate's own generated messages and `RawStruct` encoder, then encoded
+//! Requests are built with the function crate's `RequestBuilder` (the request `render` sends), then encoded
 //! once; the benchmark sends those bytes as they are, so no client spends time on protobuf while it measures.
 
 mod objects;
 
-use modelplane_function::{
-    proto::v1::{Capability, RequestMeta, Resource, Resources, RunFunctionRequest, State},
-    wire::RawStruct,
-};
+use modelplane_function::{proto::v1::RunFunctionRequest, render::RequestBuilder};
 use prost::Message;
 use serde_json::Value;
 
@@ -110,45 +107,16 @@ fn staged_cache(fleet: &[Value]) -> Value {
     })
 }
 
-/// The request Crossplane v2.2+ sends for the first pipeline step: every capability, an empty desired state and
-/// an empty context.
+/// The request Crossplane v2.2+ sends for the first pipeline step (every capability, an empty desired state and
+/// an empty context), with `required` answered.
 fn request(composite: &Value, required: Vec<(&str, Vec<Value>)>) -> RunFunctionRequest {
-    let required_resources = required
-        .into_iter()
-        .map(|(name, objects)| {
-            let items = objects.iter().map(resource).collect();
-            (name.to_owned(), Resources { items })
-        })
-        .collect();
-    RunFunctionRequest {
-        meta: Some(RequestMeta {
-            tag: tag_for(composite),
-            capabilities: [
-                Capability::Capabilities,
-                Capability::RequiredResources,
-                Capability::Credentials,
-                Capability::Conditions,
-                Capability::RequiredSchemas,
-            ]
-            .map(|c| c as i32)
-            .to_vec(),
-        }),
-        observed: Some(State {
-            composite: Some(resource(composite)),
-            resources: Default::default(),
-        }),
-        desired: Some(State::default()),
-        context: Some(RawStruct::default()),
-        required_resources,
-        ..Default::default()
-    }
-}
-
-fn resource(object: &Value) -> Resource {
-    Resource {
-        resource: RawStruct::from_value(object),
-        ..Default::default()
-    }
+    required
+        .iter()
+        .fold(
+            RequestBuilder::new(composite).tag(&tag_for(composite)),
+            |req, (name, objects)| req.required(name, objects),
+        )
+        .build()
 }
 
 /// Crossplane tags a request with the sha256 of its encoding; any 64 hex digits that differ per composite do here.
@@ -165,7 +133,7 @@ fn tag_for(composite: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use modelplane_function::sdk::request::required_resources;
+    use modelplane_function::{sdk::request::required_resources, wire::RawStruct};
 
     #[test]
     fn requests_land_near_the_sizes_the_benchmark_is_named_for() {

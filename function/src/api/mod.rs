@@ -36,31 +36,6 @@ pub struct ObjectMeta {
     pub labels: BTreeMap<String, String>,
 }
 
-/// Labels Crossplane puts on a legacy (claim-backed) composite: the name and namespace of the claim it serves.
-pub const CLAIM_NAME_LABEL: &str = "crossplane.io/claim-name";
-pub const CLAIM_NAMESPACE_LABEL: &str = "crossplane.io/claim-namespace";
-
-impl ObjectMeta {
-    /// Where this composite's namespaced resources belong: its own namespace (a Crossplane v2 namespaced XR), or,
-    /// for a cluster-scoped legacy composite created for a claim, the claim's namespace. None for a cluster
-    /// composite nobody claimed.
-    pub fn effective_namespace(&self) -> Option<&str> {
-        self.namespace
-            .as_deref()
-            .or_else(|| self.labels.get(CLAIM_NAMESPACE_LABEL).map(String::as_str))
-            .filter(|ns| !ns.is_empty())
-    }
-
-    /// The name users know this composite by: a claim-backed composite is named `<claim>-<suffix>`, but
-    /// references (a ModelDeployment's `modelCacheRef`) and the names of what it composes use the claim's name.
-    pub fn effective_name(&self) -> &str {
-        self.labels
-            .get(CLAIM_NAME_LABEL)
-            .filter(|name| !name.is_empty() && self.namespace.is_none())
-            .unwrap_or(&self.name)
-    }
-}
-
 /// A composite resource with spec type `S`.
 #[derive(Debug, Deserialize)]
 pub struct Composite<S> {

@@ -3,20 +3,13 @@
 use serde_json::Value;
 
 use crate::{
-    proto::v1::{Resource, Resources, RunFunctionRequest, State},
+    proto::v1::{Resource, Resources, RunFunctionRequest},
     wire::RawStruct,
 };
 
 /// A request observing `xr`, as Crossplane sends it on the first call of a step.
 pub fn request(xr: Value) -> RunFunctionRequest {
-    RunFunctionRequest {
-        observed: Some(State {
-            composite: Some(resource(&xr)),
-            ..Default::default()
-        }),
-        desired: Some(State::default()),
-        ..Default::default()
-    }
+    crate::render::RequestBuilder::new(&xr).build()
 }
 
 pub fn resource(object: &Value) -> Resource {

@@ -68,8 +68,7 @@ pub fn composer_in(composers: &[(&str, ComposeFn)], type_meta: &TypeMeta) -> Res
         .api_version
         .split_once('/')
         .unwrap_or(("", &type_meta.api_version));
-    let kind = served_kind_in(composers, &type_meta.kind);
-    let Some((_, compose)) = composers.iter().find(|(served, _)| *served == kind) else {
+    let Some((_, compose)) = composers.iter().find(|(served, _)| *served == type_meta.kind) else {
         return Err(format!(
             "composite kind {:?} (apiVersion {:?}) is not served by this function; it serves {API_GROUP} {}",
             type_meta.kind,
@@ -84,21 +83,6 @@ pub fn composer_in(composers: &[(&str, ComposeFn)], type_meta: &TypeMeta) -> Res
         ));
     }
     Ok(*compose)
-}
-
-/// The kind a composite is composed as. Crossplane 1.x style packages (`package/configuration-legacy`, generated
-/// from the v2 XRDs) turn each namespaced kind into a claim of the same name backed by a cluster-scoped composite
-/// `X<Kind>`; that composite carries the same spec and is composed by the same composer. Cluster-scoped kinds keep
-/// their names in both variants.
-pub fn served_kind(kind: &str) -> &str {
-    served_kind_in(COMPOSERS, kind)
-}
-
-fn served_kind_in<'k>(composers: &[(&str, ComposeFn)], kind: &'k str) -> &'k str {
-    match kind.strip_prefix('X') {
-        Some(claim_kind) if composers.iter().any(|(served, _)| *served == claim_kind) => claim_kind,
-        _ => kind,
-    }
 }
 
 /// One desired composed resource.

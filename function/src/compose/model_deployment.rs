@@ -35,8 +35,6 @@ mod replica;
 mod validate;
 
 pub use fleet::{CLUSTERS, named as cluster_requirement};
-/// No longer required (docs/scheduling.md): a request that still carries it is not read.
-pub const DEPLOYMENTS: &str = "model-deployments";
 pub const CACHE: &str = "model-cache";
 /// How many rejections an unplaced replica lists in status; the rest are counted. A fleet has hundreds of pools.
 const MAX_REJECTIONS_SHOWN: usize = 10;
@@ -44,8 +42,8 @@ const MAX_REJECTIONS_SHOWN: usize = 10;
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let md: Composite<ModelDeploymentSpec> = xr.parse()?;
     validate::validate(&md.spec)?;
-    let namespace = md.metadata.effective_namespace().unwrap_or_default();
-    let name = md.metadata.effective_name();
+    let namespace = md.metadata.namespace.as_deref().unwrap_or_default();
+    let name = md.metadata.name.as_str();
     let me = deployment_key(namespace, name);
     let observed = observed::ObservedReplicas::read(req);
     let placed_on = observed.clusters();

@@ -21,8 +21,10 @@ use crate::{
 
 mod files;
 mod output;
+mod request;
 
 pub use output::{Format, documents, print};
+pub use request::RequestBuilder;
 
 /// Crossplane calls a step at most this many times while its requirements change.
 pub const MAX_CALLS: usize = 6;
@@ -102,33 +104,41 @@ pub fn first_request(inputs: &Inputs) -> Result<RunFunctionRequest, RenderError>
             })?;
         resources.insert(key.to_owned(), resource(object));
     }
-    let capabilities = [
-        Capability::Capabilities,
-        Capability::RequiredResources,
-        Capability::Credentials,
-        Capability::Conditions,
-        Capability::RequiredSchemas,
-    ];
-    Ok(RunFunctionRequest {
+    let mut req = bare_request(&inputs.composite);
+    if let Some(observed) = req.observed.as_mut() {
+        observed.resources = resources;
+    }
+    if let Some(context) = &inputs.context {
+        req.context = Some(RawStruct::from_map(context));
+    }
+    Ok(req)
+}
+
+/// Every capability a current Crossplane advertises.
+pub const CAPABILITIES: [Capability; 5] = [
+    Capability::Capabilities,
+    Capability::RequiredResources,
+    Capability::Credentials,
+    Capability::Conditions,
+    Capability::RequiredSchemas,
+];
+
+/// The first request for `composite` alone: observed, nothing desired, an empty context, every capability.
+fn bare_request(composite: &Value) -> RunFunctionRequest {
+    RunFunctionRequest {
         // crossplane render sends an empty tag too; a function must not depend on its value.
         meta: Some(RequestMeta {
             tag: String::new(),
-            capabilities: capabilities.map(|c| c as i32).to_vec(),
+            capabilities: CAPABILITIES.map(|c| c as i32).to_vec(),
         }),
         observed: Some(State {
-            composite: Some(resource(&inputs.composite)),
-            resources,
+            composite: Some(resource(composite)),
+            resources: BTreeMap::new(),
         }),
         desired: Some(State::default()),
-        context: Some(
-            inputs
-                .context
-                .as_ref()
-                .map(RawStruct::from_map)
-                .unwrap_or_default(),
-        ),
+        context: Some(RawStruct::default()),
         ..Default::default()
-    })
+    }
 }
 
 fn resource(object: &Value) -> Resource {
@@ -154,22 +164,29 @@ where
         if fatal || previous.as_ref() == Some(&requirements) || requirements == Requirements::default() {
             return Ok(rsp);
         }
-        req.required_resources = requirements
-            .resources
-            .iter()
-            .map(|(name, selector)| {
-                (
-                    name.clone(),
-                    Resources {
-                        items: select(&inputs.required, selector),
-                    },
-                )
-            })
-            .collect();
-        req.context = rsp.context.clone();
+        answer(&mut req, &rsp, &inputs.required);
         previous = Some(requirements);
     }
     Err(RenderError::Unstable)
+}
+
+/// The next call after `rsp`, as Crossplane makes it: each requirement answered with what it selects from
+/// `objects`, and the context `rsp` returned.
+fn answer(req: &mut RunFunctionRequest, rsp: &RunFunctionResponse, objects: &[Value]) {
+    let requirements = rsp.requirements.clone().unwrap_or_default();
+    req.required_resources = requirements
+        .resources
+        .iter()
+        .map(|(name, selector)| {
+            (
+                name.clone(),
+                Resources {
+                    items: select(objects, selector),
+                },
+            )
+        })
+        .collect();
+    req.context = rsp.context.clone();
 }
 
 /// The objects a selector matches, ordered by namespace and name as the API server lists them.

@@ -43,13 +43,12 @@ const XRDS: &[(&str, &str)] = &[
 /// Most findings one FATAL message lists; the rest are counted.
 const MAX_FINDINGS_SHOWN: usize = 5;
 
-/// One served version of one kind, in both layouts (a legacy package serves the same schema under `X<Kind>`).
+/// One served version of one kind.
 struct Served {
     group: String,
     kind: String,
     version: String,
-    modern: ObjectSchema,
-    legacy: ObjectSchema,
+    schema: ObjectSchema,
 }
 
 fn served() -> &'static Result<Vec<Served>, String> {
@@ -85,13 +84,11 @@ fn load() -> Result<Vec<Served>, String> {
             if let Some(props) = spec_only.get_mut("properties").and_then(Value::as_object_mut) {
                 props.remove("status");
             }
-            let build = |layout| ObjectSchema::new(&spec_only, layout).map_err(|e| format!("{path}: {e}"));
             out.push(Served {
                 group: group.clone(),
                 kind: kind.clone(),
                 version: name.to_owned(),
-                modern: build(Layout::Modern)?,
-                legacy: build(Layout::Legacy)?,
+                schema: ObjectSchema::new(&spec_only, Layout::Modern).map_err(|e| format!("{path}: {e}"))?,
             });
         }
     }
@@ -150,18 +147,11 @@ pub fn composite(type_meta: &TypeMeta, object: &Value) -> Result<(), ComposeErro
         .api_version
         .split_once('/')
         .unwrap_or(("", &type_meta.api_version));
-    let legacy_kind = type_meta.kind.strip_prefix('X');
-    let Some(schema) = served.iter().find_map(|s| {
-        if s.group != group || s.version != version {
-            None
-        } else if s.kind == type_meta.kind {
-            Some(&s.modern)
-        } else if legacy_kind == Some(s.kind.as_str()) {
-            Some(&s.legacy)
-        } else {
-            None
-        }
-    }) else {
+    let Some(schema) = served
+        .iter()
+        .find(|s| s.group == group && s.version == version && s.kind == type_meta.kind)
+        .map(|s| &s.schema)
+    else {
         return Ok(());
     };
     let mut findings = metadata::check(object.get("metadata"));

@@ -3,7 +3,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::proto::v1::{Resource, Resources, State};
+use crate::{proto::v1::Resources, render::RequestBuilder};
 
 fn h200() -> Value {
     json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceClass", "metadata": {"name": "eks-h200-8x"},
@@ -40,40 +40,15 @@ fn raw(value: &Value) -> RawStruct {
 
 /// A request as Crossplane sends it once the classes are fetched, with `observed` composed resources.
 fn request(xr: &Value, classes: &[Value], observed: &[(&str, Value)]) -> RunFunctionRequest {
-    let mut req = RunFunctionRequest {
-        observed: Some(State {
-            composite: Some(Resource {
-                resource: Some(raw(xr)),
-                ..Default::default()
-            }),
-            resources: observed
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        (*k).to_owned(),
-                        Resource {
-                            resource: Some(raw(v)),
-                            ..Default::default()
-                        },
-                    )
-                })
-                .collect(),
-        }),
-        ..Default::default()
-    };
+    let mut req = RequestBuilder::new(xr);
+    for (key, object) in observed {
+        req = req.observed(key, object);
+    }
     for class in classes {
         let name = class["metadata"]["name"].as_str().unwrap();
-        req.required_resources.insert(
-            class_requirement(name),
-            Resources {
-                items: vec![Resource {
-                    resource: Some(raw(class)),
-                    ..Default::default()
-                }],
-            },
-        );
+        req = req.required(&class_requirement(name), std::slice::from_ref(class));
     }
-    req
+    req.build()
 }
 
 /// The first call, with nothing composed yet.

@@ -92,11 +92,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             "must be at least 1: the volume holds the whole snapshot",
         ));
     }
-    let namespace = cache
-        .metadata
-        .effective_namespace()
-        .unwrap_or_default()
-        .to_owned();
+    let namespace = cache.metadata.namespace.as_deref().unwrap_or_default().to_owned();
     let mut out = Output {
         requirements: requirements(&cache, &namespace),
         ..Default::default()
@@ -231,7 +227,7 @@ fn target_clusters(
             .template
             .spec
             .model_cache_ref
-            .is_some_and(|r| r.name == cache.metadata.effective_name());
+            .is_some_and(|r| r.name == cache.metadata.name);
         if uses_cache {
             targets.extend(deployment.status.replicas.into_iter().filter_map(|r| r.cluster));
         }
@@ -271,7 +267,7 @@ fn stage(
             "the cluster has no cache storage class (status.cacheStorageClass)",
         );
     }
-    let cache_name = cache.metadata.effective_name();
+    let cache_name = cache.metadata.name.as_str();
     let pc = status.provider_config_name.as_str();
     let key = |what: &str| format!("{what}-{name}");
 

@@ -79,7 +79,8 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     let names = validate::entry_names(&service.spec)?;
     let namespace = service
         .metadata
-        .effective_namespace()
+        .namespace
+        .as_deref()
         .unwrap_or_default()
         .to_owned();
     if namespace.is_empty() {
@@ -88,7 +89,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             "a ModelService is namespaced; it selects ModelEndpoints in its own namespace",
         ));
     }
-    let name = service.metadata.effective_name().to_owned();
+    let name = service.metadata.name.clone();
     let model = format!("{namespace}/{name}");
     let mut out = Output {
         requirements: requirements(&namespace),
