@@ -269,7 +269,7 @@ impl Drop for World {
     }
 }
 
-fn crd_status(established: bool) -> CustomResourceDefinitionStatus {
+pub fn crd_status(established: bool) -> CustomResourceDefinitionStatus {
     let status = if established { "True" } else { "False" };
     serde_json::from_value(json!({
         "conditions": [{ "type": "Established", "status": status, "reason": "InitialNamesAccepted" }],
