@@ -140,6 +140,12 @@ impl<C> Reconciler<C> {
             .insert(key.to_string())
     }
 
+    /// The shortest interval at which every resource of this kind can be described within the steady rate.
+    fn capacity(&self) -> Duration {
+        let known = self.calm.lock().unwrap_or_else(|p| p.into_inner()).len();
+        capacity_floor(known, self.timing.steady_rate)
+    }
+
     /// The window a restarted process spreads its first looks at steady resources over.
     fn restart_window(&self) -> Duration {
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner()).len();
@@ -395,10 +401,11 @@ where
             let idle =
                 step == Step::Idle && !observation.busy && observation.readiness == Readiness::Available;
             let next_poll = r.next_poll(&key(&mr), writes::generation(&mr), idle);
+            // While AWS works, look again soon, but never faster than the describe rate lets the whole kind.
             let requeue = if idle {
                 next_poll
             } else {
-                jitter(busy, r.timing.jitter)
+                jitter(busy.max(r.capacity()), r.timing.jitter)
             };
             r.done(&mr, &observation, &observation.readiness, requeue).await
         }
