@@ -57,7 +57,7 @@ struct RunArgs {
     /// up to this (a spec change is acted on at once, whatever the interval).
     #[arg(long, env = "MAX_POLL_INTERVAL_SECONDS", default_value_t = 600)]
     max_poll_interval_seconds: u64,
-    /// Client-side rate limit per (ProviderConfig, region, EKS API): requests per second and burst.
+    /// Client-side rate limit per (AWS account, region, EKS API): requests per second and burst.
     #[arg(long, env = "EKS_RATE", default_value_t = 10.0)]
     eks_rate: f64,
     #[arg(long, env = "EKS_BURST", default_value_t = 20.0)]
@@ -146,6 +146,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             max_backoff: Duration::from_secs(args.max_backoff_seconds),
             max_poll: Duration::from_secs(args.max_poll_interval_seconds),
             jitter: 0.1,
+            // Each kind's steady polls use one EKS API (DescribeCluster, DescribeNodegroup); a fifth of its rate
+            // is left for creates, updates and deletes.
+            steady_rate: args.eks_rate * 0.8,
         },
     };
     let server = tokio::spawn(metrics::serve(args.metrics_address, metrics));

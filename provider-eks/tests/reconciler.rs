@@ -31,6 +31,7 @@ const TIMING: Timing = Timing {
     // No adaptive polling and no jitter: these tests compare requeue times exactly.
     max_poll: Duration::from_secs(60),
     jitter: 0.0,
+    steady_rate: 0.0,
 };
 
 /// A scripted EKS: what exists, its status, whether it matches the spec, and every call made.

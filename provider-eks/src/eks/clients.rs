@@ -16,6 +16,7 @@ use modelplane_eks_api::{
     ClusterProviderConfig, CredentialsSource, ProviderConfig, ProviderConfigReference, ProviderConfigSpec,
 };
 
+use super::account::{self, Accounts};
 use super::throttle::{Limits, NameOperation, Throttle};
 use crate::managed::external::ExternalError;
 
@@ -27,6 +28,14 @@ const SESSION_NAME: &str = "modelplane-provider-eks";
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The SDK's default HTTPS stack (hyper 1, rustls with aws-lc), as the service clients would build it.
+fn default_https_client() -> aws_smithy_runtime_api::client::http::SharedHttpClient {
+    use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
+        .build_https()
+}
+
 #[derive(Clone, Debug)]
 pub struct AwsClients {
     pub eks: aws_sdk_eks::Client,
@@ -34,6 +43,8 @@ pub struct AwsClients {
     pub iam: aws_sdk_iam::Client,
     pub efs: aws_sdk_efs::Client,
     pub sdk: SdkConfig,
+    /// The AWS account whose rate-limit buckets these clients share (or, while STS cannot say, the config's name).
+    pub account: String,
     /// Subnet id -> availability zone, learned from EC2 DescribeSubnets; never changes for a subnet.
     pub subnet_zones: Arc<Mutex<HashMap<String, String>>>,
 }
@@ -53,6 +64,7 @@ pub struct ClientCache {
     clients: Mutex<HashMap<CacheKey, AwsClients>>,
     /// Every AWS call of the process goes through these shared rate limits.
     throttle: Arc<Throttle>,
+    accounts: Accounts,
 }
 
 impl ClientCache {
@@ -66,7 +78,13 @@ impl ClientCache {
             kube,
             clients: Mutex::default(),
             throttle: Arc::new(Throttle::new(limits)),
+            accounts: Accounts::default(),
         }
+    }
+
+    /// The rate limits every client of this cache shares.
+    pub fn throttle(&self) -> &Arc<Throttle> {
+        &self.throttle
     }
 
     pub fn kube(&self) -> &kube::Client {
@@ -90,18 +108,23 @@ impl ClientCache {
         if let Some(hit) = self.clients.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(hit.clone());
         }
-        let sdk = self
+        let (sdk, credentials) = self
             .sdk_config(&spec, config_namespace.as_deref(), region)
             .await?;
-        // One ProviderConfig is one set of credentials, so one AWS account: its calls share the buckets.
-        let account = format!("{}/{}/{}", key.kind, key.namespace, key.name);
-        let sdk = match sdk.http_client() {
-            Some(inner) => sdk
-                .to_builder()
-                .http_client(self.throttle.client(inner, &account, region))
-                .build(),
-            None => sdk,
-        };
+        // AWS limits per account and region: every ProviderConfig of one account shares its buckets.
+        let fingerprint = account::fingerprint(spec.endpoint.as_deref(), &credentials);
+        let account = self
+            .accounts
+            .resolve(&fingerprint, spec.credentials.role_arn.as_deref(), &sdk)
+            .await
+            .unwrap_or_else(|| format!("{}/{}/{}", key.kind, key.namespace, key.name));
+        // The loader leaves the HTTP client unset (each service client would pick its default), so the default
+        // is made here: without one, calls would bypass the buckets.
+        let inner = sdk.http_client().unwrap_or_else(default_https_client);
+        let sdk = sdk
+            .to_builder()
+            .http_client(self.throttle.client(inner, &account, region))
+            .build();
         let eks = aws_sdk_eks::config::Builder::from(&sdk)
             .interceptor(NameOperation)
             .build();
@@ -120,6 +143,7 @@ impl ClientCache {
             iam: aws_sdk_iam::Client::from_conf(iam),
             efs: aws_sdk_efs::Client::from_conf(efs),
             sdk,
+            account,
             subnet_zones: Arc::default(),
         };
         let mut cache = self.clients.lock().unwrap_or_else(|p| p.into_inner());
@@ -171,7 +195,7 @@ impl ClientCache {
         spec: &ProviderConfigSpec,
         config_namespace: Option<&str>,
         region: &str,
-    ) -> Result<SdkConfig, ExternalError> {
+    ) -> Result<(SdkConfig, String), ExternalError> {
         let timeouts = TimeoutConfig::builder()
             .operation_attempt_timeout(ATTEMPT_TIMEOUT)
             .operation_timeout(OPERATION_TIMEOUT)
@@ -182,10 +206,13 @@ impl ClientCache {
         if let Some(endpoint) = &spec.endpoint {
             loader = loader.endpoint_url(endpoint);
         }
+        // What identifies the credentials (hashed before use, never logged).
+        let credentials;
         match spec.credentials.source {
-            CredentialsSource::Default => {}
+            CredentialsSource::Default => credentials = "default".to_string(),
             CredentialsSource::Secret => {
                 let contents = self.credentials_secret(spec, config_namespace).await?;
+                credentials = contents.clone();
                 let files = EnvConfigFiles::builder()
                     .with_contents(EnvConfigFileKind::Credentials, contents)
                     .build();
@@ -200,6 +227,7 @@ impl ClientCache {
                         "spec.credentials.roleArn: required for source WebIdentity".into(),
                     )
                 })?;
+                credentials = format!("web-identity {role_arn}");
                 let provider = WebIdentityTokenCredentialsProvider::builder()
                     .static_configuration(StaticConfiguration {
                         web_identity_token_file: WEB_IDENTITY_TOKEN_FILE.into(),
@@ -210,7 +238,7 @@ impl ClientCache {
                 loader = loader.credentials_provider(provider);
             }
         }
-        Ok(loader.load().await)
+        Ok((loader.load().await, credentials))
     }
 
     /// Reads the shared-credentials INI text. Never logged: it holds the secret access key.

@@ -1,5 +1,6 @@
 //! ExternalClient implementations for `Cluster` and `NodePool` on aws-sdk-eks and aws-sdk-ec2.
 
+pub mod account;
 pub mod addon;
 pub mod clients;
 pub mod cluster;

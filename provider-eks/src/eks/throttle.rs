@@ -99,6 +99,10 @@ struct BucketState {
 #[derive(Debug)]
 pub struct Bucket {
     state: Mutex<BucketState>,
+    /// Callers wait their turn here, first come first served (tokio's mutex is fair): only the head of each
+    /// queue watches the clock, so thousands of waiting reconciles cost no CPU and none is passed over for good.
+    urgent_turn: tokio::sync::Mutex<()>,
+    steady_turn: tokio::sync::Mutex<()>,
 }
 
 /// Lowest rate a throttled bucket falls to: one call every ten seconds still probes for recovery.
@@ -114,6 +118,8 @@ impl Bucket {
                 max,
                 urgent_waiting: 0,
             }),
+            urgent_turn: tokio::sync::Mutex::new(()),
+            steady_turn: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -144,18 +150,17 @@ impl Bucket {
     }
 
     pub async fn acquire(&self, urgent: bool) {
-        let mut queued: Option<UrgentInQueue<'_>> = None;
-        loop {
-            match self.try_take(urgent) {
-                Ok(()) => return,
-                Err(wait) => {
-                    if urgent && queued.is_none() {
-                        self.lock().urgent_waiting += 1;
-                        queued = Some(UrgentInQueue(self));
-                    }
-                    tokio::time::sleep(wait).await;
-                }
-            }
+        // Counted from the start, so steady-state callers yield to urgent ones still in the queue.
+        let _queued = urgent.then(|| {
+            self.lock().urgent_waiting += 1;
+            UrgentInQueue(self)
+        });
+        let _turn = match urgent {
+            true => self.urgent_turn.lock().await,
+            false => self.steady_turn.lock().await,
+        };
+        while let Err(wait) = self.try_take(urgent) {
+            tokio::time::sleep(wait).await;
         }
     }
 
@@ -216,6 +221,14 @@ impl Throttle {
             .entry(key)
             .or_insert_with(|| Arc::new(Bucket::new(self.limits.rate_for(service, operation))))
             .clone()
+    }
+
+    /// The (account, region, API) of every bucket made so far.
+    pub fn keys(&self) -> Vec<(String, String, String)> {
+        let buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut keys: Vec<_> = buckets.keys().cloned().collect();
+        keys.sort();
+        keys
     }
 
     /// The HTTP client for one (account, region): `inner` behind this throttle.
@@ -379,6 +392,67 @@ mod tests {
         let gave_up = tokio::time::timeout(Duration::from_millis(50), bucket.acquire(true)).await;
         assert!(gave_up.is_err());
         assert_eq!(bucket.lock().urgent_waiting, 0);
+    }
+
+    #[tokio::test]
+    async fn waiting_callers_are_served_in_arrival_order() {
+        let bucket = Arc::new(Bucket::new(Rate {
+            per_second: 200.0,
+            burst: 1.0,
+        }));
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let callers: Vec<_> = (0..5)
+            .map(|i| {
+                let (bucket, served) = (bucket.clone(), served.clone());
+                tokio::spawn(async move {
+                    bucket.acquire(true).await;
+                    served.lock().unwrap().push(i);
+                })
+            })
+            .collect();
+        for caller in callers {
+            caller.await.unwrap();
+        }
+        assert_eq!(*served.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[tokio::test]
+    async fn an_urgent_caller_overtakes_steady_ones_already_waiting() {
+        let bucket = Arc::new(Bucket::new(Rate {
+            per_second: 20.0,
+            burst: 1.0,
+        }));
+        assert!(bucket.try_take(true).is_ok());
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let mut callers = Vec::new();
+        for (name, urgent) in [("steady", false), ("urgent", true)] {
+            let (bucket, served) = (bucket.clone(), served.clone());
+            callers.push(tokio::spawn(async move {
+                bucket.acquire(urgent).await;
+                served.lock().unwrap().push(name);
+            }));
+            tokio::task::yield_now().await;
+        }
+        for caller in callers {
+            caller.await.unwrap();
+        }
+        assert_eq!(*served.lock().unwrap(), vec!["urgent", "steady"]);
+    }
+
+    #[test]
+    fn buckets_are_per_account_region_and_api() {
+        let throttle = Throttle::new(Limits::default());
+        let a = throttle.bucket("123456789012", "us-east-1", "eks", "DescribeNodegroup");
+        // Two ProviderConfigs of one account resolve to the same account id, so to the same bucket.
+        let same = throttle.bucket("123456789012", "us-east-1", "eks", "DescribeNodegroup");
+        assert!(Arc::ptr_eq(&a, &same));
+        for other in [
+            throttle.bucket("210987654321", "us-east-1", "eks", "DescribeNodegroup"),
+            throttle.bucket("123456789012", "eu-west-1", "eks", "DescribeNodegroup"),
+            throttle.bucket("123456789012", "us-east-1", "eks", "DescribeCluster"),
+        ] {
+            assert!(!Arc::ptr_eq(&a, &other));
+        }
     }
 
     #[test]

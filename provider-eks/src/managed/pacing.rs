@@ -42,6 +42,17 @@ pub fn next_poll(
     poll.saturating_mul(factor).min(max.max(poll))
 }
 
+/// The shortest interval at which `resources` steady-state polls fit in `rate` describes a second: polling a
+/// fleet faster than its account's describe rate allows would only queue calls until they time out. Zero when
+/// `rate` is not a positive number (no bound).
+pub fn capacity_floor(resources: usize, rate: f64) -> Duration {
+    if rate.is_finite() && rate > 0.0 {
+        Duration::from_secs_f64(resources as f64 / rate)
+    } else {
+        Duration::ZERO
+    }
+}
+
 /// A random number in [0, 1) without a random-number crate: std seeds every `RandomState` afresh.
 fn unit_random() -> f64 {
     let bits = RandomState::new().hash_one(std::time::Instant::now());
@@ -108,6 +119,14 @@ mod tests {
         }
         assert_eq!(next_poll(&mut calm, Some(2), false, POLL, MAX), POLL);
         assert_eq!(next_poll(&mut calm, Some(2), true, POLL, MAX), 2 * POLL);
+    }
+
+    #[test]
+    fn a_fleet_too_big_for_the_describe_rate_is_polled_as_often_as_the_rate_allows() {
+        assert_eq!(capacity_floor(7_200, 8.0), Duration::from_secs(900));
+        assert_eq!(capacity_floor(100, 8.0), Duration::from_millis(12_500));
+        assert_eq!(capacity_floor(100, 0.0), Duration::ZERO);
+        assert_eq!(capacity_floor(100, f64::NAN), Duration::ZERO);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use super::decide::{
     BeforeObserve, Facts, MISSING_AND_CREATE_FORBIDDEN, Observed, Step, after_observe, before_observe,
 };
 use super::external::{ExternalClient, ExternalError, Observation};
-use super::pacing::{Calm, in_steady_state, jitter, next_poll, spread};
+use super::pacing::{Calm, capacity_floor, in_steady_state, jitter, next_poll, spread};
 use super::policy::Policies;
 use super::recorder::{Events, Reason};
 use super::resource::Managed;
@@ -50,6 +50,9 @@ pub struct Timing {
     pub max_poll: Duration,
     /// Every requeue moves by up to this fraction either way, so resources observed together drift apart.
     pub jitter: f64,
+    /// Describes a second this kind may spend on steady-state polls (0: no bound): with more resources than
+    /// `max_poll` x this, calm polls and the first look after a restart are spread wider instead of queueing.
+    pub steady_rate: f64,
 }
 
 impl Default for Timing {
@@ -61,6 +64,7 @@ impl Default for Timing {
             max_backoff: Duration::from_secs(120),
             max_poll: Duration::from_secs(600),
             jitter: 0.1,
+            steady_rate: 8.0,
         }
     }
 }
@@ -143,6 +147,10 @@ impl<C> Reconciler<C> {
         let mut calm = self.calm.lock().unwrap_or_else(|p| p.into_inner());
         let entry = calm.entry(key.to_string()).or_default();
         let wait = next_poll(entry, generation, idle, self.timing.poll, self.timing.max_poll);
+        let wait = match idle {
+            true => wait.max(capacity_floor(calm.len(), self.timing.steady_rate)),
+            false => wait,
+        };
         jitter(wait, self.timing.jitter)
     }
 
@@ -152,6 +160,20 @@ impl<C> Reconciler<C> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key.to_string())
+    }
+
+    /// The shortest interval at which every resource of this kind can be described within the steady rate.
+    fn capacity(&self) -> Duration {
+        let known = self.calm.lock().unwrap_or_else(|p| p.into_inner()).len();
+        capacity_floor(known, self.timing.steady_rate)
+    }
+
+    /// The window a restarted process spreads its first looks at steady resources over.
+    fn restart_window(&self) -> Duration {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner()).len();
+        self.timing
+            .poll
+            .max(capacity_floor(seen, self.timing.steady_rate))
     }
 
     fn unsettle(&self, key: &str) {
@@ -274,10 +296,18 @@ where
     // After a restart every resource is listed at once; those already in sync wait a random part of one poll
     // interval, so the fleet is not described in the same second.
     if r.first_sight(&key(mr.as_ref())) && steady && r.timing.poll > Duration::ZERO {
-        return Ok(Action::requeue(spread(r.timing.poll)));
+        return Ok(Action::requeue(spread(r.restart_window())));
     }
     // Steady-state polls yield AWS capacity to everything else (creates, deletes, spec changes).
-    with_urgency(!steady, reconcile_now(mr, r.clone())).await
+    match with_urgency(!steady, reconcile_now(mr.clone(), r.clone())).await {
+        // The cached copy was behind the API server: under load a watch can lag by minutes, and every retry from
+        // the same stale resourceVersion would fail again. Read the object itself and go on with that once.
+        Err(kube::Error::Api(e)) if e.code == 409 => match writes::fetch(&r.client, mr.as_ref()).await? {
+            Some(fresh) => with_urgency(!steady, reconcile_now(Arc::new(fresh), r)).await,
+            None => Ok(Action::await_change()),
+        },
+        other => other,
+    }
 }
 
 async fn reconcile_now<M, C>(mr: Arc<M>, r: Arc<Reconciler<C>>) -> Result<Action, kube::Error>
@@ -428,10 +458,11 @@ where
             let idle =
                 step == Step::Idle && !observation.busy && observation.readiness == Readiness::Available;
             let next_poll = r.next_poll(&key(&mr), writes::generation(&mr), idle);
+            // While AWS works, look again soon, but never faster than the describe rate lets the whole kind.
             let requeue = if idle {
                 next_poll
             } else {
-                jitter(busy, r.timing.jitter)
+                jitter(busy.max(r.capacity()), r.timing.jitter)
             };
             r.done(&mr, &observation, &observation.readiness, requeue).await
         }

@@ -18,6 +18,11 @@ fn api<M: Managed>(client: &kube::Client, mr: &M) -> Api<M> {
     Api::namespaced(client.clone(), &mr.namespace().unwrap_or_default())
 }
 
+/// The object as the API server has it now (None once it is gone).
+pub async fn fetch<M: Managed>(client: &kube::Client, mr: &M) -> Result<Option<M>, kube::Error> {
+    api(client, mr).get_opt(&mr.name_any()).await
+}
+
 async fn patch_metadata<M: Managed>(
     client: &kube::Client,
     mr: &M,

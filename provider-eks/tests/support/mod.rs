@@ -153,8 +153,39 @@ pub fn reset_moto(moto: &Peer) {
 pub const MOTO_CREDENTIALS: &str =
     "[default]\naws_access_key_id = AKIDMODELPLANETEST\naws_secret_access_key = moto-secret-never-logged\n";
 
+/// The Secret `aws` in `namespace` holding [`MOTO_CREDENTIALS`] under `credentials`, and the ProviderConfig
+/// credentials that point at it.
+pub fn credentials_secret(namespace: &str) -> k8s_openapi::api::core::v1::Secret {
+    k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("aws".into()),
+            namespace: Some(namespace.into()),
+            ..Default::default()
+        },
+        data: Some(std::collections::BTreeMap::from([(
+            "credentials".to_string(),
+            k8s_openapi::ByteString(MOTO_CREDENTIALS.into()),
+        )])),
+        ..Default::default()
+    }
+}
+
+pub fn secret_credentials() -> modelplane_eks_api::Credentials {
+    modelplane_eks_api::Credentials {
+        source: modelplane_eks_api::CredentialsSource::Secret,
+        secret_ref: Some(modelplane_eks_api::SecretKeySelector {
+            name: "aws".into(),
+            namespace: None,
+            key: "credentials".into(),
+        }),
+        role_arn: None,
+    }
+}
+
 pub mod apiserver;
+pub mod fasteks;
 pub mod fastkube;
+pub mod fleet;
 pub mod objects;
 pub mod proxy;
 pub mod seed;

@@ -12,7 +12,9 @@ use std::time::Duration;
 use aws_credential_types::Credentials as AwsCredentials;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionStatus,
+};
 use kube::Api;
 use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use modelplane_eks_api::*;
@@ -349,6 +351,16 @@ impl Drop for World {
 /// kube (ring) and the AWS SDK (aws-lc-rs) both link a rustls provider; rustls needs one chosen.
 fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The status of a CRD the stand-ins serve: Established or not.
+pub fn crd_status(established: bool) -> CustomResourceDefinitionStatus {
+    let status = if established { "True" } else { "False" };
+    serde_json::from_value(json!({
+        "conditions": [{ "type": "Established", "status": status, "reason": "InitialNamesAccepted" }],
+        "acceptedNames": { "kind": "", "plural": "" },
+    }))
+    .unwrap()
 }
 
 fn world_dir(port: u16) -> PathBuf {
