@@ -302,10 +302,14 @@ where
     match with_urgency(!steady, reconcile_now(mr.clone(), r.clone())).await {
         // The cached copy was behind the API server: under load a watch can lag by minutes, and every retry from
         // the same stale resourceVersion would fail again. Read the object itself and go on with that once.
-        Err(kube::Error::Api(e)) if e.code == 409 => match writes::fetch(&r.client, mr.as_ref()).await? {
-            Some(fresh) => with_urgency(!steady, reconcile_now(Arc::new(fresh), r)).await,
-            None => Ok(Action::await_change()),
-        },
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            tracing::info!(kind = r.kind, name = %key(mr.as_ref()), code = e.code, error = %e,
+                "kubernetes write failed with a conflict: re-reading the object and reconciling it once more");
+            match writes::fetch(&r.client, mr.as_ref()).await? {
+                Some(fresh) => with_urgency(!steady, reconcile_now(Arc::new(fresh), r)).await,
+                None => Ok(Action::await_change()),
+            }
+        }
         other => other,
     }
 }
