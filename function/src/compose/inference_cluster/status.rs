@@ -127,10 +127,11 @@ pub fn report(
         .map(|p| ComponentStatus {
             name: p.component.name.into(),
             version: p.component.version.into(),
-            ready: p
-                .keys
-                .iter()
-                .all(|k| out.resources.get(k).is_some_and(|c| c.ready)),
+            // A component not composed yet (an EKS cluster still being provisioned) is not ready.
+            ready: !p.keys.is_empty()
+                && p.keys
+                    .iter()
+                    .all(|k| out.resources.get(k).is_some_and(|c| c.ready)),
         })
         .collect();
     let status = InferenceClusterStatus {

@@ -503,6 +503,12 @@ fn provider_eks_objects_wait_for_the_activation_policy_to_be_observed() {
         !start.resources.keys().any(|k| k.starts_with("release-")),
         "nothing is installed before the cluster exists"
     );
+    let components = start.status["components"].as_array().unwrap();
+    assert!(!components.is_empty());
+    assert!(
+        components.iter().all(|c| c["ready"] == false),
+        "a component not composed yet is not ready: {components:?}"
+    );
 }
 
 /// A stock cluster: only the region, as upstream's examples write it.
