@@ -16,28 +16,27 @@ use crate::{
     api::{
         Composite,
         inference_cluster::deployment_key,
-        model_deployment::{
-            EngineStatus, ModelDeploymentSpec, ModelDeploymentStatus, PreviousPlacement, RejectionStatus,
-            ReplicaStatus,
-        },
+        model_deployment::{ModelDeploymentSpec, ModelDeploymentStatus, PreviousPlacement, ReplicaStatus},
     },
     proto::v1::{Resource, ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
-    schedule::{self, ClusterView, Input, Outcome, Placement, Unplaced},
+    schedule::{self, ClusterView, Input, Outcome, Placement},
     sdk::request,
     stack::CacheUse,
     wire::RawStruct,
 };
 
 mod cache;
+pub mod endpoint;
+use endpoint::Routed;
 mod fleet;
 mod observed;
 mod replica;
+mod report;
+use report::{engine_status, previous_engines, unplaced_status};
 mod validate;
 
 pub use fleet::{CLUSTERS, named as cluster_requirement};
 pub const CACHE: &str = "model-cache";
-/// How many rejections an unplaced replica lists in status; the rest are counted. A fleet has hundreds of pools.
-const MAX_REJECTIONS_SHOWN: usize = 10;
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let md: Composite<ModelDeploymentSpec> = xr.parse()?;
@@ -174,7 +173,13 @@ impl Replicas<'_> {
                 Outcome::Unplaced(unplaced) => unplaced_status(index, unplaced),
             };
             let serving = replica.ready == Some(true);
-            if !serving {
+            // Make before break reaches the callers too: a moving replica's old placement, and its endpoint,
+            // stay until the new placement's endpoint is Ready, not merely its engines.
+            let routed = match replica.cluster.as_deref() {
+                Some(cluster) if serving => self.compose_endpoint(out, index, cluster),
+                _ => Routed::NoEndpoint,
+            };
+            if !serving || routed == Routed::Pending {
                 replica.moving_from = self.retain_previous(out, index, replica.cluster.as_deref());
             }
             if let Some(placement) = replica
@@ -241,8 +246,24 @@ impl Replicas<'_> {
         }
     }
 
+    /// Publishes the endpoint of replica `index`, which serves on `cluster`, when that cluster is read.
+    fn compose_endpoint(&self, out: &mut Output, index: u32, cluster: &str) -> Routed {
+        let Some(view) = self.clusters.iter().find(|c| c.metadata.name == cluster) else {
+            return Routed::NoEndpoint;
+        };
+        let placement = endpoint::Placement {
+            deployment: self.name,
+            namespace: self.namespace,
+            replica: index,
+            spec: self.spec,
+            cluster: view,
+        };
+        endpoint::publish(out, self.req, &placement)
+    }
+
     /// Keeps a replica's other placements running while it does not serve where it is now (make before
-    /// break), unless their cluster is gone. Returns the placement kept, for status.
+    /// break), unless their cluster is gone, with the endpoint of each that still serves. Returns the
+    /// placement kept, for status.
     fn retain_previous(
         &self,
         out: &mut Output,
@@ -256,11 +277,16 @@ impl Replicas<'_> {
             if Some(cluster.as_str()) == current || gone || overcommitted {
                 continue;
             }
+            let mut serves = !placement.pools.is_empty();
             for key in &placement.keys {
                 let resource = request::observed_composed(self.req, key);
+                serves &= object_ready(resource);
                 if let Some(object) = resource.and_then(observed::retained) {
                     out.compose(key.clone(), object, object_ready(resource));
                 }
+            }
+            if serves {
+                self.compose_endpoint(out, index, cluster);
             }
             kept.get_or_insert_with(|| PreviousPlacement {
                 cluster: cluster.clone(),
@@ -269,25 +295,6 @@ impl Replicas<'_> {
         }
         kept
     }
-}
-
-/// The nodes an observed placement holds, from the engines' pools and the spec.
-fn previous_engines(
-    spec: &ModelDeploymentSpec,
-    placement: &observed::ObservedPlacement,
-) -> Vec<EngineStatus> {
-    spec.template
-        .spec
-        .engines
-        .iter()
-        .filter_map(|engine| {
-            Some(EngineStatus {
-                name: engine.name.clone(),
-                pool: placement.pools.get(&engine.name)?.clone(),
-                nodes: schedule::engine_nodes(engine),
-            })
-        })
-        .collect()
 }
 
 /// Nodes one engine of a replica holds: a node per pod of every copy.
@@ -368,42 +375,10 @@ fn object_ready(observed: Option<&Resource>) -> bool {
     remote::observed::<IgnoredAny>(observed).is_some_and(|o| o.is_ready())
 }
 
-fn engine_status(spec: &ModelDeploymentSpec, placement: &Placement) -> Vec<EngineStatus> {
-    spec.template
-        .spec
-        .engines
-        .iter()
-        .zip(&placement.engines)
-        .map(|(engine, at)| EngineStatus {
-            name: engine.name.clone(),
-            pool: at.pool.name.clone(),
-            nodes: schedule::engine_nodes(engine),
-        })
-        .collect()
-}
-
-fn unplaced_status(index: u32, unplaced: &Unplaced) -> ReplicaStatus {
-    let hidden = unplaced.rejections.len().saturating_sub(MAX_REJECTIONS_SHOWN);
-    ReplicaStatus {
-        replica: index,
-        reason: Some(unplaced.reason.as_str().to_owned()),
-        rejections: unplaced
-            .rejections
-            .iter()
-            .take(MAX_REJECTIONS_SHOWN)
-            .map(|r| RejectionStatus {
-                cluster: r.cluster.clone(),
-                pool: r.pool.clone(),
-                reason: r.reason.clone(),
-            })
-            .collect(),
-        more_rejections: (hidden > 0).then_some(hidden),
-        ..ReplicaStatus::default()
-    }
-}
-
 #[cfg(test)]
 mod engine_tests;
+#[cfg(test)]
+mod routing_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -23,6 +23,7 @@ pub mod model_express;
 pub mod names;
 pub mod pod;
 mod pod_clique_set;
+pub mod routing;
 pub mod standard;
 
 pub use components::{Cloud, ClusterFacts, Component, Install, Needs};
@@ -36,6 +37,9 @@ pub const RANK_ENV: &str = "MODELPLANE_RANK";
 pub struct EngineWorkload<'a> {
     /// Name of the workload object, within [`ServingStack::workload_name_budget`].
     pub name: String,
+    /// The replica's serving name ([`routing::serving_name`]): its InferencePool selects the serving pods of
+    /// every engine of the replica by it.
+    pub serving_name: String,
     /// Namespace on the workload cluster.
     pub namespace: &'a str,
     pub engine: &'a Engine,

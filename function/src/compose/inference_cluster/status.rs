@@ -140,6 +140,7 @@ pub fn report(
         cache_storage_class: cache_storage_class(out, spec),
         model_express_address: stack.model_express_address(),
         kai_queue: stack.kai_queue().map(str::to_owned),
+        gateway: None,
         pools,
         components,
         overcommitted,

@@ -11,7 +11,7 @@ use crate::{
     },
     compose::remote,
     schedule::{self, EnginePlacement, Placement, cluster},
-    stack::{CacheUse, EngineWorkload, ServingStack, names::child_name, pod, serving_stack},
+    stack::{CacheUse, EngineWorkload, ServingStack, names::child_name, pod, routing, serving_stack},
 };
 
 pub use crate::api::ledger::{CLUSTER_ANNOTATION, REPLICA_ANNOTATION};
@@ -85,6 +85,7 @@ fn engine_objects(
         .collect();
     let w = EngineWorkload {
         name: name.clone(),
+        serving_name: routing::serving_name(ctx.xr_name, ctx.replica),
         namespace: ctx.xr_namespace,
         engine,
         cluster: placement.cluster,
