@@ -8,10 +8,7 @@ use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
 use crate::{
-    api::{
-        ledger::CLUSTER_LABEL,
-        model_deployment::{ModelDeploymentSpec, Role},
-    },
+    api::{ledger::CLUSTER_LABEL, model_deployment::ModelDeploymentSpec},
     compose::{API_VERSION, Output, remote},
     proto::v1::RunFunctionRequest,
     schedule::ClusterView,
@@ -32,7 +29,7 @@ pub fn key(replica: u32, cluster: &str) -> String {
 }
 
 /// The cluster's gateway address, when it has one: only then is a replica there reachable from outside.
-fn gateway_address(cluster: &ClusterView) -> Option<&str> {
+pub fn gateway_address(cluster: &ClusterView) -> Option<&str> {
     cluster
         .status
         .gateway
@@ -122,27 +119,5 @@ fn endpoint(s: &Placement, address: &str) -> Value {
 /// rewrites a caller's `<namespace>/<service>` to it. Without the flag the caller's name passes through, and
 /// the engine must answer to that name itself.
 fn served_model_name(spec: &ModelDeploymentSpec) -> Option<String> {
-    let member = spec
-        .template
-        .spec
-        .engines
-        .iter()
-        .flat_map(|e| &e.members)
-        .find(|m| matches!(m.role, Role::Standalone | Role::Leader))?;
-    let container = member.template.spec.containers.first()?;
-    let words: Vec<&str> = ["command", "args"]
-        .iter()
-        .filter_map(|field| container.get(*field)?.as_array())
-        .flatten()
-        .filter_map(Value::as_str)
-        .flat_map(str::split_whitespace)
-        .collect();
-    words.iter().enumerate().find_map(|(i, word)| {
-        let value = match word.strip_prefix(SERVED_MODEL_NAME_FLAG)? {
-            "" => *words.get(i + 1)?,
-            rest => rest.strip_prefix('=')?,
-        };
-        let value = value.trim_matches(['"', '\'']);
-        (!value.is_empty() && !value.starts_with('-')).then(|| value.to_owned())
-    })
+    routing::serving_flag(spec, SERVED_MODEL_NAME_FLAG)
 }

@@ -86,6 +86,7 @@ fn a_cluster_without_a_gateway_address_gets_no_endpoint_and_an_ipv6_address_is_b
         "it runs; it is just not reachable"
     );
     let v6 = with_gateway(standard(), "fd00::7");
+    let placed = compose_on(seed(), std::slice::from_ref(&v6));
     let ready = step(&placed, std::slice::from_ref(&v6), |_| true);
     assert_eq!(
         ready.resources["endpoint-0-eks-h200-us-west"].object["spec"]["origin"],

@@ -9,7 +9,7 @@ use crate::api::routing::{API_KEY_FIELD, EndpointUrl};
 
 /// The Gateway every InferenceGateway composes, and where: routes attach to it across namespaces.
 pub const GATEWAY_NAME: &str = "inference-gateway";
-pub const GATEWAY_NAMESPACE: &str = "modelplane-system";
+pub use crate::stack::routing::GATEWAY_NAMESPACE;
 /// Envoy AI Gateway copies the body's `model` into this header before routing.
 pub const MODEL_HEADER: &str = "x-ai-eg-model";
 
