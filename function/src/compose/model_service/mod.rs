@@ -177,6 +177,14 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         })
         .collect();
     out.status.insert("gateways".into(), json!(gateway_status));
+    // Where a caller sends `POST <address>/v1/chat/completions` with `model: <namespace>/<service>`: the first
+    // serving gateway (by name) that answers somewhere, by its hostname when it has one.
+    if let Some(address) = serving.iter().find_map(|g| {
+        let host = g.hostname.as_deref().unwrap_or(&g.address);
+        (!host.is_empty()).then(|| format!("http://{host}"))
+    }) {
+        out.status.insert("address".into(), json!(address));
+    }
 
     let timeout = service.spec.timeouts.request.as_deref().unwrap_or(NO_DEADLINE);
     let mut routes_ready = !routed.is_empty();

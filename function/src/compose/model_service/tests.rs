@@ -205,6 +205,10 @@ fn a_route_fails_over_from_our_replicas_to_a_provider_by_model_name() {
         out.status["gateways"],
         json!([{"name": "fleet", "address": "203.0.113.9"}])
     );
+    assert_eq!(
+        out.status["address"], "http://203.0.113.9",
+        "callers POST <address>/v1/chat/completions"
+    );
     assert_eq!(condition(&out, "EndpointsResolved").0, Status::ConditionTrue);
     // Nothing observed yet: composed, but not ready.
     assert_eq!(out.ready, Some(false));
