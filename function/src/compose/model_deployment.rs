@@ -28,10 +28,13 @@ use crate::{
 mod cache;
 pub mod endpoint;
 use endpoint::Routed;
+use handover::Keep;
 mod fleet;
+mod handover;
 mod observed;
 mod replica;
 mod report;
+mod services;
 use report::{engine_status, previous_engines, unplaced_status};
 mod validate;
 
@@ -50,8 +53,10 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     pins.retain(|replica, _| *replica < md.spec.replicas);
     // Something waits to be placed: only then are clusters it does not run on read.
     let mut candidates = pins.len() < md.spec.replicas as usize;
+    // Only while a replica moves are the namespace's ModelServices read (see services.rs).
+    let moving = observed.replicas.values().any(|placements| placements.len() > 1);
     let mut out = Output {
-        requirements: requirements(&md.spec, namespace, &placed_on, candidates),
+        requirements: requirements(&md.spec, namespace, &placed_on, candidates, moving),
         ..Output::default()
     };
     let Some(mut clusters) = fleet::gather(req, &placed_on, candidates, &mut out.warnings) else {
@@ -74,7 +79,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         if !evicted.is_empty() || !all_placed {
             // The clusters it runs on cannot keep every replica: read the candidates too.
             candidates = true;
-            out.requirements = requirements(&md.spec, namespace, &placed_on, candidates);
+            out.requirements = requirements(&md.spec, namespace, &placed_on, candidates, moving);
             let Some(more) = fleet::gather(req, &placed_on, candidates, &mut out.warnings) else {
                 return Ok(waiting_for_clusters(out));
             };
@@ -100,6 +105,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         evicted: &evicted,
         cache: gate.cache_use(namespace),
         gate: &gate,
+        services: services::Services::read(req),
     };
     let status = replicas.compose(&mut out, &outcomes)?;
     scheduled_condition(&mut out, &status, md.spec.replicas);
@@ -159,6 +165,8 @@ struct Replicas<'a> {
     evicted: &'a BTreeMap<u32, String>,
     gate: &'a cache::CacheGate,
     cache: Option<CacheUse<'a>>,
+    /// The namespace's ModelServices, while a replica moves and once Crossplane fetched them.
+    services: Option<services::Services>,
 }
 
 impl Replicas<'_> {
@@ -179,8 +187,21 @@ impl Replicas<'_> {
                 Some(cluster) if serving => self.compose_endpoint(out, index, cluster),
                 _ => Routed::NoEndpoint,
             };
-            if !serving || routed == Routed::Pending {
-                replica.moving_from = self.retain_previous(out, index, replica.cluster.as_deref());
+            let current = replica.cluster.as_deref();
+            let moving = self
+                .observed
+                .replicas
+                .get(&index)
+                .is_some_and(|placements| placements.keys().any(|c| Some(c.as_str()) != current));
+            let handed_over = match (routed, current) {
+                (Routed::Ready, Some(cluster)) if moving => self.routed_by_services(index, cluster),
+                (Routed::Pending, _) => false,
+                _ => true,
+            };
+            if !serving || !handed_over {
+                replica.moving_from = self.retain_previous(out, index, current, Keep::Serving);
+            } else if moving {
+                replica.moving_from = self.retain_previous(out, index, current, Keep::WhileRouted);
             }
             if let Some(placement) = replica
                 .cluster
@@ -246,35 +267,25 @@ impl Replicas<'_> {
         }
     }
 
-    /// Publishes the endpoint of replica `index`, which serves on `cluster`, when that cluster is read.
-    fn compose_endpoint(&self, out: &mut Output, index: u32, cluster: &str) -> Routed {
-        let Some(view) = self.clusters.iter().find(|c| c.metadata.name == cluster) else {
-            return Routed::NoEndpoint;
-        };
-        let placement = endpoint::Placement {
-            deployment: self.name,
-            namespace: self.namespace,
-            replica: index,
-            spec: self.spec,
-            cluster: view,
-        };
-        endpoint::publish(out, self.req, &placement)
-    }
-
-    /// Keeps a replica's other placements running while it does not serve where it is now (make before
-    /// break), unless their cluster is gone, with the endpoint of each that still serves. Returns the
-    /// placement kept, for status.
+    /// Keeps a replica's other placements running while it does not serve callers where it is now (make
+    /// before break), unless their cluster is gone: with `Keep::Serving` with the endpoint of each that still
+    /// serves, with `Keep::WhileRouted` only those some ModelService still routes, without their endpoints.
+    /// Returns the placement kept, for status.
     fn retain_previous(
         &self,
         out: &mut Output,
         index: u32,
         current: Option<&str>,
+        keep: Keep,
     ) -> Option<PreviousPlacement> {
         let mut kept = None;
         for (cluster, placement) in self.observed.replicas.get(&index)? {
-            let gone = !self.clusters.iter().any(|c| &c.metadata.name == cluster);
+            let view = self.clusters.iter().find(|c| &c.metadata.name == cluster);
             let overcommitted = self.evicted.get(&index) == Some(cluster);
-            if Some(cluster.as_str()) == current || gone || overcommitted {
+            let Some(view) = view.filter(|_| Some(cluster.as_str()) != current && !overcommitted) else {
+                continue;
+            };
+            if keep == Keep::WhileRouted && !self.still_routed(index, view) {
                 continue;
             }
             let mut serves = !placement.pools.is_empty();
@@ -285,7 +296,7 @@ impl Replicas<'_> {
                     out.compose(key.clone(), object, object_ready(resource));
                 }
             }
-            if serves {
+            if serves && keep == Keep::Serving {
                 self.compose_endpoint(out, index, cluster);
             }
             kept.get_or_insert_with(|| PreviousPlacement {
@@ -354,8 +365,12 @@ fn requirements(
     namespace: &str,
     placed_on: &BTreeSet<String>,
     candidates: bool,
+    moving: bool,
 ) -> BTreeMap<String, ResourceSelector> {
     let mut requirements = fleet::requirements(spec, placed_on, candidates);
+    if moving {
+        requirements.insert(services::SERVICES.to_owned(), services::requirement(namespace));
+    }
     if let Some(cache) = &spec.template.spec.model_cache_ref {
         requirements.insert(
             CACHE.to_owned(),

@@ -70,20 +70,16 @@ pub fn publish(out: &mut Output, req: &RunFunctionRequest, s: &Placement) -> Rou
     if ready { Routed::Ready } else { Routed::Pending }
 }
 
-/// The ModelEndpoint for a serving placement: the cluster gateway's address, under the replica's path prefix
-/// (which the gateway strips), speaking OpenAI under `/v1`.
-fn endpoint(s: &Placement, address: &str) -> Value {
-    let cluster = &s.cluster.metadata.name;
-    let replica = s.replica.to_string();
-    let serving_name = routing::serving_name(s.deployment, s.replica);
-    let host = if address.contains(':') {
-        format!("[{address}]")
-    } else {
-        address.to_owned()
-    };
-    // The cluster's labels (region, provider) let a ModelService scope by place; the template's let it pick a
-    // variant; ours come last and win.
-    let mut labels: BTreeMap<&str, &str> = BTreeMap::new();
+/// The name of replica `replica`'s endpoint on `cluster`: distinct per cluster, so a moving replica's two
+/// endpoints coexist.
+pub fn name(deployment: &str, replica: u32, cluster: &str) -> String {
+    child_name(&[deployment, &replica.to_string(), cluster], 63)
+}
+
+/// The endpoint's labels: the cluster's (region, provider) let a ModelService scope by place; the template's let
+/// it pick a variant; ours come last and win.
+pub fn labels(s: &Placement) -> BTreeMap<String, String> {
+    let mut labels: BTreeMap<String, String> = BTreeMap::new();
     for (k, v) in s
         .cluster
         .metadata
@@ -91,11 +87,23 @@ fn endpoint(s: &Placement, address: &str) -> Value {
         .iter()
         .chain(&s.spec.template.metadata.labels)
     {
-        labels.insert(k, v);
+        labels.insert(k.clone(), v.clone());
     }
-    labels.insert(DEPLOYMENT_LABEL, s.deployment);
-    labels.insert(CLUSTER_LABEL, cluster);
-    labels.insert(REPLICA_INDEX_LABEL, &replica);
+    labels.insert(DEPLOYMENT_LABEL.into(), s.deployment.into());
+    labels.insert(CLUSTER_LABEL.into(), s.cluster.metadata.name.clone());
+    labels.insert(REPLICA_INDEX_LABEL.into(), s.replica.to_string());
+    labels
+}
+
+/// The ModelEndpoint for a serving placement: the cluster gateway's address, under the replica's path prefix
+/// (which the gateway strips), speaking OpenAI under `/v1`.
+fn endpoint(s: &Placement, address: &str) -> Value {
+    let serving_name = routing::serving_name(s.deployment, s.replica);
+    let host = if address.contains(':') {
+        format!("[{address}]")
+    } else {
+        address.to_owned()
+    };
     let mut spec = json!({
         "origin": format!("http://{host}"),
         "api": {"schema": "OpenAI", "prefix": format!("{}v1", routing::path_prefix(s.namespace, &serving_name))},
@@ -107,9 +115,9 @@ fn endpoint(s: &Placement, address: &str) -> Value {
         "apiVersion": API_VERSION,
         "kind": "ModelEndpoint",
         "metadata": {
-            "name": child_name(&[s.deployment, &replica, cluster], 63),
+            "name": name(s.deployment, s.replica, &s.cluster.metadata.name),
             "namespace": s.namespace,
-            "labels": labels,
+            "labels": labels(s),
         },
         "spec": spec,
     })

@@ -1,6 +1,7 @@
 //! A replica's ModelEndpoint across reconciles: published only while the replica is Ready on a cluster whose
-//! gateway has an address, and, when the replica moves, the new placement's endpoint is Ready before the old
-//! placement (and its endpoint) goes, so the deployment keeps serving through the move.
+//! gateway has an address, and, when the replica moves, the new placement's endpoint is Ready and routed by the
+//! services that select it before the old endpoint goes, and the old workload goes only once no service routes
+//! its endpoint, so the deployment keeps serving through the move.
 
 use serde_json::{Value, json};
 
@@ -9,7 +10,7 @@ use super::{
     tests::{compose_on, dynamo, seed, standard},
     *,
 };
-use crate::compose::fixtures::run;
+use crate::compose::fixtures::{run, with_required};
 
 const WEST: &str = "eks-h200-us-west";
 const EAST: &str = "eks-h200-us-east";
@@ -94,14 +95,43 @@ fn a_cluster_without_a_gateway_address_gets_no_endpoint_and_an_ipv6_address_is_b
     );
 }
 
+/// A ModelService selecting the deployment whose applied routes list `routed`.
+fn service(routed: &[&str]) -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelService",
+           "metadata": {"name": "qwen", "namespace": "ml-team"},
+           "spec": {"endpoints": [{"selector": {"matchLabels": {"modelplane.ai/deployment": "qwen3-coder"}}}]},
+           "status": {"endpoints": {"routed": routed}}})
+}
+
+fn step_served(
+    previous: &Output,
+    clusters: &[Value],
+    ready: impl Fn(&str) -> bool,
+    routed: &[&str],
+) -> Output {
+    let req = next_request(&seed(), clusters, previous, ready);
+    run(
+        compose,
+        &with_required(req, services::SERVICES, &[service(routed)]),
+    )
+    .unwrap()
+}
+
+const WEST_ENDPOINT: &str = "qwen3-coder-0-eks-h200-us-west";
+const EAST_ENDPOINT: &str = "qwen3-coder-0-eks-h200-us-east";
+
 #[test]
-fn a_moving_deployment_keeps_serving_the_new_endpoint_appears_before_the_old_one_goes() {
+fn a_moving_deployment_keeps_serving_the_new_endpoint_is_routed_before_the_old_one_goes() {
     // 1-2: the replica runs on us-west and its endpoint is Ready.
     let placed = compose_on(seed(), &[west()]);
     let routed = step(&placed, &[west()], |_| true);
     let serving = step(&routed, &[west()], |_| true);
     assert_eq!(endpoints(&serving), ["endpoint-0-eks-h200-us-west"]);
     assert!(serving.resources["endpoint-0-eks-h200-us-west"].ready);
+    assert!(
+        !serving.requirements.contains_key(services::SERVICES),
+        "services are read only while a replica moves"
+    );
 
     // 3: us-west drains; the replica is placed on us-east. Its engines load there; us-west keeps serving.
     let fleet = [draining(west()), east()];
@@ -109,32 +139,41 @@ fn a_moving_deployment_keeps_serving_the_new_endpoint_appears_before_the_old_one
     assert_eq!(moving.status["replicas"][0]["cluster"], EAST);
     assert_eq!(endpoints(&moving), ["endpoint-0-eks-h200-us-west"]);
     let on_east = |ready_east: bool| move |k: &str| !k.contains(EAST) || ready_east;
-    let loading = step(&moving, &fleet, on_east(false));
+    let loading = step_served(&moving, &fleet, on_east(false), &[WEST_ENDPOINT]);
+    assert!(loading.requirements.contains_key(services::SERVICES));
     assert_eq!(endpoints(&loading), ["endpoint-0-eks-h200-us-west"]);
 
     // 4: us-east serves: its endpoint appears while us-west's is still there.
-    let overlap = step(&loading, &fleet, on_east(true));
-    assert_eq!(
-        endpoints(&overlap),
-        ["endpoint-0-eks-h200-us-east", "endpoint-0-eks-h200-us-west"]
-    );
-    assert!(
-        overlap
-            .resources
-            .keys()
-            .any(|k| k.starts_with("replica-0-eks-h200-us-west")),
-        "the old workload stays while the new endpoint is not Ready"
-    );
+    let overlap = step_served(&loading, &fleet, on_east(true), &[WEST_ENDPOINT]);
+    let both = ["endpoint-0-eks-h200-us-east", "endpoint-0-eks-h200-us-west"];
+    assert_eq!(endpoints(&overlap), both);
     assert_eq!(
         overlap.resources["endpoint-0-eks-h200-us-east"].object["spec"]["origin"],
         "http://eks-east-gw.example.com"
     );
-    // The new endpoint is not observed Ready yet: everything stays.
-    let waiting = step(&overlap, &fleet, |k| k != "endpoint-0-eks-h200-us-east");
-    assert_eq!(endpoints(&waiting), endpoints(&overlap));
+    // Its endpoint is Ready, but no service routes it yet: everything stays.
+    let unrouted = step_served(&overlap, &fleet, |_| true, &[WEST_ENDPOINT]);
+    assert_eq!(endpoints(&unrouted), both);
+    // Before Crossplane fetched the services, nothing is let go either.
+    let unknown = step(&overlap, &fleet, |_| true);
+    assert_eq!(endpoints(&unknown), both);
 
-    // 5: us-east's endpoint is Ready: only now do us-west's workload and endpoint go.
-    let moved = step(&waiting, &fleet, |_| true);
+    // 5: the service routes the new endpoint: only now does the old endpoint go; its workload stays while the
+    // service's route still lists the old endpoint, so no request is sent to a replica that is gone.
+    let handed = step_served(&unrouted, &fleet, |_| true, &[WEST_ENDPOINT, EAST_ENDPOINT]);
+    assert_eq!(endpoints(&handed), ["endpoint-0-eks-h200-us-east"]);
+    assert!(
+        handed
+            .resources
+            .keys()
+            .any(|k| k.starts_with("replica-0-eks-h200-us-west")),
+        "{:?}",
+        handed.resources.keys()
+    );
+    assert_eq!(handed.status["replicas"][0]["movingFrom"]["cluster"], WEST);
+
+    // 6: the route no longer lists the old endpoint: the old workload goes.
+    let moved = step_served(&handed, &fleet, |_| true, &[EAST_ENDPOINT]);
     assert_eq!(endpoints(&moved), ["endpoint-0-eks-h200-us-east"]);
     assert!(
         moved.resources.keys().all(|k| !k.contains(WEST)),
@@ -144,7 +183,9 @@ fn a_moving_deployment_keeps_serving_the_new_endpoint_appears_before_the_old_one
     assert!(moved.status["replicas"][0].get("movingFrom").is_none());
 
     // At no step was the deployment without an endpoint once it first served.
-    for out in [&serving, &moving, &loading, &overlap, &waiting, &moved] {
+    for out in [
+        &serving, &moving, &loading, &overlap, &unrouted, &unknown, &handed, &moved,
+    ] {
         assert!(!endpoints(out).is_empty());
     }
 }
@@ -155,7 +196,12 @@ fn a_move_to_a_cluster_without_a_gateway_does_not_wait_for_an_endpoint_that_neve
     let serving = step(&step(&placed, &[west()], |_| true), &[west()], |_| true);
     let fleet = [draining(west()), dynamo()];
     let moving = step(&serving, &fleet, |_| true);
-    let moved = step(&moving, &fleet, |_| true);
+    // The new placement serves: there is no endpoint to wait for, so the old endpoint goes at once; its workload
+    // stays only while a service still routes the old endpoint.
+    let draining_routes = step_served(&moving, &fleet, |_| true, &[WEST_ENDPOINT]);
+    assert_eq!(endpoints(&draining_routes), Vec::<&str>::new());
+    assert!(draining_routes.resources.keys().any(|k| k.contains(WEST)));
+    let moved = step_served(&draining_routes, &fleet, |_| true, &[]);
     assert!(
         moved.resources.keys().all(|k| !k.contains(WEST)),
         "{:?}",

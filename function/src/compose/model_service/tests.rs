@@ -114,7 +114,10 @@ fn a_service_selecting_nothing_is_not_ready_says_why_and_composes_no_route() {
     assert!(message.contains("modelplane.ai/deployment=qwen"), "{message}");
     assert!(out.resources.is_empty(), "{:?}", out.resources.keys());
     assert_eq!(condition(&out, "RoutingReady").1, "NoBackends");
-    assert_eq!(out.status["endpoints"], json!({"total": 0, "ready": 0}));
+    assert_eq!(
+        out.status["endpoints"],
+        json!({"total": 0, "ready": 0, "routed": []})
+    );
 }
 
 #[test]
@@ -200,7 +203,10 @@ fn a_route_fails_over_from_our_replicas_to_a_provider_by_model_name() {
         out.resources["fleet-route"].object["spec"]["providerConfigRef"]["name"],
         "use1-a-pc"
     );
-    assert_eq!(out.status["endpoints"], json!({"total": 3, "ready": 3}));
+    assert_eq!(
+        out.status["endpoints"],
+        json!({"total": 3, "ready": 3, "routed": []})
+    );
     assert_eq!(
         out.status["gateways"],
         json!([{"name": "fleet", "address": "203.0.113.9"}])
@@ -337,4 +343,42 @@ fn bad_entries_are_fatal_naming_the_field() {
             .path
             .contains("weight")
     );
+}
+
+#[test]
+fn routed_lists_only_the_endpoints_the_applied_route_lists() {
+    let ours = json!({"modelplane.ai/deployment": "qwen"});
+    let endpoints = [
+        endpoint(
+            "qwen-a",
+            "ml-team",
+            ours.clone(),
+            "http://10.1.2.3/ml-team/qwen-0/v1",
+            true,
+        ),
+        endpoint(
+            "qwen-b",
+            "ml-team",
+            ours,
+            "http://10.1.2.4/ml-team/qwen-0/v1",
+            true,
+        ),
+    ];
+    let first = route_failover(&endpoints);
+    assert_eq!(
+        first.status["endpoints"]["routed"],
+        json!([]),
+        "nothing applied yet"
+    );
+    // The gateway's cluster has applied a route listing only qwen-a (qwen-b arrived since).
+    let mut applied = Value::Object(first.resources["fleet-route"].object.clone());
+    applied["status"] = json!({"atProvider": {"manifest": {"spec": {"rules": [
+        {"backendRefs": [{"name": "qwen-qwen-a"}]}]}}}});
+    let req = crate::compose::fixtures::with_observed(
+        resolved(service(failover_entries()), &endpoints, &[gateway(None)]),
+        "fleet-route",
+        &applied,
+    );
+    let out = run(compose, &req).unwrap();
+    assert_eq!(out.status["endpoints"]["routed"], json!(["qwen-a"]));
 }
