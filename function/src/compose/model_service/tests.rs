@@ -347,23 +347,17 @@ fn bad_entries_are_fatal_naming_the_field() {
 
 #[test]
 fn routed_lists_only_the_endpoints_the_applied_route_lists() {
-    let ours = json!({"modelplane.ai/deployment": "qwen"});
-    let endpoints = [
+    let replica = |name: &str| {
+        let url = format!("http://{name}.gw.example.com/ml-team/qwen-0/v1");
         endpoint(
-            "qwen-a",
+            name,
             "ml-team",
-            ours.clone(),
-            "http://10.1.2.3/ml-team/qwen-0/v1",
+            json!({"modelplane.ai/deployment": "qwen"}),
+            &url,
             true,
-        ),
-        endpoint(
-            "qwen-b",
-            "ml-team",
-            ours,
-            "http://10.1.2.4/ml-team/qwen-0/v1",
-            true,
-        ),
-    ];
+        )
+    };
+    let endpoints = [replica("qwen-a"), replica("qwen-b")];
     let first = route_failover(&endpoints);
     assert_eq!(
         first.status["endpoints"]["routed"],
