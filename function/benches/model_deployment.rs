@@ -124,18 +124,7 @@ fn run_function_on_a_hundred_clusters() {
         .collect();
     let req = RequestBuilder::new(&xr).required(CLUSTERS, &clusters).build();
     let bytes = req.encode_to_vec();
-    let samples = (0..50)
-        .map(|_| {
-            let start = Instant::now();
-            let req = RunFunctionRequest::decode(bytes.as_slice()).unwrap();
-            let rsp = run_function(req);
-            let out = rsp.encode_to_vec();
-            let elapsed = start.elapsed();
-            assert!(rsp.results.is_empty(), "{:?}", rsp.results);
-            assert!(out.len() > 1000);
-            elapsed
-        })
-        .collect();
+    let samples = whole_calls(&bytes);
     report(
         &format!(
             "RunFunction, 10-replica gang over 100 clusters x 8 pools, {} KB request",
@@ -180,17 +169,7 @@ fn settled_fleet(routed: bool) -> (Vec<u8>, usize) {
 fn routing_on_a_hundred_clusters() {
     for routed in [false, true] {
         let (bytes, composed) = settled_fleet(routed);
-        let samples = (0..50)
-            .map(|_| {
-                let start = Instant::now();
-                let rsp = run_function(RunFunctionRequest::decode(bytes.as_slice()).unwrap());
-                let out = rsp.encode_to_vec();
-                let elapsed = start.elapsed();
-                assert!(rsp.results.is_empty(), "{:?}", rsp.results);
-                assert!(out.len() > 1000);
-                elapsed
-            })
-            .collect();
+        let samples = whole_calls(&bytes);
         report(
             &format!(
                 "RunFunction, settled 10-replica gang over 100 clusters, {}: {} KB request, {composed} composed \
@@ -202,6 +181,21 @@ fn routing_on_a_hundred_clusters() {
             samples,
         );
     }
+}
+
+/// 50 whole calls on `bytes`: decode, compose, encode.
+fn whole_calls(bytes: &[u8]) -> Vec<Duration> {
+    (0..50)
+        .map(|_| {
+            let start = Instant::now();
+            let rsp = run_function(RunFunctionRequest::decode(bytes).unwrap());
+            let out = rsp.encode_to_vec();
+            let elapsed = start.elapsed();
+            assert!(rsp.results.is_empty(), "{:?}", rsp.results);
+            assert!(out.len() > 1000);
+            elapsed
+        })
+        .collect()
 }
 
 fn p50(mut samples: Vec<Duration>) -> Duration {
