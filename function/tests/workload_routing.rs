@@ -239,3 +239,30 @@ fn a_cluster_composes_its_gateway_and_the_inference_extension_crds_and_reports_t
         assert_eq!(status["gateway"], json!({"address": "198.51.100.4"}), "{stack}");
     }
 }
+
+#[test]
+fn the_endpoint_a_ready_replica_publishes_is_accepted_by_the_model_endpoint_xrd() {
+    let xr = document("examples/deployments/qwen3-coder.yaml");
+    let mut cluster = document("tests/fixtures/clusters/standard/eks-h200-us-west.yaml");
+    cluster["status"]["gateway"] = json!({"address": "203.0.113.7"});
+    let fleet = [
+        cluster,
+        document("tests/fixtures/clusters/standard/qwen3-coder-cache.yaml"),
+    ];
+    let mut builder = RequestBuilder::new(&xr).answered_from(&fleet);
+    // Placed, then everything it composed observed Ready: the replica serves and publishes its endpoint.
+    for _ in 0..2 {
+        let (objects, _) = desired(builder.build());
+        builder = RequestBuilder::new(&xr);
+        for (key, mut object) in objects {
+            object["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+            builder = builder.observed(&key, &object);
+        }
+        builder = builder.answered_from(&fleet);
+    }
+    let (objects, _) = desired(builder.build());
+    let endpoint = &objects["endpoint-0-eks-h200-us-west"];
+    let xrd = schema::version_schema(&document("package/configuration/xrds/modelendpoints.yaml"));
+    assert_eq!(problems(&xrd, endpoint, None), Vec::<String>::new());
+    assert_eq!(endpoint["spec"]["model"], "qwen3-coder");
+}
