@@ -43,6 +43,7 @@ fn cluster_mr(name: &str) -> Cluster {
                 networking: Networking {
                     subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
                     vpc: None,
+                    ..Default::default()
                 },
                 endpoint_public_access: true,
                 endpoint_private_access: false,
@@ -229,6 +230,7 @@ async fn a_cluster_without_subnets_is_rejected_naming_the_field() {
             cidr_block: "10.0.0.0/16".into(),
             zones: vec!["us-east-1a".into()],
         }),
+        ..Default::default()
     };
     let client = ClusterConnector { cache }.connect(&mr).await.unwrap();
     let err = client.create(&mr).await.unwrap_err();

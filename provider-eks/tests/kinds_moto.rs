@@ -18,6 +18,8 @@ mod file_system;
 mod network;
 #[path = "kinds_moto/role.rs"]
 mod role;
+#[path = "kinds_moto/security_groups.rs"]
+mod security_groups;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};

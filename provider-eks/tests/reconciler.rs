@@ -137,6 +137,7 @@ fn cluster(name: &str) -> Cluster {
                 networking: Networking {
                     subnet_ids: vec!["subnet-a".into()],
                     vpc: None,
+                    ..Default::default()
                 },
                 endpoint_public_access: true,
                 ..Default::default()

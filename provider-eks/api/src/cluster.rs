@@ -80,6 +80,10 @@ pub struct Networking {
     pub subnet_ids: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vpc: Option<VpcNetwork>,
+    /// Security groups for the control plane's network interfaces, beside the one EKS makes itself (a
+    /// `Network`'s group, which the nodes share, so control plane and nodes reach each other). Fixed at creation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_group_ids: Vec<String>,
 }
 
 /// A VPC with one subnet per zone, created through EC2.

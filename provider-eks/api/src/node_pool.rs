@@ -78,6 +78,11 @@ pub struct NodePoolParameters {
     /// EC2 capacity reservation (a capacity block) the nodes launch into; required for CAPACITY_BLOCK.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_reservation_id: Option<String>,
+    /// Security groups of the nodes (a `Network`'s group, shared with the control plane), set through a launch
+    /// template; EKS then leaves its own cluster group off the nodes. Empty: EKS's cluster group. Fixed at
+    /// creation, like the rest of the launch template.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_group_ids: Vec<String>,
     /// EFA network interfaces per node (through a launch template, in a cluster placement group); 0 for none.
     #[serde(default)]
     pub efa_interfaces: u32,

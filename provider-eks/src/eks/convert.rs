@@ -64,6 +64,7 @@ pub struct ObservedCluster {
     /// Fixed at creation: a different value in the spec is refused, never silently accepted.
     pub role_arn: Option<String>,
     pub subnet_ids: Vec<String>,
+    pub security_group_ids: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -186,6 +187,13 @@ pub fn cluster_drift(desired: &ClusterParameters, observed: &ObservedCluster) ->
         !desired.networking.subnet_ids.is_empty()
             && !observed.subnet_ids.is_empty()
             && !same_set(&desired.networking.subnet_ids, &observed.subnet_ids),
+    );
+    unchangeable.check(
+        "networking.securityGroupIds",
+        !same_set(
+            &desired.networking.security_group_ids,
+            &observed.security_group_ids,
+        ),
     );
     ClusterDrift {
         unchangeable,

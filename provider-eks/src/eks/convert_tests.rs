@@ -235,9 +235,10 @@ fn fields_fixed_at_creation_are_named_not_silently_accepted() {
 }
 
 #[test]
-fn a_cluster_refuses_a_downgrade_a_new_role_and_new_subnets() {
+fn a_cluster_refuses_a_downgrade_a_new_role_new_subnets_and_new_security_groups() {
     let mut desired = cluster("1.33");
     desired.networking.subnet_ids = vec!["subnet-c".into(), "subnet-d".into()];
+    desired.networking.security_group_ids = vec!["sg-new".into()];
     let observed = ObservedCluster {
         role_arn: Some("arn:aws:iam::123456789012:role/other".into()),
         subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
@@ -250,7 +251,8 @@ fn a_cluster_refuses_a_downgrade_a_new_role_and_new_subnets() {
         vec![
             "spec.forProvider.version",
             "spec.forProvider.roleArn",
-            "spec.forProvider.networking.subnetIds"
+            "spec.forProvider.networking.subnetIds",
+            "spec.forProvider.networking.securityGroupIds"
         ]
     );
 }

@@ -130,5 +130,15 @@ pub async fn find(ec2: &aws_sdk_ec2::Client, owner: &str) -> Result<Parts, Exter
             })
         })
         .collect();
+    let groups = ec2
+        .describe_security_groups()
+        .filters(owned_by(owner))
+        .send()
+        .await
+        .map_err(|e| classify(&what("security group"), &e))?;
+    parts.security_group = groups
+        .security_groups()
+        .iter()
+        .find_map(|g| Some((g.group_id()?.to_owned(), super::network_group::admits_itself(g))));
     Ok(parts)
 }

@@ -45,6 +45,7 @@ pub fn cluster_in(ns: &str, name: &str) -> Cluster {
                 networking: Networking {
                     subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
                     vpc: None,
+                    ..Default::default()
                 },
                 endpoint_public_access: true,
                 ..Default::default()
