@@ -49,14 +49,16 @@ fn cluster_mr(name: &str) -> Cluster {
                 endpoint_private_access: false,
                 tags: [("team".to_string(), "a".to_string())].into(),
             },
-            provider_config_ref: ProviderConfigReference {
-                kind: "ProviderConfig".into(),
-                name: "moto".into(),
+            resource: ResourceSpec {
+                provider_config_ref: ProviderConfigReference {
+                    kind: "ProviderConfig".into(),
+                    name: "moto".into(),
+                },
+                management_policies: vec![ManagementPolicy::All],
+                write_connection_secret_to_ref: Some(SecretReference {
+                    name: format!("{name}-kubeconfig"),
+                }),
             },
-            management_policies: vec![ManagementPolicy::All],
-            write_connection_secret_to_ref: Some(SecretReference {
-                name: format!("{name}-kubeconfig"),
-            }),
         },
     );
     c.metadata.namespace = Some(NS.into());
@@ -107,12 +109,14 @@ fn pool_mr(name: &str, cluster: &str) -> NodePool {
                 }],
                 ..Default::default()
             },
-            provider_config_ref: ProviderConfigReference {
-                kind: "ProviderConfig".into(),
-                name: "moto".into(),
+            resource: ResourceSpec {
+                provider_config_ref: ProviderConfigReference {
+                    kind: "ProviderConfig".into(),
+                    name: "moto".into(),
+                },
+                management_policies: vec![ManagementPolicy::All],
+                write_connection_secret_to_ref: None,
             },
-            management_policies: vec![ManagementPolicy::All],
-            write_connection_secret_to_ref: None,
         },
     );
     p.metadata.namespace = Some(NS.into());
@@ -361,7 +365,7 @@ async fn a_deleted_capacity_block_pool_leaves_no_launch_template() {
         .unwrap();
     client.create(&pool).await.unwrap();
     let ec2 = cache
-        .clients(&pool.spec.provider_config_ref, NS, REGION)
+        .clients(&pool.spec.resource.provider_config_ref, NS, REGION)
         .await
         .unwrap()
         .ec2;

@@ -30,7 +30,7 @@ impl Connector<Cluster> for ClusterConnector {
         let clients = self
             .cache
             .clients(
-                &mr.spec.provider_config_ref,
+                &mr.spec.resource.provider_config_ref,
                 &namespace,
                 &mr.spec.for_provider.region,
             )

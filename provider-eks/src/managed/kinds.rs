@@ -1,8 +1,8 @@
-//! [`Managed`] for the kinds whose spec embeds the shared [`modelplane_eks_api::ResourceSpec`] (everything but
-//! the older Cluster and NodePool, which spell the same fields out).
+//! [`Managed`] for every kind: each spec embeds the shared [`modelplane_eks_api::ResourceSpec`].
 
 use modelplane_eks_api::{
-    Addon, Condition, FileSystem, ManagementPolicy, Network, PodIdentityAssociation, Role, SecretReference,
+    Addon, Cluster, Condition, FileSystem, ManagementPolicy, Network, NodePool, PodIdentityAssociation, Role,
+    SecretReference,
 };
 
 use super::resource::Managed;
@@ -29,4 +29,12 @@ macro_rules! managed_with_resource_spec {
     )+};
 }
 
-managed_with_resource_spec!(Network, Role, Addon, PodIdentityAssociation, FileSystem);
+managed_with_resource_spec!(
+    Cluster,
+    NodePool,
+    Network,
+    Role,
+    Addon,
+    PodIdentityAssociation,
+    FileSystem
+);

@@ -278,8 +278,8 @@ pub fn cluster(
             ..Default::default()
         },
     );
-    mr.spec.provider_config_ref = ctx.provider_config_ref();
-    mr.spec.write_connection_secret_to_ref = Some(eks_api::SecretReference {
+    mr.spec.resource.provider_config_ref = ctx.provider_config_ref();
+    mr.spec.resource.write_connection_secret_to_ref = Some(eks_api::SecretReference {
         name: kubeconfig_secret(ctx.name),
     });
     out.compose(KEY_CLUSTER, to_value(&mr)?, false);

@@ -109,7 +109,7 @@ fn compose_pool(
             ..Default::default()
         },
     );
-    mr.spec.provider_config_ref = ctx.provider_config_ref();
+    mr.spec.resource.provider_config_ref = ctx.provider_config_ref();
     out.compose(key, to_value(&mr)?, false);
     Ok(())
 }
