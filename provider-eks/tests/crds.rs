@@ -92,8 +92,14 @@ fn the_embedded_resource_spec_keeps_the_wire_shape() {
         }}
     });
     let parsed: NodePool = serde_json::from_value(pool).unwrap();
-    assert_eq!(parsed.spec.resource.management_policies, vec![ManagementPolicy::All]);
-    assert_eq!(parsed.spec.resource.provider_config_ref.kind, "ClusterProviderConfig");
+    assert_eq!(
+        parsed.spec.resource.management_policies,
+        vec![ManagementPolicy::All]
+    );
+    assert_eq!(
+        parsed.spec.resource.provider_config_ref.kind,
+        "ClusterProviderConfig"
+    );
     let written = serde_json::to_value(&parsed).unwrap();
     assert_eq!(written["spec"]["managementPolicies"], serde_json::json!(["*"]));
     assert!(written["spec"].get("resource").is_none());

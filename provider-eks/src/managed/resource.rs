@@ -4,7 +4,7 @@ use std::fmt::Debug;
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::Resource;
-use modelplane_eks_api::{Condition, ManagementPolicy, SecretReference};
+use modelplane_eks_api::{Condition, ManagementPolicy, ProviderConfigReference, SecretReference};
 use serde::{Serialize, de::DeserializeOwned};
 
 pub trait Managed:
@@ -18,6 +18,8 @@ pub trait Managed:
     + 'static
 {
     fn management_policies(&self) -> &[ManagementPolicy];
+    /// The ProviderConfig or ClusterProviderConfig whose credentials reach AWS.
+    fn provider_config_ref(&self) -> &ProviderConfigReference;
     fn connection_secret(&self) -> Option<&SecretReference>;
     fn conditions(&self) -> &[Condition];
     /// `status.atProvider` as stored, for skipping status writes that would change nothing.
