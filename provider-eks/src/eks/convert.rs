@@ -303,7 +303,7 @@ pub fn nodegroup_drift(
     );
     NodeGroupDrift {
         unchangeable,
-        scaling: (observed.scaling != Some(desired.scaling)).then_some(desired.scaling),
+        scaling: scaling_drift(&desired.scaling, observed.scaling.as_ref()),
         labels_set: desired
             .labels
             .iter()
@@ -329,6 +329,23 @@ pub fn nodegroup_drift(
             .cloned()
             .collect(),
     }
+}
+
+/// The scaling to apply, if any. The range (`minSize`..`maxSize`) is the spec's; the desired size within it is
+/// the cluster autoscaler's once the group exists (EKS reports the size the autoscaler set), so a desired size
+/// inside the range is left alone and one outside it is brought to the nearest bound. A pool that does not
+/// autoscale has a one-size range, so its size follows the spec exactly.
+fn scaling_drift(desired: &Scaling, observed: Option<&Scaling>) -> Option<Scaling> {
+    let Some(observed) = observed else {
+        return Some(*desired);
+    };
+    let (min, max) = (desired.min_size, desired.max_size.max(desired.min_size));
+    let in_range = (min..=max).contains(&observed.desired_size);
+    let same_range = observed.min_size == min && observed.max_size == desired.max_size;
+    (!(same_range && in_range)).then(|| Scaling {
+        desired_size: observed.desired_size.max(min).min(max),
+        ..*desired
+    })
 }
 
 /// Spec fields left open that EKS filled in (AMI type, disk size), as a `spec.forProvider` merge patch.

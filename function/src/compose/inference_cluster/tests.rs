@@ -701,3 +701,6 @@ fn usages_hold_deletion_in_reverse_order() {
 
 #[path = "tests_security_groups.rs"]
 mod security_groups;
+
+#[path = "tests_autoscaling.rs"]
+mod autoscaling;

@@ -101,6 +101,7 @@ fn compose_pool(
     network: &infra::Network,
 ) -> Result<(), ComposeError> {
     let key = node_pool_key(pool);
+    params.tags.extend(autoscaler_tags(ctx.name, &params.scaling));
     params.security_group_ids = infra::fixed_groups(ctx, &key, "/spec/forProvider/securityGroupIds", network);
     let mut mr = eks_api::NodePool::new(
         &format!("{}-{pool}", ctx.name),
@@ -122,6 +123,18 @@ fn scaling(pool: &NodePool) -> eks_api::Scaling {
         max_size: pool.max_node_count.unwrap_or(pool.node_count),
         desired_size: pool.node_count,
     }
+}
+
+/// The tags the cluster autoscaler's auto-discovery (`autoDiscovery.clusterName`) looks for, on every pool
+/// whose range lets it grow or shrink; a pool of fixed size is left out of its reach.
+fn autoscaler_tags(cluster: &str, scaling: &eks_api::Scaling) -> BTreeMap<String, String> {
+    if scaling.max_size <= scaling.min_size {
+        return BTreeMap::new();
+    }
+    BTreeMap::from([
+        ("k8s.io/cluster-autoscaler/enabled".to_owned(), "true".to_owned()),
+        (format!("k8s.io/cluster-autoscaler/{cluster}"), "owned".to_owned()),
+    ])
 }
 
 /// The GPU taint keeps everything but GPU workloads off GPU nodes; the cluster's own taints apply to every
