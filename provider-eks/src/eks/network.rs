@@ -276,10 +276,15 @@ impl ExternalClient<Network> for NetworkClient {
     type AtProvider = NetworkObservation;
 
     async fn observe(&self, mr: &Network) -> Result<Observation<NetworkObservation>, ExternalError> {
+        if let Some(steady) = network_find::unchanged(&self.clients.ec2, mr).await? {
+            return Ok(steady);
+        }
         let parts = network_find::find(&self.clients.ec2, &owner(mr)).await?;
+        network_find::full_look(&owner(mr), Some(std::time::Instant::now()));
         let deleting = mr.metadata.deletion_timestamp.is_some();
         let leftovers = parts.internet_gateway.is_some() || parts.elastic_ip.is_some();
         if parts.vpc.is_none() && !(deleting && leftovers) {
+            network_find::full_look(&owner(mr), None);
             return Ok(Observation::missing());
         }
         let spec = &mr.spec.for_provider;
