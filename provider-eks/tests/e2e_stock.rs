@@ -57,8 +57,8 @@ fn assert_made_once(made: &Inventory) {
 
 /// Deletes the cluster's managed resources as Crossplane would and checks that AWS holds exactly what it held
 /// before the run.
-async fn tear_down_to(world: &World, cluster: &mut StockCluster, baseline: &Inventory) {
-    cluster.delete(world).await;
+async fn tear_down_to(world: &World, cluster: &mut StockCluster, baseline: &Inventory) -> Vec<String> {
+    let events = cluster.delete(world).await;
     let after = inventory::take(world).await;
     let left = after.since(baseline);
     assert!(
@@ -68,6 +68,7 @@ async fn tear_down_to(world: &World, cluster: &mut StockCluster, baseline: &Inve
     );
     let gone = baseline.since(&after);
     assert!(gone.is_empty(), "deleted what the run did not make: {gone:#?}");
+    events
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,7 +257,59 @@ async fn a_stock_inference_cluster_comes_up_in_stages_and_deleting_it_leaves_not
     let with_twin = inventory::take(&world).await.since(&baseline);
     assert_eq!(with_twin.duplicates().len(), 1, "{:?}", with_twin.duplicates());
     ec2.delete_vpc().vpc_id(twin).send().await.unwrap();
-    tear_down_to(&world, &mut cluster, &baseline).await;
+
+    let calls_before_delete = world.proxy.requests().len();
+    let events = tear_down_to(&world, &mut cluster, &baseline).await;
+
+    // A role is stripped of its policies when its delete starts: the node role's must wait until the node
+    // groups are gone from AWS (their MRs lose the finalizer only then), and the cluster role's until the
+    // cluster is.
+    let at = |event: &str| {
+        events
+            .iter()
+            .position(|e| e == event)
+            .unwrap_or_else(|| panic!("no {event}: {events:?}"))
+    };
+    for (user, used) in [
+        ("eks-nodepool-gpu", "eks-role-node"),
+        ("eks-nodepool-system", "eks-role-node"),
+        ("eks-cluster", "eks-role-cluster"),
+        ("eks-podidentity-efs-csi", "eks-role-efs-csi"),
+        ("eks-podidentity-autoscaler", "eks-role-autoscaler"),
+        ("eks-cluster", "eks-network"),
+        ("eks-filesystem", "eks-network"),
+    ] {
+        assert!(
+            at(&format!("gone {user}")) < at(&format!("delete {used}")),
+            "{used} deleted before {user} was gone: {events:?}"
+        );
+    }
+
+    // AWS saw the deletes in the order the Usages hold: what hangs off the cluster, the cluster, then its
+    // network and roles; the mount targets before the subnets they sit in.
+    let deletes: Vec<String> = world.proxy.requests()[calls_before_delete..]
+        .iter()
+        .filter(|r| r.starts_with("DELETE ") || r.starts_with("EC2 Delete"))
+        .cloned()
+        .collect();
+    let first = |what: &dyn Fn(&str) -> bool| {
+        deletes
+            .iter()
+            .position(|r| what(r))
+            .unwrap_or_else(|| panic!("a delete is missing: {deletes:?}"))
+    };
+    let last = |what: &dyn Fn(&str) -> bool| deletes.iter().rposition(|r| what(r)).unwrap();
+    let cluster_path = format!("DELETE /clusters/{name}");
+    let control_plane = first(&|r| r == cluster_path);
+    let hanging_off = last(&|r| {
+        ["/node-groups/", "/addons/", "/pod-identity-associations/"]
+            .iter()
+            .any(|part| r.starts_with(&cluster_path) && r.contains(part))
+    });
+    assert!(hanging_off < control_plane, "{deletes:?}");
+    assert!(control_plane < first(&|r| r == "EC2 DeleteVpc"), "{deletes:?}");
+    let mount_targets = last(&|r| r.starts_with("DELETE /2015-02-01/mount-targets/"));
+    assert!(mount_targets < first(&|r| r == "EC2 DeleteSubnet"), "{deletes:?}");
 }
 
 /// The Create-type calls a stock cluster makes (every one of them: each kind of AWS object, attachment and

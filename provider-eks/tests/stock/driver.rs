@@ -281,21 +281,24 @@ impl StockCluster {
     }
 
     /// Deletes the composite's MRs as Crossplane does under the function's Usages, and waits until the API
-    /// server has none left (the provider removes each finalizer once AWS is clean). Returns the order in
-    /// which the deletes were issued.
+    /// server has none left (the provider removes each finalizer once AWS is clean). Returns what happened, in
+    /// order: `delete <key>` when the delete was issued, `gone <key>` when the MR was seen gone.
     pub async fn delete(&mut self, world: &World) -> Vec<String> {
         let usages = self.usages();
         let deadline = Instant::now() + CONVERGE;
-        let mut issued = Vec::new();
+        let mut events = Vec::new();
+        let mut issued = BTreeSet::new();
         loop {
             let mut present = BTreeSet::new();
             for (key, (kind, name)) in &self.applied {
                 if Self::get(world, kind, name).await.is_some() {
                     present.insert(key.clone());
+                } else if issued.contains(key) && !events.contains(&format!("gone {key}")) {
+                    events.push(format!("gone {key}"));
                 }
             }
             if present.is_empty() {
-                return issued;
+                return events;
             }
             for key in &present {
                 let in_use = usages.iter().any(|(by, of)| of == key && present.contains(by));
@@ -308,7 +311,8 @@ impl StockCluster {
                 api.delete(name, &DeleteParams::background())
                     .await
                     .unwrap_or_else(|e| panic!("deleting {kind} {name}: {e}"));
-                issued.push(key.clone());
+                issued.insert(key.clone());
+                events.push(format!("delete {key}"));
             }
             assert!(
                 Instant::now() < deadline,
