@@ -236,6 +236,9 @@ impl World {
     /// credentials Secret (replacing one an earlier world left).
     async fn seed_cluster_provider_config(&self) {
         let api: Api<ClusterProviderConfig> = Api::all(self.kube.clone());
+        // An earlier world's provider is gone and cannot release a finalizer it put there.
+        let unfinalize = Patch::Merge(json!({ "metadata": { "finalizers": null } }));
+        let _ = api.patch("default", &PatchParams::default(), &unfinalize).await;
         let _ = api.delete("default", &Default::default()).await;
         let mut credentials = super::secret_credentials();
         if let Some(secret) = credentials.secret_ref.as_mut() {
