@@ -203,14 +203,17 @@ class _CrdVersion:
 @functools.cache
 def _all_crds() -> tuple[_CrdVersion, ...]:
     found = []
-    for path in sorted(crd_dir().glob("*.yaml")):
+    # The fleet-routing CRDs sit one directory per project and release (tests/crds/routing/SOURCES.md); every
+    # release vendored there must accept what is composed for it.
+    paths = sorted(crd_dir().glob("*.yaml")) + sorted(crd_dir().glob("routing/*/*/*.yaml"))
+    for path in paths:
         for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
             if not doc or doc.get("kind") != "CustomResourceDefinition":
                 continue
             spec = doc["spec"]
             for version in spec["versions"]:
                 if version.get("served", True) and "schema" in version:
-                    found.append(_CrdVersion(path.name, spec["group"], spec["names"]["kind"], version["name"],
+                    found.append(_CrdVersion(str(path.relative_to(crd_dir())), spec["group"], spec["names"]["kind"], version["name"],
                                              spec.get("scope", "Namespaced"),
                                              version["schema"]["openAPIV3Schema"]))
     return tuple(found)

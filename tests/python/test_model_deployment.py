@@ -92,3 +92,23 @@ def test_a_misspelt_field_would_be_caught():
     pcs = next(m for m in found if m["kind"] == "PodCliqueSet")
     pcs["spec"]["template"]["startupType"] = "CliqueStartupTypeExplicit"
     assert manifests.validate(pcs)
+
+
+@pytest.mark.parametrize("stack", ["standard", "dynamo"])
+@pytest.mark.parametrize("xr", [SEED, SMALL], ids=["seed", "small"])
+def test_a_replica_on_a_cluster_with_a_gateway_gets_valid_routing_objects(tmp_path, stack, xr):
+    """Pool, route and endpoint picker: core kinds against Kubernetes' strict schemas, the rest against every
+    vendored release of their CRDs (tests/crds/routing)."""
+    for source in (CLUSTERS / stack).glob("*.yaml"):
+        obj = yaml.safe_load(source.read_text())
+        if obj["kind"] == "InferenceCluster":
+            obj["status"]["gateway"] = {"address": "203.0.113.7"}
+        (tmp_path / source.name).write_text(yaml.safe_dump(obj))
+    rendered = render(xr, tmp_path)
+    found = workload_manifests(rendered)
+    routing = [m for m in found if m["kind"] in ("InferencePool", "HTTPRoute", "ServiceAccount", "Role",
+                                                 "RoleBinding", "ConfigMap")]
+    assert kinds(routing) == sorted(["InferencePool", "HTTPRoute", "ServiceAccount", "Role", "RoleBinding",
+                                     "ConfigMap"])
+    for manifest in found:
+        manifests.assert_valid(manifest)

@@ -295,6 +295,9 @@ pub struct InferenceClusterStatus {
     /// KAI queue engines are submitted to (Dynamo only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kai_queue: Option<String>,
+    /// Where the cluster's gateway answers, once it has an address: replicas here are reachable through it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<GatewayStatus>,
     /// Pools that can take workloads now, with the devices copied from their classes.
     #[serde(default)]
     pub pools: Vec<PoolStatus>,
@@ -308,6 +311,13 @@ pub struct InferenceClusterStatus {
     /// own through the response, never here.
     #[serde(default, skip_serializing)]
     pub conditions: Vec<Condition>,
+}
+
+/// The cluster gateway every replica's route attaches to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct GatewayStatus {
+    /// The Gateway's first `status.addresses` value: an IP or a DNS name.
+    pub address: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

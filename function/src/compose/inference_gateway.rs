@@ -1,6 +1,7 @@
 //! Puts the fleet's front door on an InferenceCluster: a Gateway API `Gateway` served by the Envoy Gateway and
-//! Envoy AI Gateway the serving stack installs on every cluster. ModelServices attach their `AIGatewayRoute`s to
-//! it; this composer owns only the listener and reports where it answers.
+//! Envoy AI Gateway the serving stack installs on every cluster, in the namespace and GatewayClass the cluster's
+//! own gateway component composes (so two composites never manage one remote object). ModelServices attach their
+//! `AIGatewayRoute`s to it; this composer owns only the listener and reports where it answers.
 //!
 //! The cluster is the one `spec.clusterName` names, or else one picked once and kept: the current cluster while it
 //! exists (moving the front door changes its address under every caller), else the first reachable cluster by
@@ -21,13 +22,11 @@ use crate::{
     proto::v1::{ResourceSelector, RunFunctionRequest, Status},
     schedule::ClusterView,
     sdk::request,
+    stack::routing::GATEWAY_CLASS,
     wire::RawStruct,
 };
 
 const CLUSTERS: &str = "clusters";
-/// The class the cluster's Envoy Gateway controller answers for.
-const GATEWAY_CLASS: &str = "modelplane-inference";
-const ENVOY_GATEWAY_CONTROLLER: &str = "gateway.envoyproxy.io/gatewayclass-controller";
 
 #[derive(Deserialize)]
 struct InferenceGateway {
@@ -115,16 +114,6 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     let ready = |key: &str| {
         remote::observed::<Value>(request::observed_composed(req, key)).is_some_and(|o| o.is_ready())
     };
-    out.compose(
-        "namespace",
-        remote::namespace_object(GATEWAY_NAMESPACE, &pc),
-        ready("namespace"),
-    );
-    out.compose(
-        "gateway-class",
-        remote::object(gateway_class(), &pc),
-        ready("gateway-class"),
-    );
     let address = remote::observed::<GatewayView>(request::observed_composed(req, "gateway"))
         .as_ref()
         .and_then(|o| o.manifest())
@@ -156,15 +145,6 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     }
     out.ready = Some(gateway_ready);
     Ok(out)
-}
-
-fn gateway_class() -> Value {
-    json!({
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "GatewayClass",
-        "metadata": {"name": GATEWAY_CLASS},
-        "spec": {"controllerName": ENVOY_GATEWAY_CONTROLLER},
-    })
 }
 
 /// Routes attach from the namespaces of the services they serve, so every namespace may attach; which services a

@@ -16,28 +16,30 @@ use crate::{
     api::{
         Composite,
         inference_cluster::deployment_key,
-        model_deployment::{
-            EngineStatus, ModelDeploymentSpec, ModelDeploymentStatus, PreviousPlacement, RejectionStatus,
-            ReplicaStatus,
-        },
+        model_deployment::{ModelDeploymentSpec, ModelDeploymentStatus, PreviousPlacement, ReplicaStatus},
     },
     proto::v1::{Resource, ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
-    schedule::{self, ClusterView, Input, Outcome, Placement, Unplaced},
+    schedule::{self, ClusterView, Input, Outcome, Placement},
     sdk::request,
     stack::CacheUse,
     wire::RawStruct,
 };
 
 mod cache;
+pub mod endpoint;
+use endpoint::Routed;
+use handover::Keep;
 mod fleet;
+mod handover;
 mod observed;
 mod replica;
+mod report;
+mod services;
+use report::{engine_status, previous_engines, unplaced_status};
 mod validate;
 
 pub use fleet::{CLUSTERS, named as cluster_requirement};
 pub const CACHE: &str = "model-cache";
-/// How many rejections an unplaced replica lists in status; the rest are counted. A fleet has hundreds of pools.
-const MAX_REJECTIONS_SHOWN: usize = 10;
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let md: Composite<ModelDeploymentSpec> = xr.parse()?;
@@ -51,8 +53,10 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     pins.retain(|replica, _| *replica < md.spec.replicas);
     // Something waits to be placed: only then are clusters it does not run on read.
     let mut candidates = pins.len() < md.spec.replicas as usize;
+    // Only while a replica moves are the namespace's ModelServices read (see services.rs).
+    let moving = observed.replicas.values().any(|placements| placements.len() > 1);
     let mut out = Output {
-        requirements: requirements(&md.spec, namespace, &placed_on, candidates),
+        requirements: requirements(&md.spec, namespace, &placed_on, candidates, moving),
         ..Output::default()
     };
     let Some(mut clusters) = fleet::gather(req, &placed_on, candidates, &mut out.warnings) else {
@@ -75,7 +79,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         if !evicted.is_empty() || !all_placed {
             // The clusters it runs on cannot keep every replica: read the candidates too.
             candidates = true;
-            out.requirements = requirements(&md.spec, namespace, &placed_on, candidates);
+            out.requirements = requirements(&md.spec, namespace, &placed_on, candidates, moving);
             let Some(more) = fleet::gather(req, &placed_on, candidates, &mut out.warnings) else {
                 return Ok(waiting_for_clusters(out));
             };
@@ -101,6 +105,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         evicted: &evicted,
         cache: gate.cache_use(namespace),
         gate: &gate,
+        services: services::Services::read(req),
     };
     let status = replicas.compose(&mut out, &outcomes)?;
     scheduled_condition(&mut out, &status, md.spec.replicas);
@@ -160,6 +165,8 @@ struct Replicas<'a> {
     evicted: &'a BTreeMap<u32, String>,
     gate: &'a cache::CacheGate,
     cache: Option<CacheUse<'a>>,
+    /// The namespace's ModelServices, while a replica moves and once Crossplane fetched them.
+    services: Option<services::Services>,
 }
 
 impl Replicas<'_> {
@@ -174,8 +181,27 @@ impl Replicas<'_> {
                 Outcome::Unplaced(unplaced) => unplaced_status(index, unplaced),
             };
             let serving = replica.ready == Some(true);
-            if !serving {
-                replica.moving_from = self.retain_previous(out, index, replica.cluster.as_deref());
+            // Make before break reaches the callers too: a moving replica's old placement, and its endpoint,
+            // stay until the new placement's endpoint is Ready, not merely its engines.
+            let routed = match replica.cluster.as_deref() {
+                Some(cluster) if serving => self.compose_endpoint(out, index, cluster),
+                _ => Routed::NoEndpoint,
+            };
+            let current = replica.cluster.as_deref();
+            let moving = self
+                .observed
+                .replicas
+                .get(&index)
+                .is_some_and(|placements| placements.keys().any(|c| Some(c.as_str()) != current));
+            let handed_over = match (routed, current) {
+                (Routed::Ready, Some(cluster)) if moving => self.routed_by_services(index, cluster),
+                (Routed::Pending, _) => false,
+                _ => true,
+            };
+            if !serving || !handed_over {
+                replica.moving_from = self.retain_previous(out, index, current, Keep::Serving);
+            } else if moving {
+                replica.moving_from = self.retain_previous(out, index, current, Keep::WhileRouted);
             }
             if let Some(placement) = replica
                 .cluster
@@ -241,26 +267,37 @@ impl Replicas<'_> {
         }
     }
 
-    /// Keeps a replica's other placements running while it does not serve where it is now (make before
-    /// break), unless their cluster is gone. Returns the placement kept, for status.
+    /// Keeps a replica's other placements running while it does not serve callers where it is now (make
+    /// before break), unless their cluster is gone: with `Keep::Serving` with the endpoint of each that still
+    /// serves, with `Keep::WhileRouted` only those some ModelService still routes, without their endpoints.
+    /// Returns the placement kept, for status.
     fn retain_previous(
         &self,
         out: &mut Output,
         index: u32,
         current: Option<&str>,
+        keep: Keep,
     ) -> Option<PreviousPlacement> {
         let mut kept = None;
         for (cluster, placement) in self.observed.replicas.get(&index)? {
-            let gone = !self.clusters.iter().any(|c| &c.metadata.name == cluster);
+            let view = self.clusters.iter().find(|c| &c.metadata.name == cluster);
             let overcommitted = self.evicted.get(&index) == Some(cluster);
-            if Some(cluster.as_str()) == current || gone || overcommitted {
+            let Some(view) = view.filter(|_| Some(cluster.as_str()) != current && !overcommitted) else {
+                continue;
+            };
+            if keep == Keep::WhileRouted && !self.still_routed(index, view) {
                 continue;
             }
+            let mut serves = !placement.pools.is_empty();
             for key in &placement.keys {
                 let resource = request::observed_composed(self.req, key);
+                serves &= object_ready(resource);
                 if let Some(object) = resource.and_then(observed::retained) {
                     out.compose(key.clone(), object, object_ready(resource));
                 }
+            }
+            if serves && keep == Keep::Serving {
+                self.compose_endpoint(out, index, cluster);
             }
             kept.get_or_insert_with(|| PreviousPlacement {
                 cluster: cluster.clone(),
@@ -269,25 +306,6 @@ impl Replicas<'_> {
         }
         kept
     }
-}
-
-/// The nodes an observed placement holds, from the engines' pools and the spec.
-fn previous_engines(
-    spec: &ModelDeploymentSpec,
-    placement: &observed::ObservedPlacement,
-) -> Vec<EngineStatus> {
-    spec.template
-        .spec
-        .engines
-        .iter()
-        .filter_map(|engine| {
-            Some(EngineStatus {
-                name: engine.name.clone(),
-                pool: placement.pools.get(&engine.name)?.clone(),
-                nodes: schedule::engine_nodes(engine),
-            })
-        })
-        .collect()
 }
 
 /// Nodes one engine of a replica holds: a node per pod of every copy.
@@ -347,8 +365,12 @@ fn requirements(
     namespace: &str,
     placed_on: &BTreeSet<String>,
     candidates: bool,
+    moving: bool,
 ) -> BTreeMap<String, ResourceSelector> {
     let mut requirements = fleet::requirements(spec, placed_on, candidates);
+    if moving {
+        requirements.insert(services::SERVICES.to_owned(), services::requirement(namespace));
+    }
     if let Some(cache) = &spec.template.spec.model_cache_ref {
         requirements.insert(
             CACHE.to_owned(),
@@ -368,42 +390,10 @@ fn object_ready(observed: Option<&Resource>) -> bool {
     remote::observed::<IgnoredAny>(observed).is_some_and(|o| o.is_ready())
 }
 
-fn engine_status(spec: &ModelDeploymentSpec, placement: &Placement) -> Vec<EngineStatus> {
-    spec.template
-        .spec
-        .engines
-        .iter()
-        .zip(&placement.engines)
-        .map(|(engine, at)| EngineStatus {
-            name: engine.name.clone(),
-            pool: at.pool.name.clone(),
-            nodes: schedule::engine_nodes(engine),
-        })
-        .collect()
-}
-
-fn unplaced_status(index: u32, unplaced: &Unplaced) -> ReplicaStatus {
-    let hidden = unplaced.rejections.len().saturating_sub(MAX_REJECTIONS_SHOWN);
-    ReplicaStatus {
-        replica: index,
-        reason: Some(unplaced.reason.as_str().to_owned()),
-        rejections: unplaced
-            .rejections
-            .iter()
-            .take(MAX_REJECTIONS_SHOWN)
-            .map(|r| RejectionStatus {
-                cluster: r.cluster.clone(),
-                pool: r.pool.clone(),
-                reason: r.reason.clone(),
-            })
-            .collect(),
-        more_rejections: (hidden > 0).then_some(hidden),
-        ..ReplicaStatus::default()
-    }
-}
-
 #[cfg(test)]
 mod engine_tests;
+#[cfg(test)]
+mod routing_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

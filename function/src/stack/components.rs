@@ -246,6 +246,40 @@ pub const AI_GATEWAY: Component = Component {
     why: "OpenAI-compatible routing onto InferencePools; the version Envoy Gateway v1.8 is tested with",
 };
 
+pub const INFERENCE_EXTENSION_CRDS: Component = Component {
+    name: "inference-extension-crds",
+    version: "v1.0.1",
+    namespace: "",
+    install: Install::Objects,
+    needs: Needs::Always,
+    why: "InferencePool v1, the backend every replica's route names (and the InferenceObjective the picker \
+          watches); the release Envoy Gateway v1.8's InferencePool support and the v0.9 picker are built on",
+};
+
+pub const CLUSTER_GATEWAY: Component = Component {
+    name: "cluster-gateway",
+    version: ENVOY_GATEWAY.version,
+    namespace: super::routing::GATEWAY_NAMESPACE,
+    install: Install::Objects,
+    needs: Needs::Always,
+    why: "the one Gateway every replica's route attaches to, served by this table's Envoy Gateway",
+};
+
+/// The endpoint picker each replica's InferencePool calls (llm-d's, prefix-cache and queue-depth aware). Not a
+/// component (every replica runs its own), but pinned here with the gateway it plugs into.
+pub const ENDPOINT_PICKER_IMAGE: &str = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0";
+
+/// The plain objects of the common `Install::Objects` rows, keyed by component name.
+pub fn common_objects() -> Vec<(&'static str, Vec<super::StackObject>)> {
+    vec![
+        (
+            INFERENCE_EXTENSION_CRDS.name,
+            super::routing::inference_extension_crds(),
+        ),
+        (CLUSTER_GATEWAY.name, super::routing::cluster_gateway()),
+    ]
+}
+
 /// What every EKS cluster runs, whatever its stack.
 pub const EKS: &[Component] = &[
     CERT_MANAGER,
@@ -257,6 +291,8 @@ pub const EKS: &[Component] = &[
     ENVOY_GATEWAY,
     AI_GATEWAY_CRDS,
     AI_GATEWAY,
+    INFERENCE_EXTENSION_CRDS,
+    CLUSTER_GATEWAY,
 ];
 
 /// What a cluster Modelplane did not provision runs: no cloud-specific autoscaler or fabric driver.
@@ -268,6 +304,8 @@ pub const GENERIC: &[Component] = &[
     ENVOY_GATEWAY,
     AI_GATEWAY_CRDS,
     AI_GATEWAY,
+    INFERENCE_EXTENSION_CRDS,
+    CLUSTER_GATEWAY,
 ];
 
 /// The common rows of a cloud's table.

@@ -23,6 +23,7 @@ pub mod model_express;
 pub mod names;
 pub mod pod;
 mod pod_clique_set;
+pub mod routing;
 pub mod standard;
 
 pub use components::{Cloud, ClusterFacts, Component, Install, Needs};
@@ -36,6 +37,9 @@ pub const RANK_ENV: &str = "MODELPLANE_RANK";
 pub struct EngineWorkload<'a> {
     /// Name of the workload object, within [`ServingStack::workload_name_budget`].
     pub name: String,
+    /// The replica's serving name ([`routing::serving_name`]): its InferencePool selects the serving pods of
+    /// every engine of the replica by it.
+    pub serving_name: String,
     /// Namespace on the workload cluster.
     pub namespace: &'a str,
     pub engine: &'a Engine,
@@ -141,6 +145,8 @@ pub enum Readiness {
     Created,
     /// When the workload reports `Available=True` (Deployments).
     Available,
+    /// When this CEL query over the remote `object` holds.
+    Query(&'static str),
 }
 
 impl StackObject {
@@ -149,6 +155,14 @@ impl StackObject {
             suffix,
             manifest,
             readiness: Readiness::Created,
+        }
+    }
+
+    pub fn queried(suffix: &'static str, manifest: Value, query: &'static str) -> Self {
+        Self {
+            suffix,
+            manifest,
+            readiness: Readiness::Query(query),
         }
     }
 

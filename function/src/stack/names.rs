@@ -17,6 +17,11 @@ pub fn child_name(parts: &[&str], max: usize) -> String {
     format!("{cut}-{suffix}")
 }
 
+/// A short, stable digest of `bytes`, for annotations that change when what they digest changes.
+pub fn short_hash(bytes: &[u8]) -> String {
+    format!("{:08x}", fnv1a(bytes))
+}
+
 /// FNV-1a: tiny, stable across releases and platforms, which a name hash must be.
 fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5, |hash: u32, byte| {

@@ -20,6 +20,9 @@ use crate::api::{
 pub const SERVING_PORT: u16 = 8000;
 /// Labels the serving pods (Standalone and Leader), selected by the Service.
 pub const SERVING_LABEL: &str = "modelplane.ai/serving";
+/// Labels the serving pods of every engine of a replica, selected by the replica's InferencePool. Only the
+/// leader of a gang serves: its workers hold the rest of the model and answer no requests.
+pub const INFERENCE_POOL_LABEL: &str = "modelplane.ai/inference-pool";
 /// Labels every pod of a workload, selected by its Deployment.
 pub const WORKLOAD_LABEL: &str = "modelplane.ai/workload";
 /// The pod's one claim, covering every device request of its member.
@@ -47,6 +50,7 @@ pub fn pod_labels(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
     labels.insert(WORKLOAD_LABEL, &w.name);
     if matches!(member.role, Role::Standalone | Role::Leader) {
         labels.insert(SERVING_LABEL, &w.name);
+        labels.insert(INFERENCE_POOL_LABEL, &w.serving_name);
     }
     labels
         .into_iter()

@@ -164,6 +164,25 @@ def test_an_existing_cluster_and_a_gang_deployment_are_composed_applied_and_clea
     assert conditions(written).get("Synced") == "True", written["status"]
     assert conditions(written).get("Ready") == "False", "Ready without a running engine"
 
+    # The placement ledger (docs/scheduling.md): the replica's namespace Object names the cluster in a label and its
+    # nodes in an annotation; the InferenceCluster requires its own entries by that label and sums them into its
+    # pools' status on its next reconcile.
+    ledger = [o for o in objects if ((o["metadata"].get("labels") or {}).get("modelplane.ai/cluster") == name)]
+    assert len(ledger) == 1, [o["metadata"]["name"] for o in objects]
+    entry = ledger[0]["metadata"]["annotations"]
+    assert entry["modelplane.ai/deployment"] == md_name and entry["modelplane.ai/replica"] == "0", entry
+    held = dict(part.split("=") for part in entry["modelplane.ai/nodes"].split(","))
+    assert held == {"gpu": "2"}, entry  # the gang: a leader and one worker node, 8 GPUs each
+
+    def gpu_pool() -> dict:
+        return next(p for p in ((cluster_now() or {}).get("status") or {}).get("pools") or [] if p["name"] == "gpu")
+
+    pool = wait_for("the InferenceCluster to count the replica's nodes", lambda: gpu_pool().get("holders") and gpu_pool(),
+                    CONVERGE_SECONDS, lambda: str((cluster_now() or {}).get("status")))
+    assert pool["allocatedNodes"] == 2, pool
+    assert pool["holders"] == [{"deployment": f"{namespace}/{md_name}", "replica": 0, "nodes": 2}], pool
+    assert not (cluster_now()["status"].get("overcommitted") or []), cluster_now()["status"]
+
     # Deleting the composite removes the Objects (garbage collection); provider-kubernetes then deletes what each
     # applied, except where the Object's management policies leave Delete out (the shared Namespace).
     deletable = [o["spec"]["forProvider"]["manifest"] for o in objects
@@ -177,6 +196,10 @@ def test_an_existing_cluster_and_a_gang_deployment_are_composed_applied_and_clea
     wait_for("the ModelDeployment's manifests removed", lambda: not any(exists(kube, m) for m in deletable),
              CONVERGE_SECONDS, lambda: str([describe(m) for m in deletable if exists(kube, m)]))
     assert all(exists(kube, m) for m in kept), [describe(m) for m in kept if not exists(kube, m)]
+    # The ledger entry went with its Object: the cluster frees the nodes on its next reconcile.
+    wait_for("the InferenceCluster to free the replica's nodes", lambda: not gpu_pool().get("holders"),
+             CONVERGE_SECONDS, lambda: str(gpu_pool()))
+    assert gpu_pool().get("allocatedNodes", 0) == 0, gpu_pool()
 
     kube.delete(API, "InferenceCluster", name)
     wait_for("the InferenceCluster's Releases removed", lambda: not composed_by(kube, RELEASE_API, "Release", name),

@@ -96,7 +96,8 @@ pub fn compose_components(
     stack: &dyn ServingStack,
     plan: &mut [Planned],
 ) {
-    let objects = stack.objects();
+    let mut objects = stack.objects();
+    objects.extend(components::common_objects());
     for planned in plan.iter_mut() {
         let component = planned.component;
         match component.install {
@@ -151,6 +152,7 @@ fn wrap(cluster: &str, part: &str, object: &crate::stack::StackObject) -> Value 
     let readiness = match object.readiness {
         Readiness::Created => json!({"policy": "SuccessfulCreate"}),
         Readiness::Available => json!({"policy": "DeriveFromCelQuery", "celQuery": DEPLOYMENT_AVAILABLE}),
+        Readiness::Query(query) => json!({"policy": "DeriveFromCelQuery", "celQuery": query}),
     };
     let mut wrapped = remote::object(object.manifest.clone(), &provider_config_name(cluster));
     wrapped["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});

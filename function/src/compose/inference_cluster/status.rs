@@ -13,13 +13,14 @@ use crate::{
     api::{
         inference_class::InferenceClassSpec,
         inference_cluster::{
-            ComponentStatus, FabricType, InferenceClusterSpec, InferenceClusterStatus, PoolStatus, Source,
+            ComponentStatus, FabricType, GatewayStatus, InferenceClusterSpec, InferenceClusterStatus,
+            PoolStatus, Source,
         },
     },
     compose::Output,
     proto::v1::{RunFunctionRequest, Status},
     sdk::request,
-    stack::ServingStack,
+    stack::{ServingStack, components::CLUSTER_GATEWAY, routing::GATEWAY_SUFFIX},
 };
 
 /// Kinds that never report conditions: existing is as ready as they get.
@@ -140,6 +141,7 @@ pub fn report(
         cache_storage_class: cache_storage_class(out, spec),
         model_express_address: stack.model_express_address(),
         kai_queue: stack.kai_queue().map(str::to_owned),
+        gateway: gateway_address(req).map(|address| GatewayStatus { address }),
         pools,
         components,
         overcommitted,
@@ -149,6 +151,22 @@ pub fn report(
         out.status = map;
     }
     out.ready = Some(all_ready);
+}
+
+/// Where the cluster gateway answers: the first address Envoy Gateway gave it, as observed on the cluster.
+/// Replicas here get endpoints only once it has one.
+fn gateway_address(req: &RunFunctionRequest) -> Option<String> {
+    let key = format!("object-{}-{GATEWAY_SUFFIX}", CLUSTER_GATEWAY.name);
+    let object = request::observed_composed(req, &key)?
+        .resource
+        .as_ref()?
+        .to_json()
+        .ok()?;
+    object
+        .pointer("/status/atProvider/manifest/status/addresses/0/value")
+        .and_then(Value::as_str)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
 }
 
 /// The class ModelCaches stage on: on an existing cluster the one the user names; on EKS Modelplane's own EFS

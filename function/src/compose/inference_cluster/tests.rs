@@ -233,9 +233,18 @@ fn standard_composes_lws_and_nothing_of_dynamo() {
     let charts = charts(&out);
     assert!(charts.contains("lws"));
     assert!(!charts.contains("grove-charts") && !charts.contains("kai-scheduler"));
+    let common = [
+        "StorageClass",
+        "CustomResourceDefinition",
+        "Namespace",
+        "GatewayClass",
+        "Gateway",
+    ];
     assert!(
-        manifests(&out).iter().all(|m| m["kind"] == "StorageClass"),
-        "Standard needs no plain objects besides the cache StorageClass"
+        manifests(&out)
+            .iter()
+            .all(|m| common.contains(&m["kind"].as_str().unwrap_or_default())),
+        "Standard needs no plain objects besides the cache StorageClass and the routing every stack gets"
     );
     assert!(out.status.get("kaiQueue").is_none() && out.status.get("modelExpressAddress").is_none());
 }

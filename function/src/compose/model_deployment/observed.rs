@@ -1,8 +1,9 @@
 //! What runs now: each replica's placements, read back from the annotations on its observed Objects.
 //!
 //! A replica normally has one placement. While it moves it has two: the new one, composed first, and the old
-//! one, kept running (marked retiring) until the new one is Ready, unless the old cluster is gone. That is make
-//! before break: a replica's traffic never drops to nothing because it moved.
+//! one, kept running (marked retiring) until the new one is Ready and, where it has an endpoint, routed by the
+//! services that select it (handover.rs), unless the old cluster is gone. That is make before break: a
+//! replica's traffic never drops to nothing because it moved.
 
 use std::collections::{BTreeMap, BTreeSet};
 

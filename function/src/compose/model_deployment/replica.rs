@@ -11,7 +11,7 @@ use crate::{
     },
     compose::remote,
     schedule::{self, EnginePlacement, Placement, cluster},
-    stack::{CacheUse, EngineWorkload, ServingStack, names::child_name, pod, serving_stack},
+    stack::{CacheUse, EngineWorkload, ServingStack, names::child_name, pod, routing, serving_stack},
 };
 
 pub use crate::api::ledger::{CLUSTER_ANNOTATION, REPLICA_ANNOTATION};
@@ -54,7 +54,39 @@ pub fn objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> {
     for (engine, engine_placement) in ctx.spec.template.spec.engines.iter().zip(&placement.engines) {
         out.extend(engine_objects(ctx, placement, stack, engine, engine_placement));
     }
+    // A replica is routed only where the cluster gateway has an address: a cluster that provides its own
+    // components may have no gateway, or no InferencePool API, to route with.
+    if super::endpoint::gateway_address(placement.cluster).is_some() {
+        out.extend(routing_objects(ctx, placement));
+    }
     out
+}
+
+/// The replica's InferencePool, endpoint picker and HTTPRoute on its cluster. They are part of the replica:
+/// it is Ready (and gets its endpoint) only once its picker is Available too.
+fn routing_objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> {
+    let cluster = &placement.cluster.metadata.name;
+    let serving_name = routing::serving_name(ctx.xr_name, ctx.replica);
+    routing::replica_objects(ctx.xr_namespace, &serving_name, ctx.spec)
+        .into_iter()
+        .map(|o| {
+            let readiness = if o.available {
+                json!({"policy": "DeriveFromCelQuery", "celQuery": crate::stack::AVAILABLE_QUERY})
+            } else {
+                json!({"policy": "SuccessfulCreate"})
+            };
+            let mut object = remote::object(o.manifest, &placement.cluster.status.provider_config_name);
+            object["metadata"] = json!({
+                "namespace": ctx.xr_namespace,
+                "annotations": {REPLICA_ANNOTATION: ctx.replica.to_string(), CLUSTER_ANNOTATION: cluster},
+            });
+            object["spec"]["readiness"] = readiness;
+            Desired {
+                key: format!("routing-{}-{cluster}-{}", ctx.replica, o.suffix),
+                object,
+            }
+        })
+        .collect()
 }
 
 fn engine_objects(
@@ -85,6 +117,7 @@ fn engine_objects(
         .collect();
     let w = EngineWorkload {
         name: name.clone(),
+        serving_name: routing::serving_name(ctx.xr_name, ctx.replica),
         namespace: ctx.xr_namespace,
         engine,
         cluster: placement.cluster,

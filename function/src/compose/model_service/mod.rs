@@ -8,7 +8,7 @@
 //! Only ModelEndpoints in the service's own namespace are ever read: the requirement is scoped to it, and anything
 //! else Crossplane might send is dropped before selection.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -22,12 +22,13 @@ use crate::{
             resolve_endpoint,
         },
     },
-    proto::v1::{Resource, ResourceSelector, RunFunctionRequest, Status},
+    proto::v1::{Resource, ResourceSelector, RunFunctionRequest},
     schedule::ClusterView,
     sdk::request,
     wire::RawStruct,
 };
 
+mod report;
 pub mod route;
 mod validate;
 pub mod weights;
@@ -139,7 +140,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             weights::MAX_BACKENDS
         ));
     }
-    report_endpoints(&mut out, &service.spec, &names, &plan, &namespace);
+    report::endpoints(&mut out, &service.spec, &names, &plan, &namespace);
 
     let routed: Vec<route::Routed<'_>> = plan
         .backends
@@ -177,6 +178,14 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         })
         .collect();
     out.status.insert("gateways".into(), json!(gateway_status));
+    // Where a caller sends `POST <address>/v1/chat/completions` with `model: <namespace>/<service>`: the first
+    // serving gateway (by name) that answers somewhere, by its hostname when it has one.
+    if let Some(address) = serving.iter().find_map(|g| {
+        let host = g.hostname.as_deref().unwrap_or(&g.address);
+        (!host.is_empty()).then(|| format!("http://{host}"))
+    }) {
+        out.status.insert("address".into(), json!(address));
+    }
 
     let timeout = service.spec.timeouts.request.as_deref().unwrap_or(NO_DEADLINE);
     let mut routes_ready = !routed.is_empty();
@@ -243,7 +252,31 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             ready,
         );
     }
-    report_routing(&mut out, serving.is_empty(), routed.is_empty(), &waiting);
+    // The endpoints every serving gateway's route is seen to list, as applied on its cluster: a ModelDeployment
+    // moving a replica waits for its new endpoint to be here before its old one goes, and for the old one to
+    // leave before its workload goes.
+    let mut applied: Option<BTreeSet<String>> = None;
+    for gateway in serving.iter().filter(|g| g.provider_config.is_some()) {
+        let seen = route::applied_backends(request::observed_composed(
+            req,
+            &format!("{}-route", gateway.name),
+        ));
+        applied = Some(match applied {
+            None => seen,
+            Some(before) => before.intersection(&seen).cloned().collect(),
+        });
+    }
+    let applied = applied.unwrap_or_default();
+    let routed_names: Vec<&str> = plan
+        .backends
+        .iter()
+        .filter(|b| applied.contains(&route::backend_name(&name, &b.endpoint)))
+        .map(|b| b.endpoint.as_str())
+        .collect();
+    if let Some(endpoints) = out.status.get_mut("endpoints") {
+        endpoints["routed"] = json!(routed_names);
+    }
+    report::routing(&mut out, serving.is_empty(), routed.is_empty(), &waiting);
     out.ready = Some(routes_ready && !serving.is_empty());
     Ok(out)
 }
@@ -350,95 +383,6 @@ fn serving_gateways(
 
 fn observed_ready(req: &RunFunctionRequest, key: &str) -> bool {
     remote::observed::<Value>(request::observed_composed(req, key)).is_some_and(|o| o.is_ready())
-}
-
-fn report_endpoints(
-    out: &mut Output,
-    spec: &ModelServiceSpec,
-    names: &[String],
-    plan: &weights::Plan,
-    namespace: &str,
-) {
-    let selectors = || {
-        spec.endpoints
-            .iter()
-            .zip(names)
-            .map(|(e, name)| {
-                let labels: Vec<String> = e
-                    .selector
-                    .match_labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect();
-                format!("{name}: {}", labels.join(","))
-            })
-            .collect::<Vec<_>>()
-            .join("; ")
-    };
-    let (status, reason, message) = if plan.matched == 0 {
-        (
-            Status::ConditionFalse,
-            "NoEndpoints",
-            format!(
-                "no ModelEndpoint in namespace {namespace} matches any entry of spec.endpoints ({})",
-                selectors()
-            ),
-        )
-    } else if plan.ready == 0 {
-        (
-            Status::ConditionFalse,
-            "NoReadyEndpoints",
-            format!(
-                "{} ModelEndpoints match spec.endpoints but none is ready",
-                plan.matched
-            ),
-        )
-    } else {
-        let idle = if plan.idle_entries.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; entries with no ready endpoint: {}",
-                plan.idle_entries.join(", ")
-            )
-        };
-        (
-            Status::ConditionTrue,
-            "Resolved",
-            format!(
-                "{} of {} matched ModelEndpoints are ready{idle}",
-                plan.ready, plan.matched
-            ),
-        )
-    };
-    out.condition("EndpointsResolved", status, reason, message);
-}
-
-fn report_routing(out: &mut Output, no_gateway: bool, no_backends: bool, waiting: &[String]) {
-    let (status, reason, message) = if no_gateway {
-        (
-            Status::ConditionFalse,
-            "NoGateway",
-            "no InferenceGateway serves this service (none exists, or no serviceSelector matches its labels)"
-                .to_owned(),
-        )
-    } else if no_backends {
-        (
-            Status::ConditionFalse,
-            "NoBackends",
-            "no route is composed until an endpoint is ready; the model is absent from /v1/models meanwhile"
-                .to_owned(),
-        )
-    } else if !waiting.is_empty() {
-        (
-            Status::ConditionFalse,
-            "Waiting",
-            format!("waiting for {}", waiting.join("; ")),
-        )
-    } else {
-        (Status::ConditionTrue, "Routed", String::new())
-    };
-    out.condition("RoutingReady", status, reason, message);
 }
 
 #[cfg(test)]

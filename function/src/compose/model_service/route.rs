@@ -2,14 +2,19 @@
 //! Gateway `Backend` (where to connect, with TLS for https) and an `AIServiceBackend` (it speaks OpenAI under a
 //! path prefix), and one `AIGatewayRoute` matching the request's model name.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Value, json};
 
 use super::weights::Backend;
-use crate::api::routing::{API_KEY_FIELD, EndpointUrl};
+use crate::{
+    api::routing::{API_KEY_FIELD, EndpointUrl},
+    proto::v1::Resource,
+};
 
 /// The Gateway every InferenceGateway composes, and where: routes attach to it across namespaces.
 pub const GATEWAY_NAME: &str = "inference-gateway";
-pub const GATEWAY_NAMESPACE: &str = "modelplane-system";
+pub use crate::stack::routing::GATEWAY_NAMESPACE;
 /// Envoy AI Gateway copies the body's `model` into this header before routing.
 pub const MODEL_HEADER: &str = "x-ai-eg-model";
 
@@ -117,6 +122,26 @@ pub fn service_backend(name: &str, namespace: &str, schema: &str, prefix: &str) 
             "backendRef": {"group": "gateway.envoyproxy.io", "kind": "Backend", "name": name},
         },
     })
+}
+
+/// The backend names the route lists as last applied on the gateway's cluster (the observed Object's
+/// manifest), empty when it is not observed.
+pub fn applied_backends(observed: Option<&Resource>) -> BTreeSet<String> {
+    let Some(object) = observed
+        .and_then(|r| r.resource.as_ref())
+        .and_then(|r| r.to_json().ok())
+    else {
+        return BTreeSet::new();
+    };
+    object
+        .pointer("/status/atProvider/manifest/spec/rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|rule| rule["backendRefs"].as_array())
+        .flatten()
+        .filter_map(|r| r["name"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The route answering `model: <namespace>/<service>`. Only composed with at least one backend: a route with

@@ -114,7 +114,10 @@ fn a_service_selecting_nothing_is_not_ready_says_why_and_composes_no_route() {
     assert!(message.contains("modelplane.ai/deployment=qwen"), "{message}");
     assert!(out.resources.is_empty(), "{:?}", out.resources.keys());
     assert_eq!(condition(&out, "RoutingReady").1, "NoBackends");
-    assert_eq!(out.status["endpoints"], json!({"total": 0, "ready": 0}));
+    assert_eq!(
+        out.status["endpoints"],
+        json!({"total": 0, "ready": 0, "routed": []})
+    );
 }
 
 #[test]
@@ -200,10 +203,17 @@ fn a_route_fails_over_from_our_replicas_to_a_provider_by_model_name() {
         out.resources["fleet-route"].object["spec"]["providerConfigRef"]["name"],
         "use1-a-pc"
     );
-    assert_eq!(out.status["endpoints"], json!({"total": 3, "ready": 3}));
+    assert_eq!(
+        out.status["endpoints"],
+        json!({"total": 3, "ready": 3, "routed": []})
+    );
     assert_eq!(
         out.status["gateways"],
         json!([{"name": "fleet", "address": "203.0.113.9"}])
+    );
+    assert_eq!(
+        out.status["address"], "http://203.0.113.9",
+        "callers POST <address>/v1/chat/completions"
     );
     assert_eq!(condition(&out, "EndpointsResolved").0, Status::ConditionTrue);
     // Nothing observed yet: composed, but not ready.
@@ -333,4 +343,36 @@ fn bad_entries_are_fatal_naming_the_field() {
             .path
             .contains("weight")
     );
+}
+
+#[test]
+fn routed_lists_only_the_endpoints_the_applied_route_lists() {
+    let replica = |name: &str| {
+        let url = format!("http://{name}.gw.example.com/ml-team/qwen-0/v1");
+        endpoint(
+            name,
+            "ml-team",
+            json!({"modelplane.ai/deployment": "qwen"}),
+            &url,
+            true,
+        )
+    };
+    let endpoints = [replica("qwen-a"), replica("qwen-b")];
+    let first = route_failover(&endpoints);
+    assert_eq!(
+        first.status["endpoints"]["routed"],
+        json!([]),
+        "nothing applied yet"
+    );
+    // The gateway's cluster has applied a route listing only qwen-a (qwen-b arrived since).
+    let mut applied = Value::Object(first.resources["fleet-route"].object.clone());
+    applied["status"] = json!({"atProvider": {"manifest": {"spec": {"rules": [
+        {"backendRefs": [{"name": "qwen-qwen-a"}]}]}}}});
+    let req = crate::compose::fixtures::with_observed(
+        resolved(service(failover_entries()), &endpoints, &[gateway(None)]),
+        "fleet-route",
+        &applied,
+    );
+    let out = run(compose, &req).unwrap();
+    assert_eq!(out.status["endpoints"]["routed"], json!(["qwen-a"]));
 }

@@ -1,0 +1,131 @@
+//! The ModelEndpoint a replica is reached through: composed while the replica is Ready on a cluster whose
+//! gateway has an address, and dropped as soon as it is not (a replica loading weights or being moved takes no
+//! traffic). ModelServices select it by label, like an endpoint written by hand.
+
+use std::collections::BTreeMap;
+
+use serde::de::IgnoredAny;
+use serde_json::{Value, json};
+
+use crate::{
+    api::{ledger::CLUSTER_LABEL, model_deployment::ModelDeploymentSpec},
+    compose::{API_VERSION, Output, remote},
+    proto::v1::RunFunctionRequest,
+    schedule::ClusterView,
+    sdk::request,
+    stack::{names::child_name, routing},
+};
+
+/// Label naming the ModelDeployment a replica's endpoint belongs to: what a ModelService selects it by.
+pub const DEPLOYMENT_LABEL: &str = "modelplane.ai/deployment";
+pub const REPLICA_INDEX_LABEL: &str = "modelplane.ai/replica-index";
+/// The engine flag that names the model the engine answers to (vLLM and SGLang spell it alike).
+const SERVED_MODEL_NAME_FLAG: &str = "--served-model-name";
+
+/// The composed-resource key of a replica's endpoint on `cluster`. It names the cluster, so while a replica
+/// moves the new placement's endpoint and the old one's are two resources, both routed until the old goes.
+pub fn key(replica: u32, cluster: &str) -> String {
+    format!("endpoint-{replica}-{cluster}")
+}
+
+/// The cluster's gateway address, when it has one: only then is a replica there reachable from outside.
+pub fn gateway_address(cluster: &ClusterView) -> Option<&str> {
+    cluster
+        .status
+        .gateway
+        .as_ref()
+        .map(|g| g.address.as_str())
+        .filter(|a| !a.is_empty())
+}
+
+/// One replica placement whose engines serve.
+pub struct Placement<'a> {
+    pub deployment: &'a str,
+    pub namespace: &'a str,
+    pub replica: u32,
+    pub spec: &'a ModelDeploymentSpec,
+    pub cluster: &'a ClusterView,
+}
+
+/// Whether a serving placement is reachable by callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routed {
+    /// Its cluster's gateway has no address: nothing to publish, and nothing to wait for.
+    NoEndpoint,
+    /// Its endpoint is composed but not observed Ready yet: ModelServices do not route it yet.
+    Pending,
+    Ready,
+}
+
+/// Composes the endpoint of a serving placement when its cluster's gateway has an address, and says whether it
+/// is routable yet.
+pub fn publish(out: &mut Output, req: &RunFunctionRequest, s: &Placement) -> Routed {
+    let Some(address) = gateway_address(s.cluster) else {
+        return Routed::NoEndpoint;
+    };
+    let key = key(s.replica, &s.cluster.metadata.name);
+    let ready =
+        remote::observed::<IgnoredAny>(request::observed_composed(req, &key)).is_some_and(|o| o.is_ready());
+    out.compose(key, endpoint(s, address), ready);
+    if ready { Routed::Ready } else { Routed::Pending }
+}
+
+/// The name of replica `replica`'s endpoint on `cluster`: distinct per cluster, so a moving replica's two
+/// endpoints coexist.
+pub fn name(deployment: &str, replica: u32, cluster: &str) -> String {
+    child_name(&[deployment, &replica.to_string(), cluster], 63)
+}
+
+/// The endpoint's labels: the cluster's (region, provider) let a ModelService scope by place; the template's let
+/// it pick a variant; ours come last and win.
+pub fn labels(s: &Placement) -> BTreeMap<String, String> {
+    let mut labels: BTreeMap<String, String> = BTreeMap::new();
+    for (k, v) in s
+        .cluster
+        .metadata
+        .labels
+        .iter()
+        .chain(&s.spec.template.metadata.labels)
+    {
+        labels.insert(k.clone(), v.clone());
+    }
+    labels.insert(DEPLOYMENT_LABEL.into(), s.deployment.into());
+    labels.insert(CLUSTER_LABEL.into(), s.cluster.metadata.name.clone());
+    labels.insert(REPLICA_INDEX_LABEL.into(), s.replica.to_string());
+    labels
+}
+
+/// The ModelEndpoint for a serving placement: the cluster gateway's address, under the replica's path prefix
+/// (which the gateway strips), speaking OpenAI under `/v1`.
+fn endpoint(s: &Placement, address: &str) -> Value {
+    let serving_name = routing::serving_name(s.deployment, s.replica);
+    let host = if address.contains(':') {
+        format!("[{address}]")
+    } else {
+        address.to_owned()
+    };
+    let mut spec = json!({
+        "origin": format!("http://{host}"),
+        "api": {"schema": "OpenAI", "prefix": format!("{}v1", routing::path_prefix(s.namespace, &serving_name))},
+    });
+    if let Some(model) = served_model_name(s.spec) {
+        spec["model"] = json!(model);
+    }
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "ModelEndpoint",
+        "metadata": {
+            "name": name(s.deployment, s.replica, &s.cluster.metadata.name),
+            "namespace": s.namespace,
+            "labels": labels(s),
+        },
+        "spec": spec,
+    })
+}
+
+/// The model name the serving engine answers to, read from its `--served-model-name` flag, so the gateway
+/// rewrites a caller's `<namespace>/<service>` to it. Without the flag the caller's name passes through, and
+/// the engine must answer to that name itself.
+fn served_model_name(spec: &ModelDeploymentSpec) -> Option<String> {
+    routing::serving_flag(spec, SERVED_MODEL_NAME_FLAG)
+}

@@ -1,0 +1,93 @@
+//! The conditions a ModelService reports: whether its entries found endpoints, and whether it is routed.
+
+use super::weights;
+use crate::{api::routing::ModelServiceSpec, compose::Output, proto::v1::Status};
+
+pub fn endpoints(
+    out: &mut Output,
+    spec: &ModelServiceSpec,
+    names: &[String],
+    plan: &weights::Plan,
+    namespace: &str,
+) {
+    let selectors = || {
+        spec.endpoints
+            .iter()
+            .zip(names)
+            .map(|(e, name)| {
+                let labels: Vec<String> = e
+                    .selector
+                    .match_labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                format!("{name}: {}", labels.join(","))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let (status, reason, message) = if plan.matched == 0 {
+        (
+            Status::ConditionFalse,
+            "NoEndpoints",
+            format!(
+                "no ModelEndpoint in namespace {namespace} matches any entry of spec.endpoints ({})",
+                selectors()
+            ),
+        )
+    } else if plan.ready == 0 {
+        (
+            Status::ConditionFalse,
+            "NoReadyEndpoints",
+            format!(
+                "{} ModelEndpoints match spec.endpoints but none is ready",
+                plan.matched
+            ),
+        )
+    } else {
+        let idle = if plan.idle_entries.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; entries with no ready endpoint: {}",
+                plan.idle_entries.join(", ")
+            )
+        };
+        (
+            Status::ConditionTrue,
+            "Resolved",
+            format!(
+                "{} of {} matched ModelEndpoints are ready{idle}",
+                plan.ready, plan.matched
+            ),
+        )
+    };
+    out.condition("EndpointsResolved", status, reason, message);
+}
+
+pub fn routing(out: &mut Output, no_gateway: bool, no_backends: bool, waiting: &[String]) {
+    let (status, reason, message) = if no_gateway {
+        (
+            Status::ConditionFalse,
+            "NoGateway",
+            "no InferenceGateway serves this service (none exists, or no serviceSelector matches its labels)"
+                .to_owned(),
+        )
+    } else if no_backends {
+        (
+            Status::ConditionFalse,
+            "NoBackends",
+            "no route is composed until an endpoint is ready; the model is absent from /v1/models meanwhile"
+                .to_owned(),
+        )
+    } else if !waiting.is_empty() {
+        (
+            Status::ConditionFalse,
+            "Waiting",
+            format!("waiting for {}", waiting.join("; ")),
+        )
+    } else {
+        (Status::ConditionTrue, "Routed", String::new())
+    };
+    out.condition("RoutingReady", status, reason, message);
+}

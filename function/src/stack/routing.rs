@@ -1,0 +1,322 @@
+//! How a replica is reached on its cluster, the same on both stacks: the cluster gateway, and per replica an
+//! InferencePool over its serving pods, the endpoint picker that chooses among them, and an HTTPRoute from the
+//! gateway to the pool under the replica's own path prefix. Only what differs between stacks is behind the
+//! `ServingStack` trait; here nothing does: every stack labels its serving pods (a gang's leader only) with
+//! [`super::pod::INFERENCE_POOL_LABEL`] and serves on [`super::pod::SERVING_PORT`].
+
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+
+use super::{
+    StackObject,
+    components::ENDPOINT_PICKER_IMAGE,
+    names::{child_name, short_hash},
+    pod::{INFERENCE_POOL_LABEL, SERVING_PORT},
+};
+use crate::api::model_deployment::{ModelDeploymentSpec, Role};
+
+/// Namespace of the cluster gateway (and of the fleet gateway, on the cluster that runs one).
+pub const GATEWAY_NAMESPACE: &str = "modelplane-system";
+/// The Gateway every replica's HTTPRoute attaches to.
+pub const CLUSTER_GATEWAY: &str = "cluster-gateway";
+/// The GatewayClass of every gateway Modelplane puts on a cluster, served by the cluster's Envoy Gateway.
+pub const GATEWAY_CLASS: &str = "modelplane";
+const ENVOY_GATEWAY_CONTROLLER: &str = "gateway.envoyproxy.io/gatewayclass-controller";
+/// The suffix of the cluster gateway's object in the component list, whose observed status has its address.
+pub const GATEWAY_SUFFIX: &str = "gateway";
+/// provider-kubernetes calls a Gateway ready once Envoy Gateway gave it an address: until then no endpoint can
+/// point at it.
+const ADDRESSED_QUERY: &str = "has(object.status.addresses) && size(object.status.addresses) > 0";
+
+const INFERENCE_GROUP: &str = "inference.networking.k8s.io";
+/// The endpoint picker's ext-proc port, which Envoy calls for every request to the pool.
+const PICKER_PORT: u16 = 9002;
+const PICKER_HEALTH_PORT: u16 = 9003;
+const PICKER_CONFIG_FILE: &str = "epp-config.yaml";
+/// Weights of the picker's scorers: a warm prefix cache saves more than a short queue costs.
+const PREFIX_CACHE_WEIGHT: u32 = 2;
+const QUEUE_WEIGHT: u32 = 1;
+/// The engine's KV block size when its flags do not say (vLLM's default). The picker must hash prompts in the
+/// engine's blocks, or prefix-aware picking silently degrades.
+const DEFAULT_BLOCK_SIZE: u32 = 16;
+const BLOCK_SIZE_FLAGS: [&str; 2] = ["--block-size", "--page-size"];
+/// DNS-label limit: the serving name becomes object names and label values.
+const LABEL_LIMIT: usize = 63;
+
+/// The name a replica serves under on its cluster (its pool, picker and route, and its path prefix). The same on
+/// every cluster: a replica that moves keeps its path, and each cluster's gateway only knows its own replicas.
+pub fn serving_name(deployment: &str, replica: u32) -> String {
+    // Room for the picker's "-epp" suffix inside a DNS label.
+    child_name(&[deployment, &replica.to_string()], LABEL_LIMIT - 4)
+}
+
+/// The path prefix the cluster gateway routes to the replica, and strips before the engine sees the request.
+pub fn path_prefix(namespace: &str, serving_name: &str) -> String {
+    format!("/{namespace}/{serving_name}/")
+}
+
+/// The GAIE CRDs every cluster gets, verbatim from the files the tests validate composed pools against
+/// (tests/crds/routing/SOURCES.md): InferencePool, and the InferenceObjective the picker watches.
+pub fn inference_extension_crds() -> Vec<StackObject> {
+    static CRDS: OnceLock<Vec<Value>> = OnceLock::new();
+    let crds = CRDS.get_or_init(|| {
+        [
+            include_str!("../../../tests/crds/routing/gaie/v1.0.1/inference.networking.k8s.io_inferencepools.yaml"),
+            include_str!(
+                "../../../tests/crds/routing/gaie/v1.0.1/inference.networking.x-k8s.io_inferenceobjectives.yaml"
+            ),
+        ]
+        .iter()
+        .filter_map(|text| serde_yaml::from_str::<Value>(text).ok())
+        .map(|mut crd| {
+            // What the API server reports, not what is applied.
+            if let Some(crd) = crd.as_object_mut() {
+                crd.remove("status");
+            }
+            crd
+        })
+        .collect()
+    });
+    ["inferencepools", "inferenceobjectives"]
+        .into_iter()
+        .zip(crds)
+        .map(|(suffix, crd)| StackObject::created(suffix, crd.clone()))
+        .collect()
+}
+
+/// The cluster gateway: its namespace, the GatewayClass the cluster's Envoy Gateway serves, and the Gateway
+/// every replica's route attaches to, from any namespace (replicas run in their deployments' namespaces).
+pub fn cluster_gateway() -> Vec<StackObject> {
+    vec![
+        StackObject::created(
+            "namespace",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": GATEWAY_NAMESPACE}}),
+        ),
+        StackObject::created(
+            "class",
+            json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+                "metadata": {"name": GATEWAY_CLASS},
+                "spec": {"controllerName": ENVOY_GATEWAY_CONTROLLER},
+            }),
+        ),
+        StackObject::queried(
+            GATEWAY_SUFFIX,
+            json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": {"name": CLUSTER_GATEWAY, "namespace": GATEWAY_NAMESPACE},
+                "spec": {
+                    "gatewayClassName": GATEWAY_CLASS,
+                    "listeners": [{"name": "http", "protocol": "HTTP", "port": 80,
+                                   "allowedRoutes": {"namespaces": {"from": "All"}}}],
+                },
+            }),
+            ADDRESSED_QUERY,
+        ),
+    ]
+}
+
+/// One routing object of a replica: a key suffix, the manifest, and whether it is ready only once Available.
+pub struct ReplicaObject {
+    pub suffix: &'static str,
+    pub manifest: Value,
+    pub available: bool,
+}
+
+/// What reaches one replica on its cluster: its InferencePool, endpoint picker (ServiceAccount, Role and
+/// RoleBinding, config, Deployment, Service) and HTTPRoute, all in the deployment's namespace.
+pub fn replica_objects(
+    namespace: &str,
+    serving_name: &str,
+    spec: &ModelDeploymentSpec,
+) -> Vec<ReplicaObject> {
+    let picker = format!("{serving_name}-epp");
+    let meta = |name: &str| json!({"name": name, "namespace": namespace});
+    let config = picker_config(block_size(spec));
+    let object = |suffix, manifest| ReplicaObject {
+        suffix,
+        manifest,
+        available: false,
+    };
+    let read = json!(["get", "list", "watch"]);
+    vec![
+        object(
+            "pool",
+            json!({
+                "apiVersion": format!("{INFERENCE_GROUP}/v1"), "kind": "InferencePool", "metadata": meta(serving_name),
+                "spec": {
+                    "selector": {"matchLabels": {INFERENCE_POOL_LABEL: serving_name}},
+                    "targetPorts": [{"number": SERVING_PORT}],
+                    // A picker that is down must not take the replica down with it: Envoy then picks itself.
+                    "endpointPickerRef": {"name": picker, "port": {"number": PICKER_PORT}, "failureMode": "FailOpen"},
+                },
+            }),
+        ),
+        object(
+            "route",
+            json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": meta(serving_name),
+                "spec": {
+                    "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                    "name": CLUSTER_GATEWAY, "namespace": GATEWAY_NAMESPACE}],
+                    "rules": [{
+                        "matches": [{"path": {"type": "PathPrefix", "value": path_prefix(namespace, serving_name)}}],
+                        "filters": [{"type": "URLRewrite",
+                                     "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}],
+                        "backendRefs": [{"group": INFERENCE_GROUP, "kind": "InferencePool", "name": serving_name}],
+                        // 0s disables the request timeout: Envoy's default of 15 s would cut every long stream.
+                        "timeouts": {"request": "0s"},
+                    }],
+                },
+            }),
+        ),
+        object(
+            "picker-account",
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(&picker)}),
+        ),
+        object(
+            "picker-role",
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(&picker),
+                "rules": [
+                    {"apiGroups": [""], "resources": ["pods"], "verbs": read},
+                    {"apiGroups": [INFERENCE_GROUP], "resources": ["inferencepools"], "verbs": read},
+                    {"apiGroups": ["inference.networking.x-k8s.io"], "resources": ["inferenceobjectives"], "verbs": read},
+                ],
+            }),
+        ),
+        object(
+            "picker-binding",
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(&picker),
+                "subjects": [{"kind": "ServiceAccount", "name": picker, "namespace": namespace}],
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": picker},
+            }),
+        ),
+        object(
+            "picker-config",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(&picker),
+                   "data": {PICKER_CONFIG_FILE: config}}),
+        ),
+        ReplicaObject {
+            suffix: "picker",
+            manifest: picker_deployment(namespace, serving_name, &picker, &config),
+            available: true,
+        },
+        object(
+            "picker-service",
+            json!({
+                "apiVersion": "v1", "kind": "Service", "metadata": meta(&picker),
+                "spec": {
+                    "selector": {"app": picker},
+                    "ports": [{"name": "grpc-ext-proc", "port": PICKER_PORT, "targetPort": PICKER_PORT,
+                               "protocol": "TCP", "appProtocol": "http2"}],
+                },
+            }),
+        ),
+    ]
+}
+
+fn picker_deployment(namespace: &str, pool: &str, picker: &str, config: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": picker, "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": picker}},
+            "template": {
+                // A config change rolls the picker: it reads the file once, at start.
+                "metadata": {"labels": {"app": picker},
+                             "annotations": {"modelplane.ai/picker-config": short_hash(config.as_bytes())}},
+                "spec": {
+                    "serviceAccountName": picker,
+                    "containers": [{
+                        "name": "epp",
+                        "image": ENDPOINT_PICKER_IMAGE,
+                        "args": [
+                            format!("--pool-name={pool}"),
+                            format!("--pool-namespace={namespace}"),
+                            format!("--pool-group={INFERENCE_GROUP}"),
+                            format!("--config-file=/config/{PICKER_CONFIG_FILE}"),
+                            format!("--grpc-port={PICKER_PORT}"),
+                        ],
+                        "ports": [
+                            {"name": "grpc", "containerPort": PICKER_PORT, "protocol": "TCP"},
+                            {"name": "grpc-health", "containerPort": PICKER_HEALTH_PORT, "protocol": "TCP"},
+                        ],
+                        "readinessProbe": {"tcpSocket": {"port": PICKER_PORT}, "periodSeconds": 5},
+                        "volumeMounts": [{"name": "config", "mountPath": "/config", "readOnly": true}],
+                    }],
+                    "volumes": [{"name": "config", "configMap": {"name": picker}}],
+                },
+            },
+        },
+    })
+}
+
+/// The picker's scheduling (in the config group of the llm-d router the picker image is built from): score every
+/// serving pod by how much of the prompt its KV cache already holds
+/// (estimated from the prompts it was sent) and by its queue depth, then take the best.
+fn picker_config(block_size: u32) -> String {
+    format!(
+        "apiVersion: llm-d.ai/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: approx-prefix-cache-producer
+  parameters:
+    autoTune: false
+    blockSizeTokens: {block_size}
+    maxPrefixBlocksToMatch: 256
+    lruCapacityPerServer: 31250
+- type: prefix-cache-scorer
+- type: queue-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: prefix-cache-scorer
+    weight: {PREFIX_CACHE_WEIGHT}
+  - pluginRef: queue-scorer
+    weight: {QUEUE_WEIGHT}
+  - pluginRef: max-score-picker
+"
+    )
+}
+
+/// The KV block size the serving engine was started with, or the default.
+fn block_size(spec: &ModelDeploymentSpec) -> u32 {
+    BLOCK_SIZE_FLAGS
+        .iter()
+        .find_map(|flag| serving_flag(spec, flag)?.parse().ok())
+        .filter(|size| *size > 0)
+        .unwrap_or(DEFAULT_BLOCK_SIZE)
+}
+
+/// The value of `flag` (`--flag=value` or `--flag value`) in the serving engine's command and args, as the
+/// user wrote them (a shell command line is split on whitespace). Read only, never rewritten.
+pub fn serving_flag(spec: &ModelDeploymentSpec, flag: &str) -> Option<String> {
+    let member = spec
+        .template
+        .spec
+        .engines
+        .iter()
+        .flat_map(|e| &e.members)
+        .find(|m| matches!(m.role, Role::Standalone | Role::Leader))?;
+    let container = member.template.spec.containers.first()?;
+    let words: Vec<&str> = ["command", "args"]
+        .iter()
+        .filter_map(|field| container.get(*field)?.as_array())
+        .flatten()
+        .filter_map(Value::as_str)
+        .flat_map(str::split_whitespace)
+        .collect();
+    words.iter().enumerate().find_map(|(i, word)| {
+        let value = match word.strip_prefix(flag)? {
+            "" => *words.get(i + 1)?,
+            rest => rest.strip_prefix('=')?,
+        };
+        let value = value.trim_matches(['"', '\'']);
+        (!value.is_empty() && !value.starts_with('-')).then(|| value.to_owned())
+    })
+}
