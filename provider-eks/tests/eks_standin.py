@@ -3,7 +3,8 @@
 Usage: eks_standin.py PORT. Serves moto's own application on 127.0.0.1:PORT and answers the EKS add-on and
 pod-identity routes itself (written from the EKS API reference: paths, bodies, error types); everything else,
 including `/moto-api/reset` (which also clears the stand-in), goes to moto. A cluster must exist in moto for
-its add-ons and associations, as in EKS. Exits when stdin closes.
+its add-ons and associations, as in EKS. `GET /standin/state` lists every add-on and association it holds, of
+clusters that exist or not, so a test can check that nothing was left behind. Exits when stdin closes.
 """
 
 import json
@@ -157,6 +158,16 @@ class StandIn:
     def __call__(self, environ, start_response):
         request = Request(environ)
         path = request.path
+        if path == "/standin/state":
+            with LOCK:
+                state = {
+                    "addons": [list(key) for key in sorted(ADDONS)],
+                    "associations": [
+                        [r, c, a["namespace"], a["serviceAccount"], a["associationId"]]
+                        for (r, c, _), a in sorted(ASSOCIATIONS.items())
+                    ],
+                }
+            return ok(state)(environ, start_response)
         if path == "/moto-api/reset":
             with LOCK:
                 ADDONS.clear()

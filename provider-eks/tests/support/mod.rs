@@ -134,10 +134,19 @@ pub fn http(method: &str, url: &str, body: &str) -> (u16, String) {
 
 /// A process's peak resident memory (VmHWM) in MiB, for the benchmarks.
 pub fn peak_rss_mib(pid: u32) -> f64 {
+    proc_status_mib(pid, "VmHWM:")
+}
+
+/// A process's resident memory now (VmRSS) in MiB, for the benchmarks.
+pub fn rss_mib(pid: u32) -> f64 {
+    proc_status_mib(pid, "VmRSS:")
+}
+
+fn proc_status_mib(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let kib: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.0);

@@ -1,9 +1,12 @@
 //! A small fault-injecting HTTP proxy in front of moto. It counts every AWS request (by operation) and can
-//! answer the next requests with throttling, 500s, slow answers or no answer at all.
+//! answer the next requests with throttling, 500s, slow answers or no answer at all; answer a share of all
+//! requests with throttling or 500s; or kill the provider right after the first Create-type call of each kind
+//! has reached moto, before its answer is back.
 
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,6 +40,46 @@ struct State {
     upstream_slots: Option<Arc<tokio::sync::Semaphore>>,
     /// Every request whose operation contains this text gets `Fault::Reject`, for as long as it is set.
     reject_always: Option<String>,
+    /// Requests not given a queued fault get throttling or a 500 (alternately) at this rate.
+    random: Option<Random>,
+    crash: Option<Crash>,
+    /// How many requests got a fault.
+    faulted: usize,
+}
+
+/// A fixed-seed generator, so a failing run can be replayed.
+struct Random {
+    rate: f64,
+    state: u64,
+    next_is_throttle: bool,
+}
+
+impl Random {
+    fn draw(&mut self) -> Option<Fault> {
+        // SplitMix64.
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        let unit = (z >> 11) as f64 / (1u64 << 53) as f64;
+        if unit >= self.rate {
+            return None;
+        }
+        self.next_is_throttle = !self.next_is_throttle;
+        Some(if self.next_is_throttle {
+            Fault::Throttle
+        } else {
+            Fault::ServerError
+        })
+    }
+}
+
+struct Crash {
+    /// The provider process to kill (kept current by the test across restarts).
+    pid: Arc<AtomicU32>,
+    seen: BTreeSet<String>,
+    killed: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 #[derive(Clone)]
@@ -80,6 +123,42 @@ impl FaultProxy {
         self.state.lock().unwrap().upstream_slots = Some(Arc::new(tokio::sync::Semaphore::new(n)));
     }
 
+    /// From now on, `rate` of the requests (0.0..1.0) that have no queued fault are answered with throttling
+    /// or a 500, alternately, from a fixed seed.
+    pub fn fail_at_random(&self, rate: f64, seed: u64) {
+        self.state.lock().unwrap().random = Some(Random {
+            rate,
+            state: seed,
+            next_is_throttle: false,
+        });
+    }
+
+    /// From now on, the first Create-type call of each kind (see [`create_kind`]) is forwarded to moto and,
+    /// once moto has answered, the process whose PID `pid` holds is killed (SIGKILL) before the answer is
+    /// passed on; the kind is then sent on the returned channel, so the test can start the provider again.
+    pub fn crash_after_each_new_create(
+        &self,
+        pid: Arc<AtomicU32>,
+    ) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+        let (killed, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.state.lock().unwrap().crash = Some(Crash {
+            pid,
+            seen: BTreeSet::new(),
+            killed,
+        });
+        rx
+    }
+
+    /// Stops killing the provider after Create calls.
+    pub fn stop_crashing(&self) {
+        self.state.lock().unwrap().crash = None;
+    }
+
+    /// How many requests got a fault (queued, rejected or drawn).
+    pub fn faulted(&self) -> usize {
+        self.state.lock().unwrap().faulted
+    }
+
     pub fn requests(&self) -> Vec<String> {
         self.state.lock().unwrap().requests.clone()
     }
@@ -87,6 +166,83 @@ impl FaultProxy {
     pub fn count(&self, operation: &str) -> usize {
         self.requests().iter().filter(|r| r.contains(operation)).count()
     }
+}
+
+/// Requests the same Create-type operation whoever makes it: for the query protocol (EC2, IAM) the action, when
+/// it makes or attaches something; for the rest-json APIs (EKS, EFS) a POST to a collection, its path with the
+/// names in it replaced by `*`.
+pub fn create_kind(op: &str) -> Option<String> {
+    const VERBS: [&str; 7] = [
+        "Create",
+        "Allocate",
+        "Attach",
+        "Associate",
+        "Authorize",
+        "Put",
+        "Add",
+    ];
+    const COLLECTIONS: [&str; 6] = [
+        "clusters",
+        "node-groups",
+        "addons",
+        "pod-identity-associations",
+        "file-systems",
+        "mount-targets",
+    ];
+    if let Some(action) = op.strip_prefix("EC2 ") {
+        return VERBS
+            .iter()
+            .any(|v| action.starts_with(v))
+            .then(|| action.to_owned());
+    }
+    let path = op.strip_prefix("POST ")?;
+    if !COLLECTIONS.contains(&path.rsplit('/').next()?) {
+        return None;
+    }
+    let general: Vec<&str> = path
+        .split('/')
+        .map(|segment| {
+            let known = segment.is_empty() || segment == "2015-02-01" || COLLECTIONS.contains(&segment);
+            if known { segment } else { "*" }
+        })
+        .collect();
+    Some(format!("POST {}", general.join("/")))
+}
+
+/// The AWS service a request is signed for (`ec2`, `iam`, `eks`, `elasticfilesystem`).
+fn service(head: &str) -> String {
+    head.lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
+        .and_then(|l| l.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').nth(3))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Throttling as each API answers it: EC2 `RequestLimitExceeded` (503, XML), IAM `Throttling` (400, XML),
+/// the rest-json APIs `ThrottlingException` (400).
+fn throttle_answer(head: &str) -> String {
+    let (status, content_type, body) = match service(head).as_str() {
+        "ec2" => (
+            "503 Service Unavailable",
+            "text/xml",
+            "<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit exceeded.</Message></Error></Errors><RequestID>proxy</RequestID></Response>".to_owned(),
+        ),
+        "iam" => (
+            "400 Bad Request",
+            "text/xml",
+            "<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message></Error><RequestId>proxy</RequestId></ErrorResponse>".to_owned(),
+        ),
+        _ => (
+            "400 Bad Request",
+            "application/json",
+            r#"{"message":"Rate exceeded"}"#.to_owned(),
+        ),
+    };
+    format!(
+        "HTTP/1.1 {status}\r\nx-amzn-errortype: ThrottlingException\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 /// "METHOD /path" for EKS (rest-json), "EC2 Action" for EC2 (query protocol, action in the form body).
@@ -140,25 +296,30 @@ async fn serve(mut socket: TcpStream, upstream_port: u16, state: Arc<Mutex<State
         return;
     };
     let op = operation(&head, &body);
-    let fault = {
+    let (fault, crash) = {
         let mut s = state.lock().unwrap();
         s.requests.push(op.clone());
-        if s.reject_always.as_ref().is_some_and(|f| op.contains(f.as_str())) {
+        let queued = if s.reject_always.as_ref().is_some_and(|f| op.contains(f.as_str())) {
             Some(Fault::Reject)
         } else if op.contains(&s.fault_filter) {
             s.faults.pop_front()
         } else {
             None
-        }
+        };
+        let fault = queued.or_else(|| s.random.as_mut().and_then(Random::draw));
+        s.faulted += usize::from(fault.is_some());
+        let crash = match (&mut s.crash, fault, create_kind(&op)) {
+            (Some(c), None, Some(kind)) => c
+                .seen
+                .insert(kind.clone())
+                .then(|| (c.pid.clone(), c.killed.clone(), kind)),
+            _ => None,
+        };
+        (fault, crash)
     };
     match fault {
         Some(Fault::Throttle) => {
-            let body = r#"{"message":"Rate exceeded"}"#;
-            let answer = format!(
-                "HTTP/1.1 400 Bad Request\r\nx-amzn-errortype: ThrottlingException\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = socket.write_all(answer.as_bytes()).await;
+            let _ = socket.write_all(throttle_answer(&head).as_bytes()).await;
             return;
         }
         Some(Fault::Reject) => {
@@ -205,6 +366,15 @@ async fn serve(mut socket: TcpStream, upstream_port: u16, state: Arc<Mutex<State
     let _ = tokio::time::timeout(Duration::from_secs(60), upstream.read_to_end(&mut answer)).await;
     if fault == Some(Fault::Lost) {
         tokio::time::sleep(Duration::from_secs(120)).await;
+        return;
+    }
+    if let Some((pid, killed, kind)) = crash {
+        let pid = pid.load(Ordering::SeqCst);
+        if pid != 0 {
+            // SAFETY: kill(2) on a PID: no memory is shared. The test started this process and has not reaped it.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        let _ = killed.send(kind);
         return;
     }
     let _ = socket.write_all(&answer).await;

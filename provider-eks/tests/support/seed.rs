@@ -1,6 +1,7 @@
 //! What a world needs in the API server before the provider starts, and the cluster-wide state one test must
 //! not inherit from the one before: the provider's CRDs, Crossplane's ManagedResourceDefinition CRD (vendored
-//! under `tests/crds/crossplane/`), our two MRDs (Inactive) and the managed resources earlier tests left.
+//! under `tests/crds/crossplane/`), an MRD (Inactive) for each of our managed kinds, and the managed resources
+//! earlier tests left.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
-use modelplane_eks_api::{Cluster, NodePool};
+use modelplane_eks_api::{Addon, Cluster, FileSystem, Network, NodePool, PodIdentityAssociation, Role};
+use modelplane_provider_eks::activation::ManagedKind;
 use serde_json::json;
 
 use super::repo_root;
@@ -56,6 +58,14 @@ pub fn managed_crds() -> Vec<CustomResourceDefinition> {
         .collect()
 }
 
+/// The CRD of every kind the provider manages (each has an MRD).
+pub fn every_managed_kind_crd() -> Vec<CustomResourceDefinition> {
+    modelplane_provider_eks::crds::all()
+        .into_iter()
+        .filter(|c| ManagedKind::ALL.iter().any(|k| k.mrd_name() == c.name_any()))
+        .collect()
+}
+
 /// Seeds what a stand-in (kmock) cannot decide itself: every CRD with the status the API server would write.
 pub async fn stand_in_crds(kube: &kube::Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
@@ -63,7 +73,7 @@ pub async fn stand_in_crds(kube: &kube::Client) {
         crd.status = Some(established_status());
         crds.create(&PostParams::default(), &crd).await.unwrap();
     }
-    for crd in managed_crds() {
+    for crd in every_managed_kind_crd() {
         mrds(kube)
             .create(&PostParams::default(), &mrd_for(&crd, "Inactive"))
             .await
@@ -85,7 +95,7 @@ pub fn mrds(kube: &kube::Client) -> Api<DynamicObject> {
 
 /// On the real API server, under `Exclusive`: the CRDs installed and served, no managed resource of an earlier
 /// test left (their providers are gone, and their ProviderConfigs point at proxies that are gone or, worse,
-/// reused ports), and our MRDs freshly Inactive: an MRD cannot go back from Active (its CEL rule), so it is
+/// reused ports), and the MRDs of all our kinds freshly Inactive: an MRD cannot go back from Active (its CEL rule), so it is
 /// deleted and created again. `with_managed_crds: false` then removes the Cluster and NodePool CRDs, as on a
 /// cluster where Crossplane has not activated them yet.
 pub async fn reset_real(kube: &kube::Client, with_managed_crds: bool) {
@@ -104,7 +114,12 @@ pub async fn reset_real(kube: &kube::Client, with_managed_crds: bool) {
     }
     remove_all::<Cluster>(kube).await;
     remove_all::<NodePool>(kube).await;
-    for crd in managed_crds() {
+    remove_all::<Network>(kube).await;
+    remove_all::<Role>(kube).await;
+    remove_all::<FileSystem>(kube).await;
+    remove_all::<Addon>(kube).await;
+    remove_all::<PodIdentityAssociation>(kube).await;
+    for crd in every_managed_kind_crd() {
         let name = crd.name_any();
         let _ = mrds(kube).delete(&name, &DeleteParams::default()).await;
         wait_gone(&mrds(kube), &name).await;

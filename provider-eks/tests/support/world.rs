@@ -76,7 +76,17 @@ impl World {
         let kubeconfig = dir.join("kubeconfig");
         write_plain_kubeconfig(&kubeconfig, &url);
         seed::stand_in_crds(&kube).await;
-        Self::assemble(kube, NS.into(), dir, kubeconfig, Some(kmock), None, None).await
+        Self::assemble(
+            super::start_moto(),
+            kube,
+            NS.into(),
+            dir,
+            kubeconfig,
+            Some(kmock),
+            None,
+            None,
+        )
+        .await
     }
 
     /// A world on the in-process `FastKube` instead of a real server, for thousands of managed resources.
@@ -89,10 +99,37 @@ impl World {
         let kubeconfig = dir.join("kubeconfig");
         write_plain_kubeconfig(&kubeconfig, &url);
         seed::stand_in_crds(&kube).await;
-        Self::assemble(kube, NS.into(), dir, kubeconfig, None, Some(fast), None).await
+        Self::assemble(
+            super::start_moto(),
+            kube,
+            NS.into(),
+            dir,
+            kubeconfig,
+            None,
+            Some(fast),
+            None,
+        )
+        .await
+    }
+
+    /// A real-server world whose AWS is moto with the EKS add-on and pod-identity stand-in in front
+    /// (`tests/eks_standin.py`) and AWS's managed IAM policies loaded, and whose `ClusterProviderConfig` `default` (what a stock InferenceCluster's
+    /// managed resources name) points at the proxy too.
+    pub async fn start_with_eks_standin() -> Self {
+        let world = Self::start_real_on(
+            true,
+            super::standin::start_moto_with_eks_standin_and_aws_managed_policies(),
+        )
+        .await;
+        world.seed_cluster_provider_config().await;
+        world
     }
 
     async fn start_real(with_managed_crds: bool) -> Self {
+        Self::start_real_on(with_managed_crds, super::start_moto()).await
+    }
+
+    async fn start_real_on(with_managed_crds: bool, moto: Peer) -> Self {
         install_crypto();
         let server = apiserver::shared();
         let exclusive = tokio::task::block_in_place(|| server.exclusive());
@@ -113,6 +150,7 @@ impl World {
         let dir = std::env::temp_dir().join(format!("provider-eks-e2e-{ns}"));
         std::fs::create_dir_all(&dir).unwrap();
         Self::assemble(
+            moto,
             kube,
             ns,
             dir,
@@ -124,7 +162,9 @@ impl World {
         .await
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn assemble(
+        moto: Peer,
         kube: kube::Client,
         ns: String,
         dir: PathBuf,
@@ -133,7 +173,6 @@ impl World {
         fast: Option<FastKube>,
         exclusive: Option<Exclusive>,
     ) -> Self {
-        let moto = super::start_moto();
         let proxy = FaultProxy::start(moto.port).await;
         let world = World {
             moto,
@@ -191,6 +230,50 @@ impl World {
             .create(&PostParams::default(), &pc)
             .await
             .unwrap();
+    }
+
+    /// The cluster-scoped `default` ClusterProviderConfig, pointing at this world's proxy with this world's
+    /// credentials Secret (replacing one an earlier world left).
+    async fn seed_cluster_provider_config(&self) {
+        let api: Api<ClusterProviderConfig> = Api::all(self.kube.clone());
+        // An earlier world's provider is gone and cannot release a finalizer it put there.
+        let unfinalize = Patch::Merge(json!({ "metadata": { "finalizers": null } }));
+        let _ = api.patch("default", &PatchParams::default(), &unfinalize).await;
+        let _ = api.delete("default", &Default::default()).await;
+        let mut credentials = super::secret_credentials();
+        if let Some(secret) = credentials.secret_ref.as_mut() {
+            secret.namespace = Some(self.ns.clone());
+        }
+        let pc = ClusterProviderConfig::new(
+            "default",
+            ClusterProviderConfigSpec {
+                spec: ProviderConfigSpec {
+                    credentials,
+                    endpoint: Some(self.proxy.url()),
+                },
+            },
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while let Err(e) = api.create(&PostParams::default(), &pc).await {
+            // The old one may still be going.
+            assert!(
+                std::time::Instant::now() < deadline,
+                "cannot create ClusterProviderConfig default: {e}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Turns the named ManagedResourceDefinitions Active, as Crossplane does for a ManagedResourceActivationPolicy
+    /// that lists them.
+    pub async fn activate_mrds(&self, names: &[String]) {
+        for name in names {
+            let patch = Patch::Merge(json!({ "spec": { "state": "Active" } }));
+            self.mrds()
+                .patch(name, &PatchParams::default(), &patch)
+                .await
+                .unwrap_or_else(|e| panic!("cannot activate ManagedResourceDefinition {name}: {e}"));
+        }
     }
 
     /// Creates the Cluster and NodePool CRDs, as Crossplane does once their MRDs are Active.
@@ -331,13 +414,31 @@ impl World {
     }
 
     pub fn eks(&self) -> aws_sdk_eks::Client {
-        let config = aws_sdk_eks::Config::builder()
-            .behavior_version(aws_sdk_eks::config::BehaviorVersion::latest())
-            .region(aws_sdk_eks::config::Region::new(REGION))
-            .credentials_provider(AwsCredentials::new("testing", "testing", None, None, "test"))
+        aws_sdk_eks::Client::new(&self.sdk_config())
+    }
+
+    pub fn ec2(&self) -> aws_sdk_ec2::Client {
+        aws_sdk_ec2::Client::new(&self.sdk_config())
+    }
+
+    pub fn iam(&self) -> aws_sdk_iam::Client {
+        aws_sdk_iam::Client::new(&self.sdk_config())
+    }
+
+    pub fn efs(&self) -> aws_sdk_efs::Client {
+        aws_sdk_efs::Client::new(&self.sdk_config())
+    }
+
+    /// Straight to moto (not through the proxy), so checks are neither faulted nor counted.
+    fn sdk_config(&self) -> aws_config::SdkConfig {
+        aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(REGION))
+            .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(
+                AwsCredentials::new("testing", "testing", None, None, "test"),
+            ))
             .endpoint_url(self.moto.url())
-            .build();
-        aws_sdk_eks::Client::from_conf(config)
+            .build()
     }
 }
 

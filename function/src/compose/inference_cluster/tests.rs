@@ -687,6 +687,8 @@ fn usages_hold_deletion_in_reverse_order() {
     for (by, of) in [
         ("NodePool/us-east-gpu", "Cluster/us-east"),
         ("NodePool/us-east-system", "Cluster/us-east"),
+        ("NodePool/us-east-gpu", "Role/us-east-node"),
+        ("NodePool/us-east-system", "Role/us-east-node"),
         ("Addon/us-east-coredns", "Cluster/us-east"),
         ("PodIdentityAssociation/us-east-efs-csi", "Role/us-east-efs-csi"),
         ("Cluster/us-east", "Network/us-east"),

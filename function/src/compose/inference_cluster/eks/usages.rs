@@ -3,10 +3,11 @@
 //! the user is gone. Crossplane deletes every composed resource of a deleted composite at once; the Usages turn
 //! that into: what runs on the cluster (Releases, Objects) and what hangs off it (node groups, add-ons, pod
 //! identities) first, then the cluster, then its network and role; EFS before the network; each pod identity
-//! before its role.
+//! before its role; the node groups before the node role.
 //!
-//! Node groups need no Usage of the node role: IAM refuses to delete a role still in an instance profile, and
-//! provider-eks retries until the node groups are gone.
+//! The node role needs its Usages even though IAM refuses to delete a role still in an instance profile:
+//! deleting a role first detaches its policies, so without them the nodes of a group still being drained
+//! would lose their worker, CNI and registry permissions while the workloads on them are uninstalled.
 
 use serde_json::{Value, json};
 
@@ -14,6 +15,8 @@ use super::super::CONTROL_NAMESPACE;
 use crate::compose::Output;
 
 const USAGE_API_VERSION: &str = "protection.crossplane.io/v1beta1";
+/// The composed node role (absent when the spec brings its own ARN).
+const NODE_ROLE: &str = "eks-role-node";
 
 /// One Usage for every (user, used) pair composed in `out`, named after the two so it is stable.
 pub fn compose(out: &mut Output, cluster: &str) {
@@ -22,7 +25,8 @@ pub fn compose(out: &mut Output, cluster: &str) {
         let by = &composed.object;
         let kind = by.get("kind").and_then(Value::as_str).unwrap_or_default();
         let uses: &[&str] = match kind {
-            "NodePool" | "Addon" | "Release" | "Object" => &[super::KEY_CLUSTER],
+            "NodePool" => &[super::KEY_CLUSTER, NODE_ROLE],
+            "Addon" | "Release" | "Object" => &[super::KEY_CLUSTER],
             "PodIdentityAssociation" => &[super::KEY_CLUSTER],
             "Cluster" => &[super::KEY_NETWORK, "eks-role-cluster"],
             "FileSystem" => &[super::KEY_NETWORK],
