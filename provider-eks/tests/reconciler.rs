@@ -316,12 +316,14 @@ async fn a_poll_deferred_by_the_rate_limit_requeues_after_the_wait_and_leaves_th
     assert_eq!(h.condition("busy", "Synced").await.1, "ReconcileSuccess");
     let before = h.api.get("busy").await.unwrap().status;
     let wait = Duration::from_secs(12);
-    h.aws.with(|a| a.observe_error = Some(ExternalError::Deferred(wait)));
+    h.aws
+        .with(|a| a.observe_error = Some(ExternalError::Deferred(wait)));
     assert_eq!(h.reconcile("busy").await, Action::requeue(wait));
     assert_eq!(h.reconcile("busy").await, Action::requeue(wait));
     assert_eq!(h.api.get("busy").await.unwrap().status, before);
     // A real failure afterwards starts from the first backoff step: deferrals did not count as failures.
-    h.aws.with(|a| a.observe_error = Some(ExternalError::Transient("x".into())));
+    h.aws
+        .with(|a| a.observe_error = Some(ExternalError::Transient("x".into())));
     assert_eq!(h.reconcile("busy").await, Action::requeue(Duration::from_secs(1)));
 }
 
