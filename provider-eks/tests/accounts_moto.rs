@@ -76,3 +76,42 @@ async fn provider_configs_of_one_account_share_its_buckets() {
         "both ProviderConfigs' calls went through one bucket"
     );
 }
+
+/// A call whose turn at the rate limit would come after the attempt timeout is not queued: it fails at once as
+/// Deferred (so the reconciler requeues the resource for later), and nothing reaches AWS.
+#[tokio::test]
+async fn a_call_that_would_wait_past_the_attempt_timeout_is_deferred_not_queued() {
+    use modelplane_provider_eks::eks::errors::classify;
+    use modelplane_provider_eks::eks::throttle::{Limits, Rate};
+    use modelplane_provider_eks::managed::external::ExternalError;
+    let moto = support::start_moto();
+    let slow = Rate {
+        per_second: 0.1,
+        burst: 1.0,
+    };
+    let limits = Limits {
+        ec2_read: slow,
+        ..Limits::default()
+    };
+    let kube = kube_fake_client::ClientBuilder::new()
+        .with_resource::<ProviderConfig>()
+        .with_object(config("slow", support::secret_credentials(), &moto.url()))
+        .with_object(support::credentials_secret(NS))
+        .build()
+        .await
+        .unwrap();
+    let cache = ClientCache::with_limits(kube, limits);
+    let ec2 = cache.clients(&reference("slow"), NS, REGION).await.unwrap().ec2;
+    let started = std::time::Instant::now();
+    ec2.describe_vpcs().send().await.unwrap();
+    let err = ec2.describe_vpcs().send().await.unwrap_err();
+    let classified = classify("cannot describe VPCs", &err);
+    assert!(
+        matches!(classified, ExternalError::Deferred(wait) if wait > std::time::Duration::from_secs(8)),
+        "{classified:?}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "the call was queued"
+    );
+}

@@ -302,6 +302,31 @@ async fn throttling_is_reported_on_synced_and_retried_with_growing_backoff() {
     assert_eq!(h.condition("slow", "Synced").await.1, "ReconcileSuccess");
 }
 
+/// A call the rate limit would have held past its timeout is not a failure: the resource comes back after the
+/// wait, its conditions untouched, and the backoff does not grow.
+#[tokio::test]
+async fn a_poll_deferred_by_the_rate_limit_requeues_after_the_wait_and_leaves_the_conditions() {
+    let h = Harness::new(vec![cluster("busy")]).await;
+    h.aws.with(|a| {
+        a.exists = true;
+        a.status = "ACTIVE";
+        a.up_to_date = true;
+    });
+    h.reconcile("busy").await;
+    assert_eq!(h.condition("busy", "Synced").await.1, "ReconcileSuccess");
+    let before = h.api.get("busy").await.unwrap().status;
+    let wait = Duration::from_secs(12);
+    h.aws
+        .with(|a| a.observe_error = Some(ExternalError::Deferred(wait)));
+    assert_eq!(h.reconcile("busy").await, Action::requeue(wait));
+    assert_eq!(h.reconcile("busy").await, Action::requeue(wait));
+    assert_eq!(h.api.get("busy").await.unwrap().status, before);
+    // A real failure afterwards starts from the first backoff step: deferrals did not count as failures.
+    h.aws
+        .with(|a| a.observe_error = Some(ExternalError::Transient("x".into())));
+    assert_eq!(h.reconcile("busy").await, Action::requeue(Duration::from_secs(1)));
+}
+
 #[tokio::test]
 async fn a_failed_create_is_marked_and_reported() {
     let h = Harness::new(vec![cluster("bad")]).await;

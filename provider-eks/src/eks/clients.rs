@@ -26,6 +26,8 @@ const SESSION_NAME: &str = "modelplane-provider-eks";
 /// One AWS call may not hold a reconcile longer than this: a hung connection becomes a retryable error instead
 /// of a controller worker stuck forever. The SDK's own retries (with backoff) happen inside the overall limit.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// What a call is allowed beside its wait for a token within one attempt.
+const CALL_MARGIN: Duration = Duration::from_secs(2);
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The SDK's default HTTPS stack (hyper 1, rustls with aws-lc), as the service clients would build it.
@@ -77,7 +79,8 @@ impl ClientCache {
         Self {
             kube,
             clients: Mutex::default(),
-            throttle: Arc::new(Throttle::new(limits)),
+            // A call queued past the attempt timeout, less what the call itself takes, would only time out.
+            throttle: Arc::new(Throttle::new(limits, ATTEMPT_TIMEOUT.saturating_sub(CALL_MARGIN))),
             accounts: Accounts::default(),
         }
     }

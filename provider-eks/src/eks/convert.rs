@@ -331,9 +331,10 @@ pub fn nodegroup_drift(
     }
 }
 
-/// The scaling to apply, if any. The range (`minSize`..`maxSize`) is the spec's; the desired size within it is
-/// the cluster autoscaler's once the group exists (EKS reports the size the autoscaler set), so a desired size
-/// inside the range is left alone and one outside it is brought to the nearest bound. A pool that does not
+/// The scaling to apply on a steady poll, if any. The range (`minSize`..`maxSize`) is the spec's; the desired
+/// size within it is the cluster autoscaler's once the group exists (EKS reports the size the autoscaler set),
+/// so a desired size inside the range is left alone and one outside it is brought to the nearest bound (a
+/// changed spec's own size is applied by [`requested_size`]). A pool that does not
 /// autoscale has a one-size range, so its size follows the spec exactly.
 fn scaling_drift(desired: &Scaling, observed: Option<&Scaling>) -> Option<Scaling> {
     let Some(observed) = observed else {
@@ -344,6 +345,17 @@ fn scaling_drift(desired: &Scaling, observed: Option<&Scaling>) -> Option<Scalin
     let same_range = observed.min_size == min && observed.max_size == desired.max_size;
     (!(same_range && in_range)).then(|| Scaling {
         desired_size: observed.desired_size.max(min).min(max),
+        ..*desired
+    })
+}
+
+/// After a spec change (a new generation), the spec's own desired size counts again: a size the user (or the
+/// composition) asked for is applied once, inside the range; afterwards the autoscaler owns it again.
+pub fn requested_size(desired: &Scaling, observed: Option<&Scaling>) -> Option<Scaling> {
+    let (min, max) = (desired.min_size, desired.max_size.max(desired.min_size));
+    let wanted = desired.desired_size.max(min).min(max);
+    (observed.map(|o| o.desired_size) != Some(wanted)).then_some(Scaling {
+        desired_size: wanted,
         ..*desired
     })
 }

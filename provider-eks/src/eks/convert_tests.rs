@@ -221,6 +221,37 @@ fn the_autoscaler_owns_the_desired_size_inside_the_spec_range() {
 }
 
 #[test]
+fn a_changed_spec_applies_its_own_size_once_inside_the_range() {
+    let autoscaled = Scaling {
+        min_size: 1,
+        max_size: 4,
+        desired_size: 4,
+    };
+    // The spec now asks for 3: applied.
+    let mut spec = pool().scaling;
+    spec.desired_size = 3;
+    assert_eq!(
+        requested_size(&spec, Some(&autoscaled)),
+        Some(Scaling {
+            desired_size: 3,
+            ..spec
+        })
+    );
+    // A size past the range is brought inside it; a size already running asks for nothing.
+    spec.desired_size = 9;
+    let small = Scaling {
+        desired_size: 2,
+        ..autoscaled
+    };
+    assert_eq!(
+        requested_size(&spec, Some(&small)).map(|s| s.desired_size),
+        Some(4)
+    );
+    spec.desired_size = 4;
+    assert_eq!(requested_size(&spec, Some(&autoscaled)), None);
+}
+
+#[test]
 fn a_taint_whose_value_changed_is_set_not_removed() {
     let mut observed = group();
     observed.taints[0].value = "old".into();

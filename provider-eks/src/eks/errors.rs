@@ -31,6 +31,13 @@ pub fn classify<E: ProvideErrorMetadata>(
     what: &str,
     err: &SdkError<E, aws_smithy_runtime_api::http::Response>,
 ) -> ExternalError {
+    let connector = match err {
+        SdkError::DispatchFailure(failure) => failure.as_connector_error(),
+        _ => None,
+    };
+    if let Some(wait) = connector.and_then(|c| super::throttle::deferred(c)) {
+        return ExternalError::Deferred(wait);
+    }
     match err {
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) => {
             ExternalError::Transient(format!("{what}: AWS did not answer"))

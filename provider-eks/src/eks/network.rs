@@ -79,6 +79,13 @@ fn subnet_tags(mr: &Network, planned: &PlannedSubnet) -> Vec<(String, String)> {
     tags
 }
 
+/// For the creates EC2 takes no idempotency token for (VPC, subnet, gateway, address, route table): no SDK
+/// retry, since a retry after a lost answer makes a second object. The error ends the reconcile instead, and
+/// the next one finds the first object by its tags.
+fn without_retries() -> aws_sdk_ec2::config::Builder {
+    aws_sdk_ec2::config::Builder::default().retry_config(aws_sdk_ec2::config::retry::RetryConfig::disabled())
+}
+
 fn enabled() -> AttributeBooleanValue {
     AttributeBooleanValue::builder().value(true).build()
 }
@@ -97,6 +104,8 @@ impl NetworkClient {
                     .create_vpc()
                     .cidr_block(&spec.cidr_block)
                     .tag_specifications(tag_spec(mr, ResourceType::Vpc, "vpc", &[]))
+                    .customize()
+                    .config_override(without_retries())
                     .send()
                     .await
                     .map_err(|e| classify("cannot create VPC", &e))?;
@@ -141,6 +150,8 @@ impl NetworkClient {
                         .cidr_block(&p.cidr)
                         .availability_zone(&p.zone)
                         .tag_specifications(tag_spec(mr, ResourceType::Subnet, &p.part, &subnet_tags(mr, p)))
+                        .customize()
+                        .config_override(without_retries())
                         .send()
                         .await
                         .map_err(|e| {
@@ -170,6 +181,8 @@ impl NetworkClient {
                 let out = ec2
                     .create_internet_gateway()
                     .tag_specifications(tag_spec(mr, ResourceType::InternetGateway, INTERNET_GATEWAY, &[]))
+                    .customize()
+                    .config_override(without_retries())
                     .send()
                     .await
                     .map_err(|e| classify("cannot create internet gateway", &e))?;
@@ -199,6 +212,8 @@ impl NetworkClient {
                     .allocate_address()
                     .domain(DomainType::Vpc)
                     .tag_specifications(tag_spec(mr, ResourceType::ElasticIp, ELASTIC_IP, &[]))
+                    .customize()
+                    .config_override(without_retries())
                     .send()
                     .await
                     .map_err(|e| classify("cannot allocate the NAT gateway's Elastic IP", &e))?;
@@ -379,6 +394,8 @@ impl NetworkClient {
                     .create_route_table()
                     .vpc_id(vpc)
                     .tag_specifications(tag_spec(mr, ResourceType::RouteTable, part, &[]))
+                    .customize()
+                    .config_override(without_retries())
                     .send()
                     .await
                     .map_err(|e| classify(&format!("cannot create route table {part}"), &e))?;

@@ -17,7 +17,7 @@ use modelplane_eks_api::{
 use super::clients::{AwsClients, ClientCache};
 use super::convert::{
     NodeGroupDrift, ObservedNodeGroup, capacity_type_name, nodegroup_drift, nodegroup_late_init,
-    nodegroup_phase, region_change,
+    nodegroup_phase, region_change, requested_size,
 };
 use super::errors::{classify, is_code};
 use super::{external_name, launch_template, request_token};
@@ -325,7 +325,13 @@ impl ExternalClient<NodePool> for NodePoolClient {
             true => None,
             false => self.subnets(mr).await.ok(),
         };
-        let drift = nodegroup_drift(desired, &observed, desired_subnets.as_deref());
+        let mut drift = nodegroup_drift(desired, &observed, desired_subnets.as_deref());
+        let spec_changed = mr.status.as_ref().and_then(|s| s.observed_generation) != mr.metadata.generation;
+        if spec_changed {
+            drift.scaling = drift
+                .scaling
+                .or_else(|| requested_size(&desired.scaling, observed.scaling.as_ref()));
+        }
         let up_to_date = drift.up_to_date();
         let late_initialized = nodegroup_late_init(desired, &observed);
         let scaling = observed.scaling;

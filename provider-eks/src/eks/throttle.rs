@@ -3,7 +3,9 @@
 //! through it (the SDK's own retries too): an interceptor names the operation on the request, and the HTTP
 //! connector takes a token before sending. A throttling answer halves the bucket's rate; successes win it back
 //! slowly. Urgent work (creates, deletes, updates, anything not in steady state) is served before steady-state
-//! describes, which wait while an urgent call is queued on the same bucket.
+//! describes, which wait while an urgent call is queued on the same bucket. A call whose turn would come too late
+//! for the SDK's attempt timeout is not queued at all: it fails at once with [`Deferred`], and the reconciler
+//! requeues the resource for when the bucket will have room, instead of a call that times out and flaps Synced.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,6 +19,7 @@ use aws_smithy_runtime_api::client::http::{
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextMut;
 use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, Metadata};
+use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 
@@ -94,6 +97,7 @@ struct BucketState {
     rate: f64,
     max: Rate,
     urgent_waiting: usize,
+    steady_waiting: usize,
 }
 
 #[derive(Debug)]
@@ -117,6 +121,7 @@ impl Bucket {
                 rate: max.per_second,
                 max,
                 urgent_waiting: 0,
+                steady_waiting: 0,
             }),
             urgent_turn: tokio::sync::Mutex::new(()),
             steady_turn: tokio::sync::Mutex::new(()),
@@ -149,12 +154,20 @@ impl Bucket {
         Err(Duration::from_secs_f64(wait.clamp(0.001, 10.0)))
     }
 
+    /// How long a caller arriving now would wait for its token: every caller queued ahead of it (for a
+    /// steady-state caller, urgent ones too) takes one first.
+    pub fn expected_wait(&self, urgent: bool) -> Duration {
+        let s = self.lock();
+        let elapsed = Instant::now().duration_since(s.refilled).as_secs_f64();
+        let tokens = (s.tokens + elapsed * s.rate).min(s.max.burst);
+        let ahead = s.urgent_waiting + if urgent { 0 } else { s.steady_waiting };
+        let needed = ahead as f64 + 1.0 - tokens;
+        Duration::from_secs_f64((needed / s.rate).clamp(0.0, 3600.0))
+    }
+
     pub async fn acquire(&self, urgent: bool) {
         // Counted from the start, so steady-state callers yield to urgent ones still in the queue.
-        let _queued = urgent.then(|| {
-            self.lock().urgent_waiting += 1;
-            UrgentInQueue(self)
-        });
+        let _queued = InQueue::enter(self, urgent);
         let _turn = match urgent {
             true => self.urgent_turn.lock().await,
             false => self.steady_turn.lock().await,
@@ -184,29 +197,66 @@ impl Bucket {
     }
 }
 
-/// Counts an urgent caller as queued until it leaves, by taking a token or by being dropped (its call timed
-/// out): a leaked count would hold steady-state callers back for good.
-struct UrgentInQueue<'a>(&'a Bucket);
+/// Counts a caller as queued until it leaves, by taking a token or by being dropped (its call timed out): a
+/// leaked count would hold steady-state callers back for good.
+struct InQueue<'a> {
+    bucket: &'a Bucket,
+    urgent: bool,
+}
 
-impl Drop for UrgentInQueue<'_> {
-    fn drop(&mut self) {
-        let mut s = self.0.lock();
-        s.urgent_waiting = s.urgent_waiting.saturating_sub(1);
+impl<'a> InQueue<'a> {
+    fn enter(bucket: &'a Bucket, urgent: bool) -> Self {
+        let mut s = bucket.lock();
+        match urgent {
+            true => s.urgent_waiting += 1,
+            false => s.steady_waiting += 1,
+        }
+        Self { bucket, urgent }
     }
 }
 
+impl Drop for InQueue<'_> {
+    fn drop(&mut self) {
+        let mut s = self.bucket.lock();
+        match self.urgent {
+            true => s.urgent_waiting = s.urgent_waiting.saturating_sub(1),
+            false => s.steady_waiting = s.steady_waiting.saturating_sub(1),
+        }
+    }
+}
+
+/// A call not sent because its turn at the rate limit would come after `max_wait`: try again after the wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("AWS calls to this API are rate-limited: this one would wait {0:?}, past the attempt timeout")]
+pub struct Deferred(pub Duration);
+
+/// The Deferred a failed SDK call carries somewhere in its chain of causes, if any.
+pub fn deferred(err: &(dyn std::error::Error + 'static)) -> Option<Duration> {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if let Some(Deferred(wait)) = e.downcast_ref::<Deferred>() {
+            return Some(*wait);
+        }
+        cause = e.source();
+    }
+    None
+}
+
 /// Every bucket of the process, by (account, region, service:operation).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Throttle {
     limits: Limits,
     buckets: Mutex<HashMap<(String, String, String), Arc<Bucket>>>,
+    /// The longest a call may wait for its token; one that would wait longer is [`Deferred`].
+    max_wait: Duration,
 }
 
 impl Throttle {
-    pub fn new(limits: Limits) -> Self {
+    pub fn new(limits: Limits, max_wait: Duration) -> Self {
         Self {
             limits,
             buckets: Mutex::default(),
+            max_wait,
         }
     }
 
@@ -324,6 +374,12 @@ impl HttpConnector for ThrottledConnector {
         let (service, name) = operation.split_once(':').unwrap_or(("unknown", "unknown"));
         let bucket = self.throttle.bucket(&self.account, &self.region, service, name);
         let inner = self.inner.clone();
+        let wait = bucket.expected_wait(urgent);
+        if wait > self.throttle.max_wait {
+            // No retry kind: the SDK gives up at once, and the reconciler requeues the resource after `wait`.
+            let deferred = ConnectorError::other(Box::new(Deferred(wait)), None);
+            return HttpConnectorFuture::ready(Err(deferred));
+        }
         HttpConnectorFuture::new(async move {
             bucket.acquire(urgent).await;
             let response = inner.call(request).await?;
@@ -353,6 +409,30 @@ mod tests {
         }
         let wait = bucket.try_take(true).unwrap_err();
         assert!(wait <= Duration::from_millis(500), "{wait:?}");
+    }
+
+    #[test]
+    fn the_expected_wait_counts_every_caller_queued_ahead() {
+        let bucket = Bucket::new(Rate {
+            per_second: 1.0,
+            burst: 1.0,
+        });
+        assert_eq!(bucket.expected_wait(false), Duration::ZERO);
+        assert!(bucket.try_take(false).is_ok());
+        let _steady: Vec<InQueue> = (0..9).map(|_| InQueue::enter(&bucket, false)).collect();
+        // Nine steady callers ahead and an empty bucket: the tenth token comes in about ten seconds.
+        let steady = bucket.expected_wait(false);
+        assert!(steady > Duration::from_secs(9), "{steady:?}");
+        // An urgent caller goes before them all.
+        assert!(bucket.expected_wait(true) <= Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_deferred_call_is_found_in_its_chain_of_causes() {
+        let wait = Duration::from_secs(12);
+        let error = ConnectorError::other(Box::new(Deferred(wait)), None);
+        assert_eq!(deferred(&error), Some(wait));
+        assert_eq!(deferred(&std::io::Error::other("no")), None);
     }
 
     #[test]
@@ -441,7 +521,7 @@ mod tests {
 
     #[test]
     fn buckets_are_per_account_region_and_api() {
-        let throttle = Throttle::new(Limits::default());
+        let throttle = Throttle::new(Limits::default(), Duration::from_secs(8));
         let a = throttle.bucket("123456789012", "us-east-1", "eks", "DescribeNodegroup");
         // Two ProviderConfigs of one account resolve to the same account id, so to the same bucket.
         let same = throttle.bucket("123456789012", "us-east-1", "eks", "DescribeNodegroup");

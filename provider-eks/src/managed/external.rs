@@ -72,6 +72,10 @@ pub enum ExternalError {
     /// Something this resource needs is not there yet (its cluster is not ACTIVE, node pools still attached).
     #[error("{0}")]
     Waiting(String),
+    /// Nothing went wrong: the client-side rate limit would have held a call past its timeout, so it was not
+    /// sent. Look again after this long; the resource's conditions stay as they are.
+    #[error("AWS calls are rate-limited here: deferred for {0:?}")]
+    Deferred(std::time::Duration),
 }
 
 impl ExternalError {
@@ -81,6 +85,7 @@ impl ExternalError {
             ExternalError::Transient(_) => "transient",
             ExternalError::Rejected(_) => "rejected",
             ExternalError::Waiting(_) => "waiting",
+            ExternalError::Deferred(_) => "deferred",
         }
     }
 }

@@ -136,6 +136,9 @@ impl<C> Reconciler<C> {
     }
 
     async fn event_error<M: Managed>(&self, mr: &M, reason: Reason, err: &ExternalError) {
+        if matches!(err, ExternalError::Deferred(_)) {
+            return;
+        }
         if let Some(events) = &self.events {
             events.error(mr, reason, err).await;
         }
@@ -268,6 +271,12 @@ impl<C> Reconciler<C> {
         ready: Option<&Readiness>,
         err: ExternalError,
     ) -> Result<Action, kube::Error> {
+        if let ExternalError::Deferred(wait) = err {
+            // Not a failure: no condition, no backoff step, just come back when the rate limit has room.
+            tracing::debug!(kind = self.kind, name = %key(mr), ?wait, "deferred by the rate limit");
+            self.metrics.reconcile_error(self.kind, err.metric_label());
+            return Ok(Action::requeue(jitter(wait, self.timing.jitter)));
+        }
         tracing::info!(kind = self.kind, name = %key(mr), error = %err, "reconcile failed");
         self.unsettle(&key(mr));
         self.metrics.reconcile_error(self.kind, err.metric_label());
@@ -281,7 +290,7 @@ impl<C> Reconciler<C> {
                 (delay, message)
             }
             // Waiting resources back off too: what they wait for (their Cluster) wakes them through a watch.
-            ExternalError::Transient(_) | ExternalError::Waiting(_) => {
+            ExternalError::Transient(_) | ExternalError::Waiting(_) | ExternalError::Deferred(_) => {
                 (self.next_backoff(&key(mr)), err.to_string())
             }
         };

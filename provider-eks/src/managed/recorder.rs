@@ -58,7 +58,7 @@ impl Reason {
 /// What to say about an error: waiting on a dependency is normal, so it is not a Warning.
 pub fn failure(reason: Reason, err: &ExternalError) -> (Reason, EventType, String) {
     let kind = match err {
-        ExternalError::Waiting(_) => EventType::Normal,
+        ExternalError::Waiting(_) | ExternalError::Deferred(_) => EventType::Normal,
         ExternalError::Transient(_) | ExternalError::Rejected(_) => EventType::Warning,
     };
     (reason, kind, err.to_string())

@@ -85,3 +85,37 @@ async fn a_steady_network_poll_is_one_call_and_a_part_removed_outside_is_still_n
     client.observe(&changed).await.unwrap();
     assert_eq!(proxy.requests().len() - before, 7);
 }
+
+/// CreateVpc takes no idempotency token: when its answer is lost the SDK must not send it again (that made a
+/// second VPC on a loaded machine); the reconcile fails, and the next one finds the VPC by its tags.
+#[tokio::test]
+async fn a_lost_create_vpc_answer_is_not_retried_into_a_second_vpc() {
+    use super::support::proxy::Fault;
+    use modelplane_provider_eks::managed::external::ExternalError;
+    let moto = moto();
+    let moto = moto.lock().await;
+    super::support::reset_moto(&moto);
+    let proxy = FaultProxy::start(moto.port).await;
+    let cache = cache_at(proxy.url()).await;
+    let mr = network_mr("lost", &["us-east-1a", "us-east-1b"]);
+    let client = NetworkConnector { cache: cache.clone() }
+        .connect(&mr)
+        .await
+        .unwrap();
+    proxy.inject("CreateVpc", &[Fault::Lost]);
+    let err = client.create(&mr).await.unwrap_err();
+    assert!(matches!(err, ExternalError::Transient(_)), "{err}");
+    assert_eq!(proxy.count("EC2 CreateVpc"), 1);
+    let partial = client.observe(&mr).await.unwrap();
+    assert!(partial.exists && !partial.up_to_date, "{partial:?}");
+    client.update(&mr, &partial.at_provider).await.unwrap();
+    assert_eq!(proxy.count("EC2 CreateVpc"), 1);
+    let ec2 = super::aws(&cache).await.ec2;
+    let vpcs = ec2.describe_vpcs().send().await.unwrap();
+    let ours = vpcs
+        .vpcs()
+        .iter()
+        .filter(|v| v.tags().iter().any(|t| t.value() == Some(&format!("{NS}/lost"))))
+        .count();
+    assert_eq!(ours, 1);
+}
