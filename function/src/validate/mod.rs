@@ -15,7 +15,9 @@ use serde_json::Value;
 
 use crate::{api::TypeMeta, compose::ComposeError, wire::RawStruct};
 
+mod defaults;
 pub mod metadata;
+mod rules;
 pub mod schema;
 
 use schema::{Layout, ObjectSchema};
@@ -160,7 +162,7 @@ pub fn composite(type_meta: &TypeMeta, object: &Value) -> Result<(), ComposeErro
         if let Some(map) = without_status.as_object_mut() {
             map.remove("status");
         }
-        findings = schema.admission(&without_status);
+        findings = schema.admission(without_status);
     }
     match findings.split_first() {
         None => Ok(()),

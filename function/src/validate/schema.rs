@@ -11,6 +11,8 @@ use std::{collections::BTreeSet, sync::LazyLock};
 use jsonschema::{Draft, Validator};
 use serde_json::{Map, Value, json};
 
+use super::{defaults::Defaults, rules::Rules};
+
 /// A field path and what is wrong there.
 pub type Finding = (String, String);
 
@@ -47,7 +49,24 @@ pub struct ObjectSchema {
     /// The schema as Crossplane would install it: the XRD's plus type meta, metadata and Crossplane's fields.
     full: Value,
     json: Validator,
-    cel: kube_cel::CompiledSchema,
+    cel: Cel,
+    defaults: Defaults,
+}
+
+/// The schema's CEL rules: walked by [`Rules`] where it can convert values as the API server does, else by
+/// kube-cel's own walker.
+enum Cel {
+    Pruned(Rules),
+    Whole(Box<kube_cel::CompiledSchema>),
+}
+
+impl Cel {
+    fn compiled(&self) -> &kube_cel::CompiledSchema {
+        match self {
+            Cel::Pruned(rules) => rules.compiled(),
+            Cel::Whole(compiled) => compiled,
+        }
+    }
 }
 
 impl ObjectSchema {
@@ -57,8 +76,10 @@ impl ObjectSchema {
             .with_draft(Draft::Draft4)
             .build(&rewrite(&full))
             .map_err(|e| format!("the schema is not valid JSON Schema after the Kubernetes rewrite: {e}"))?;
+        let cel = Rules::new(Box::new(kube_cel::compile_schema(&full))).map_or_else(Cel::Whole, Cel::Pruned);
         Ok(Self {
-            cel: kube_cel::compile_schema(&full),
+            defaults: Defaults::new(cel.compiled()),
+            cel,
             full,
             json,
         })
@@ -73,7 +94,7 @@ impl ObjectSchema {
         // On create transition rules (oldSelf) are skipped; an unchanged update runs them too.
         let mut seen = BTreeSet::new();
         for old in [None, Some(object)] {
-            if let Err(errors) = validator.validate_compiled(&self.cel, object, old) {
+            if let Err(errors) = validator.validate_compiled(self.cel.compiled(), object, old) {
                 for e in errors.iter() {
                     if seen.insert(e.to_string()) {
                         out.push((e.field_path.clone(), format!("{} (rule: {})", e.message, e.rule)));
@@ -96,19 +117,50 @@ impl ObjectSchema {
     /// Why the API server would refuse to admit `object` (unknown fields it would only prune are not reasons).
     /// The CEL rules run only on an object the schema accepts, so their cost is bounded by the schema's own
     /// limits (`maxItems`, `maxLength`) as the API server's cost estimates assume.
-    pub fn admission(&self, object: &Value) -> Vec<Finding> {
-        let defaulted = kube_cel::apply_defaults(&self.full, object);
+    pub fn admission(&self, object: Value) -> Vec<Finding> {
+        let mut defaulted = object;
+        self.defaults.apply(&mut defaulted);
         let out = self.structural(&defaulted);
         if !out.is_empty() {
             return out;
         }
-        match validator().validate_compiled(&self.cel, &defaulted, None) {
+        match &self.cel {
+            Cel::Pruned(rules) => rules.check(&defaulted, crate::cel::functions()),
+            Cel::Whole(compiled) => match validator().validate_compiled(compiled, &defaulted, None) {
+                Ok(()) => Vec::new(),
+                Err(errors) => errors
+                    .iter()
+                    .map(|e| (e.field_path.clone(), format!("{} (rule: {})", e.message, e.rule)))
+                    .collect(),
+            },
+        }
+    }
+
+    /// [`Self::admission`]'s defaulting next to kube-cel's.
+    #[cfg(test)]
+    pub(crate) fn defaulted_both_ways(&self, object: &Value) -> (Value, Value) {
+        let mut ours = object.clone();
+        self.defaults.apply(&mut ours);
+        (ours, kube_cel::apply_defaults(&self.full, object))
+    }
+
+    /// The CEL findings of [`Self::admission`] next to kube-cel's own walker's on the same defaulted object, for
+    /// tests that hold the two to the same answers.
+    #[cfg(test)]
+    pub(crate) fn cel_findings_both_ways(&self, object: &Value) -> (Vec<Finding>, Vec<Finding>) {
+        let defaulted = kube_cel::apply_defaults(&self.full, object);
+        let ours = match &self.cel {
+            Cel::Pruned(rules) => rules.check(&defaulted, crate::cel::functions()),
+            Cel::Whole(_) => Vec::new(),
+        };
+        let theirs = match validator().validate_compiled(self.cel.compiled(), &defaulted, None) {
             Ok(()) => Vec::new(),
             Err(errors) => errors
                 .iter()
                 .map(|e| (e.field_path.clone(), format!("{} (rule: {})", e.message, e.rule)))
                 .collect(),
-        }
+        };
+        (ours, theirs)
     }
 
     fn structural(&self, defaulted: &Value) -> Vec<Finding> {

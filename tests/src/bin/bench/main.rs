@@ -4,6 +4,7 @@
 //! Run it through `tests/bench.sh`, which builds the three servers and the Python venv. Every call count and the
 //! time spent per measurement are bounded, and only loopback addresses are used.
 
+mod instructions;
 mod limits;
 mod load;
 mod micro;
@@ -33,10 +34,10 @@ struct Cli {
     #[arg(long, required_unless_present = "micro_only")]
     rust_noop: Option<PathBuf>,
     /// Python interpreter with crossplane-function-sdk-python installed.
-    #[arg(long, required_unless_present = "micro_only")]
+    #[arg(long, required_unless_present_any = ["micro_only", "instructions"])]
     python: Option<PathBuf>,
     /// The Python no-op function (tests/peers/noop_python.py).
-    #[arg(long, required_unless_present = "micro_only")]
+    #[arg(long, required_unless_present_any = ["micro_only", "instructions"])]
     python_noop: Option<PathBuf>,
     /// Multiplies every call count; 0.1 gives a quick smoke run.
     #[arg(long, default_value_t = 1.0)]
@@ -44,6 +45,16 @@ struct Cli {
     /// Only the in-process decode comparison; starts no server (handy under a profiler).
     #[arg(long)]
     micro_only: bool,
+    /// Instead of timing, count instructions per request under callgrind for ours and the Rust no-op (the
+    /// measure that holds on a loaded machine); the Python flags are then not needed.
+    #[arg(long)]
+    instructions: bool,
+    /// Requests counted per server and stream with --instructions (each server runs this many and twice as many).
+    #[arg(long, default_value_t = 200)]
+    instruction_calls: usize,
+    /// The valgrind program for --instructions.
+    #[arg(long, default_value = "valgrind")]
+    valgrind: PathBuf,
     /// Where the servers' logs go.
     #[arg(long, default_value_os_t = std::env::temp_dir().join("modelplane-bench"))]
     log_dir: PathBuf,
@@ -141,6 +152,9 @@ async fn interrupted() {
 
 /// Returns whether every call succeeded.
 async fn run(cli: &Cli) -> Result<bool, String> {
+    if cli.instructions {
+        return count_instructions(cli).await.map(|()| true);
+    }
     let requests = requests();
 
     // In-process numbers first, while no server competes for the cores.
@@ -157,17 +171,10 @@ async fn run(cli: &Cli) -> Result<bool, String> {
     }
     std::fs::create_dir_all(&cli.log_dir)
         .map_err(|e| format!("cannot create {}: {e}", cli.log_dir.display()))?;
+    let [ours, rust_noop] = rust_specs(cli)?;
     let specs = [
-        Spec {
-            name: "ours",
-            program: given(&cli.ours, "--ours")?,
-            args: vec!["serve".into(), "--insecure".into()],
-        },
-        Spec {
-            name: "rust-sdk no-op",
-            program: given(&cli.rust_noop, "--rust-noop")?,
-            args: vec!["--insecure".into(), "--metrics-address=".into()],
-        },
+        ours,
+        rust_noop,
         Spec {
             name: "python-sdk no-op",
             program: given(&cli.python, "--python")?,
@@ -259,6 +266,48 @@ async fn run(cli: &Cli) -> Result<bool, String> {
         }
     }
     Ok(all_succeeded)
+}
+
+/// Our server and the function-sdk-rust no-op, with the flags each needs.
+fn rust_specs(cli: &Cli) -> Result<[Spec; 2], String> {
+    Ok([
+        Spec {
+            name: "ours",
+            program: given(&cli.ours, "--ours")?,
+            args: vec!["serve".into(), "--insecure".into()],
+        },
+        Spec {
+            name: "rust-sdk no-op",
+            program: given(&cli.rust_noop, "--rust-noop")?,
+            args: vec!["--insecure".into(), "--metrics-address=".into()],
+        },
+    ])
+}
+
+/// Prints instructions per request for ours and the Rust SDK no-op, for each of [`instructions::STREAMS`].
+async fn count_instructions(cli: &Cli) -> Result<(), String> {
+    std::fs::create_dir_all(&cli.log_dir)
+        .map_err(|e| format!("cannot create {}: {e}", cli.log_dir.display()))?;
+    let specs = rust_specs(cli)?;
+    println!(
+        "instructions per request (callgrind, whole server process, {} counted calls):",
+        cli.instruction_calls
+    );
+    for stream in &instructions::STREAMS {
+        let mut counts = Vec::new();
+        for spec in &specs {
+            counts.push(
+                instructions::per_request(&cli.valgrind, spec, stream, cli.instruction_calls, &cli.log_dir)
+                    .await?,
+            );
+        }
+        let ratio = counts[0] as f64 / counts[1].max(1) as f64;
+        println!(
+            "- {}: ours {}, rust-sdk no-op {} ({ratio:.2}x)",
+            stream.label, counts[0], counts[1]
+        );
+    }
+    Ok(())
 }
 
 /// Sends `calls` requests one after another and returns the last answer.

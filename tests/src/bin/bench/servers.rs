@@ -36,6 +36,19 @@ impl Running {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Waits up to `limit` for the server to exit on its own (after a signal sent by pid), without blocking the
+    /// runtime: a server shutting down gracefully waits for this side to close its connections.
+    pub async fn exited(&mut self, limit: Duration) -> Result<(), String> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return Ok(());
+            }
+            tokio::time::sleep(STARTUP_POLL).await;
+        }
+        Err(format!("{} did not exit within {limit:?}", self.name))
+    }
 }
 
 impl Drop for Running {
