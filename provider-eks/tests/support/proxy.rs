@@ -187,6 +187,17 @@ impl FaultProxy {
     }
 }
 
+/// The path words of the rest-json APIs (EKS, EFS) that are not names.
+const PATH_WORDS: [&str; 7] = [
+    "2015-02-01",
+    "clusters",
+    "node-groups",
+    "addons",
+    "pod-identity-associations",
+    "file-systems",
+    "mount-targets",
+];
+
 /// Requests the same Create-type operation whoever makes it: for the query protocol (EC2, IAM) the action, when
 /// it makes or attaches something; for the rest-json APIs (EKS, EFS) a POST to a collection, its path with the
 /// names in it replaced by `*`.
@@ -200,32 +211,11 @@ pub fn create_kind(op: &str) -> Option<String> {
         "Put",
         "Add",
     ];
-    const COLLECTIONS: [&str; 6] = [
-        "clusters",
-        "node-groups",
-        "addons",
-        "pod-identity-associations",
-        "file-systems",
-        "mount-targets",
-    ];
-    if let Some(action) = op.strip_prefix("EC2 ") {
-        return VERBS
-            .iter()
-            .any(|v| action.starts_with(v))
-            .then(|| action.to_owned());
-    }
-    let path = op.strip_prefix("POST ")?;
-    if !COLLECTIONS.contains(&path.rsplit('/').next()?) {
-        return None;
-    }
-    let general: Vec<&str> = path
-        .split('/')
-        .map(|segment| {
-            let known = segment.is_empty() || segment == "2015-02-01" || COLLECTIONS.contains(&segment);
-            if known { segment } else { "*" }
-        })
-        .collect();
-    Some(format!("POST {}", general.join("/")))
+    let to_collection = |path: &str| {
+        let last = path.rsplit('/').next().unwrap_or_default();
+        last != "2015-02-01" && PATH_WORDS.contains(&last)
+    };
+    kind(op, &VERBS, "POST", to_collection)
 }
 
 /// Requests the same Delete-type operation whoever makes it: for the query protocol the action, when it
@@ -233,33 +223,31 @@ pub fn create_kind(op: &str) -> Option<String> {
 /// in it replaced by `*`.
 pub fn delete_kind(op: &str) -> Option<String> {
     const VERBS: [&str; 5] = ["Delete", "Detach", "Disassociate", "Release", "Revoke"];
-    const WORDS: [&str; 7] = [
-        "2015-02-01",
-        "clusters",
-        "node-groups",
-        "addons",
-        "pod-identity-associations",
-        "file-systems",
-        "mount-targets",
-    ];
+    kind(op, &VERBS, "DELETE", |_| true)
+}
+
+fn kind(op: &str, verbs: &[&str], method: &str, path_counts: impl Fn(&str) -> bool) -> Option<String> {
     if let Some(action) = op.strip_prefix("EC2 ") {
-        return VERBS
+        return verbs
             .iter()
             .any(|v| action.starts_with(v))
             .then(|| action.to_owned());
     }
-    let path = op.strip_prefix("DELETE ")?;
+    let path = op.strip_prefix(method)?.strip_prefix(' ')?;
+    if !path_counts(path) {
+        return None;
+    }
     let general: Vec<&str> = path
         .split('/')
         .map(|segment| {
-            if segment.is_empty() || WORDS.contains(&segment) {
+            if segment.is_empty() || PATH_WORDS.contains(&segment) {
                 segment
             } else {
                 "*"
             }
         })
         .collect();
-    Some(format!("DELETE {}", general.join("/")))
+    Some(format!("{method} {}", general.join("/")))
 }
 
 /// The AWS service a request is signed for (`ec2`, `iam`, `eks`, `elasticfilesystem`).
