@@ -9,6 +9,10 @@
 //!    context into a response, encode: what a no-op function on an SDK does), with the steps timed apart. It
 //!    runs as the server runs a call: on a long-lived thread with the call stack, not a thread of its own.
 //!
+//! 4. The same deployment settled (every composed resource observed Ready, requirements answered), on clusters
+//!    without and with a gateway address: what routing (a pool, a picker, a route and an endpoint per replica)
+//!    adds to a call, and the composed objects per replica.
+//!
 //! Arguments choose scenarios by name (`cargo bench --bench model_deployment -- gang` runs only the third),
 //! which keeps a run under a profiler short.
 
@@ -120,18 +124,7 @@ fn run_function_on_a_hundred_clusters() {
         .collect();
     let req = RequestBuilder::new(&xr).required(CLUSTERS, &clusters).build();
     let bytes = req.encode_to_vec();
-    let samples = (0..50)
-        .map(|_| {
-            let start = Instant::now();
-            let req = RunFunctionRequest::decode(bytes.as_slice()).unwrap();
-            let rsp = run_function(req);
-            let out = rsp.encode_to_vec();
-            let elapsed = start.elapsed();
-            assert!(rsp.results.is_empty(), "{:?}", rsp.results);
-            assert!(out.len() > 1000);
-            elapsed
-        })
-        .collect();
+    let samples = whole_calls(&bytes);
     report(
         &format!(
             "RunFunction, 10-replica gang over 100 clusters x 8 pools, {} KB request",
@@ -139,6 +132,70 @@ fn run_function_on_a_hundred_clusters() {
         ),
         samples,
     );
+}
+
+/// A settled 10-replica gang over 100 clusters, their gateways answering when `routed`: the request Crossplane
+/// sends once everything composed is observed Ready. Returns its bytes and the resources it composes.
+fn settled_fleet(routed: bool) -> (Vec<u8>, usize) {
+    let xr = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment",
+        "metadata": {"name": "qwen3-coder", "namespace": "ml-team", "uid": "0"},
+        "spec": {"replicas": 10, "template": {"spec": {"engines": [gang_engine("qwen3-coder")]}}}});
+    let clusters: Vec<Value> = (0..100)
+        .map(|i| {
+            let mut c = cluster(i, if i.is_multiple_of(2) { "Standard" } else { "Dynamo" });
+            if routed {
+                c["status"]["gateway"] = json!({"address": format!("10.{}.0.1", i % 250)});
+            }
+            c
+        })
+        .collect();
+    let mut builder = RequestBuilder::new(&xr).required(CLUSTERS, &clusters);
+    // Three rounds: placed, Ready (endpoints composed), endpoints observed Ready.
+    for _ in 0..3 {
+        let rsp = run_function(builder.build());
+        builder = RequestBuilder::new(&xr);
+        for (key, composed) in &rsp.desired.unwrap().resources {
+            let mut object = composed.resource.as_ref().unwrap().to_json().unwrap();
+            object["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+            builder = builder.observed(key, &object);
+        }
+        builder = builder.answered_from(&clusters);
+    }
+    let req = builder.build();
+    let composed = run_function(req.clone()).desired.unwrap().resources.len();
+    (req.encode_to_vec(), composed)
+}
+
+fn routing_on_a_hundred_clusters() {
+    for routed in [false, true] {
+        let (bytes, composed) = settled_fleet(routed);
+        let samples = whole_calls(&bytes);
+        report(
+            &format!(
+                "RunFunction, settled 10-replica gang over 100 clusters, {}: {} KB request, {composed} composed \
+                 ({:.1} per replica)",
+                if routed { "routed" } else { "no gateways" },
+                bytes.len() / 1024,
+                composed as f64 / 10.0
+            ),
+            samples,
+        );
+    }
+}
+
+/// 50 whole calls on `bytes`: decode, compose, encode.
+fn whole_calls(bytes: &[u8]) -> Vec<Duration> {
+    (0..50)
+        .map(|_| {
+            let start = Instant::now();
+            let rsp = run_function(RunFunctionRequest::decode(bytes).unwrap());
+            let out = rsp.encode_to_vec();
+            let elapsed = start.elapsed();
+            assert!(rsp.results.is_empty(), "{:?}", rsp.results);
+            assert!(out.len() > 1000);
+            elapsed
+        })
+        .collect()
 }
 
 fn p50(mut samples: Vec<Duration>) -> Duration {
@@ -252,9 +309,10 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
-    let scenarios: [(&str, fn()); 4] = [
+    let scenarios: [(&str, fn()); 5] = [
         ("scheduler", scheduler_on_a_thousand_clusters),
         ("fleet", run_function_on_a_hundred_clusters),
+        ("routing", routing_on_a_hundred_clusters),
         ("gang", || on_a_call_thread(one_replica_gang)),
         ("cel", cel_setup_per_request),
     ];

@@ -1,8 +1,9 @@
 //! Routing on a workload cluster, against the real schemas: every routing object a ModelDeployment puts on a
 //! cluster whose gateway has an address (InferencePool, HTTPRoute) is accepted by every vendored release of its
 //! CRD (`tests/crds/routing/`: structure, CEL, undeclared fields) on both stacks; only a gang's leader carries
-//! the pool's label; and an InferenceCluster composes the cluster gateway and the GAIE CRDs (verbatim) and
-//! reports the gateway's observed address in its status.
+//! the pool's label; an InferenceCluster composes the cluster gateway and the GAIE CRDs (verbatim) and reports
+//! the gateway's observed address in its status; and the ModelEndpoint a Ready replica publishes is accepted by
+//! its XRD and routed by the example ModelService (composed state handed from one composer to the next).
 
 // Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -207,7 +208,10 @@ fn a_cluster_composes_its_gateway_and_the_inference_extension_crds_and_reports_t
         let (objects, status) = desired(build(None));
         assert!(status.get("gateway").is_none(), "{stack}: no address yet");
         let gateway = &objects["object-cluster-gateway-gateway"];
-        assert_eq!(gateway["spec"]["readiness"]["policy"], "DeriveFromCelQuery");
+        assert_eq!(
+            gateway["spec"]["readiness"]["policy"], "SuccessfulCreate",
+            "{stack}: a cluster without a load balancer address still runs replicas"
+        );
         for key in ["object-cluster-gateway-gateway", "object-cluster-gateway-class"] {
             assert_valid_everywhere(manifest(&objects[key]), 2);
         }
@@ -238,4 +242,70 @@ fn a_cluster_composes_its_gateway_and_the_inference_extension_crds_and_reports_t
         let (_, status) = desired(build(Some(&observed)));
         assert_eq!(status["gateway"], json!({"address": "198.51.100.4"}), "{stack}");
     }
+}
+
+#[test]
+fn the_endpoint_a_ready_replica_publishes_is_accepted_by_its_xrd_and_routed_by_the_example_service() {
+    let xr = document("examples/deployments/qwen3-coder.yaml");
+    let mut cluster = document("tests/fixtures/clusters/standard/eks-h200-us-west.yaml");
+    cluster["status"]["gateway"] = json!({"address": "203.0.113.7"});
+    let fleet = [
+        cluster,
+        document("tests/fixtures/clusters/standard/qwen3-coder-cache.yaml"),
+    ];
+    let mut builder = RequestBuilder::new(&xr).answered_from(&fleet);
+    // Placed, then everything it composed observed Ready: the replica serves and publishes its endpoint.
+    for _ in 0..2 {
+        let (objects, _) = desired(builder.build());
+        builder = RequestBuilder::new(&xr);
+        for (key, mut object) in objects {
+            object["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+            builder = builder.observed(&key, &object);
+        }
+        builder = builder.answered_from(&fleet);
+    }
+    let (objects, _) = desired(builder.build());
+    let endpoint = &objects["endpoint-0-eks-h200-us-west"];
+    let xrd = schema::version_schema(&document("package/configuration/xrds/modelendpoints.yaml"));
+    assert_eq!(problems(&xrd, endpoint, None), Vec::<String>::new());
+    assert_eq!(endpoint["spec"]["model"], "qwen3-coder");
+
+    // The example ModelService routes it: one backend at the cluster gateway, under the replica's prefix, with
+    // the engine's model name; the caller's `ml-team/qwen3-coder` is what the route matches.
+    let mut routed = endpoint.clone();
+    routed["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+    let gateway = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceGateway", "metadata": {"name": "fleet"},
+                         "spec": {"clusterName": "eks-h200-us-west"},
+                         "status": {"clusterName": "eks-h200-us-west", "address": "198.51.100.9"}});
+    let service = document("examples/services/qwen3-coder.yaml");
+    let req = RequestBuilder::new(&service)
+        .answered_from(&[routed, gateway, fleet[0].clone()])
+        .build();
+    let (objects, status) = desired(req);
+    let backends: Vec<&Value> = objects
+        .values()
+        .map(manifest)
+        .filter(|m| m["kind"] == "Backend" || m["kind"] == "AIServiceBackend")
+        .collect();
+    assert_eq!(backends.len(), 2, "{:?}", objects.keys());
+    let backend = backends.iter().find(|m| m["kind"] == "Backend").unwrap();
+    assert_eq!(
+        backend["spec"]["endpoints"][0]["ip"],
+        json!({"address": "203.0.113.7", "port": 80})
+    );
+    let service_backend = backends.iter().find(|m| m["kind"] == "AIServiceBackend").unwrap();
+    assert_eq!(
+        service_backend["spec"]["schema"]["prefix"],
+        "/ml-team/qwen3-coder-0/v1"
+    );
+    let route = manifest(&objects["fleet-route"]);
+    assert_eq!(
+        route["spec"]["rules"][0]["matches"][0]["headers"][0]["value"],
+        "ml-team/qwen3-coder"
+    );
+    assert_eq!(
+        route["spec"]["rules"][0]["backendRefs"][0]["modelNameOverride"],
+        "qwen3-coder"
+    );
+    assert_eq!(status["endpoints"]["ready"], 1);
 }

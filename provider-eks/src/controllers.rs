@@ -50,7 +50,8 @@ where
             shared.metrics.clone(),
             kind,
         )
-        .with_events(Events::new(shared.kube.clone())),
+        .with_events(Events::new(shared.kube.clone()))
+        .with_usages(),
     );
     shared.metrics.controller_started();
     controller

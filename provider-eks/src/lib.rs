@@ -13,3 +13,4 @@ pub mod eks;
 pub mod leader;
 pub mod managed;
 pub mod metrics;
+pub mod provider_config;

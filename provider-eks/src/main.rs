@@ -15,6 +15,7 @@ use modelplane_provider_eks::eks::throttle::{Limits, Rate};
 use modelplane_provider_eks::leader::Elector;
 use modelplane_provider_eks::managed::reconciler::Timing;
 use modelplane_provider_eks::metrics::{self, Metrics};
+use modelplane_provider_eks::provider_config;
 
 #[derive(Parser)]
 #[command(version, about = "Crossplane provider for EKS clusters and node pools")]
@@ -168,6 +169,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             std::process::exit(1);
         });
     }
+    // Configs are guarded whether or not any managed kind is active: a usage may outlive an activation.
+    tokio::spawn(provider_config::run(kube.clone()));
     activation::run(kube, args.activate_all, |kind| {
         controllers::spawn(&shared, kind);
     })

@@ -95,14 +95,14 @@ async fn create_fleet(fleet: &Fleet, clusters: usize) {
         let config = provider_config(c % PROVIDER_CONFIGS);
         let mut jobs: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
         let mut object = cluster_in(NS, &name);
-        object.spec.provider_config_ref.name = config.clone();
+        object.spec.resource.provider_config_ref.name = config.clone();
         let (api, p) = (fleet.clusters(), pp.clone());
         jobs.push(Box::pin(async move {
             api.create(&p, &object).await.unwrap();
         }));
         for i in 0..POOLS_PER_CLUSTER {
             let mut object = pool_in(NS, &format!("{name}-p{i}"), &name);
-            object.spec.provider_config_ref.name = config.clone();
+            object.spec.resource.provider_config_ref.name = config.clone();
             let (api, p) = (fleet.pools(), pp.clone());
             jobs.push(Box::pin(async move {
                 api.create(&p, &object).await.unwrap();
@@ -220,7 +220,7 @@ async fn bench_a_fleet_of_clusters_and_node_pools() {
 
     // A permanent error: a node group EKS rejects (max size 0), created once the fleet is calm again.
     let mut bad = pool_in(NS, "c0000-rejected", "c0000");
-    bad.spec.provider_config_ref.name = provider_config(0);
+    bad.spec.resource.provider_config_ref.name = provider_config(0);
     bad.spec.for_provider.scaling = Scaling {
         min_size: 0,
         max_size: 0,

@@ -57,3 +57,50 @@ fn managed_kinds_are_namespaced_and_in_the_crossplane_categories() {
         );
     }
 }
+
+/// Cluster and NodePool embed the shared `ResourceSpec` (flattened): the Crossplane fields stay beside
+/// `forProvider`, a manifest written for the spelled-out spec reads back unchanged, and the defaults still apply.
+#[test]
+fn the_embedded_resource_spec_keeps_the_wire_shape() {
+    use modelplane_eks_api::{Cluster, ManagementPolicy, NodePool};
+    let cluster = serde_json::json!({
+        "apiVersion": "eks.m.modelplane.ai/v1alpha1",
+        "kind": "Cluster",
+        "metadata": {"name": "demo", "namespace": "team-a"},
+        "spec": {
+            "forProvider": {
+                "region": "us-east-1", "version": "1.34", "roleArn": "arn:aws:iam::1:role/r",
+                "networking": {"subnetIds": ["subnet-a", "subnet-b"]},
+                "endpointPublicAccess": true, "endpointPrivateAccess": false
+            },
+            "providerConfigRef": {"kind": "ProviderConfig", "name": "aws"},
+            "managementPolicies": ["Observe", "Create"],
+            "writeConnectionSecretToRef": {"name": "demo-kubeconfig"}
+        }
+    });
+    let parsed: Cluster = serde_json::from_value(cluster.clone()).unwrap();
+    assert_eq!(parsed.spec.resource.provider_config_ref.name, "aws");
+    assert_eq!(serde_json::to_value(&parsed).unwrap(), cluster);
+
+    let pool = serde_json::json!({
+        "apiVersion": "eks.m.modelplane.ai/v1alpha1",
+        "kind": "NodePool",
+        "metadata": {"name": "gpu"},
+        "spec": {"forProvider": {
+            "region": "us-east-1", "clusterRef": {"name": "demo"}, "nodeRoleArn": "arn:aws:iam::1:role/n",
+            "instanceTypes": ["p5.48xlarge"], "scaling": {"minSize": 1, "maxSize": 2, "desiredSize": 1}
+        }}
+    });
+    let parsed: NodePool = serde_json::from_value(pool).unwrap();
+    assert_eq!(
+        parsed.spec.resource.management_policies,
+        vec![ManagementPolicy::All]
+    );
+    assert_eq!(
+        parsed.spec.resource.provider_config_ref.kind,
+        "ClusterProviderConfig"
+    );
+    let written = serde_json::to_value(&parsed).unwrap();
+    assert_eq!(written["spec"]["managementPolicies"], serde_json::json!(["*"]));
+    assert!(written["spec"].get("resource").is_none());
+}

@@ -73,7 +73,7 @@ async fn an_observe_only_cluster_that_does_not_exist_says_creating_is_forbidden(
     let mut world = World::start().await;
     world.start_provider();
     let mut observed = world.cluster("elsewhere");
-    observed.spec.management_policies = vec![ManagementPolicy::Observe];
+    observed.spec.resource.management_policies = vec![ManagementPolicy::Observe];
     world
         .clusters()
         .create(&PostParams::default(), &observed)

@@ -43,19 +43,22 @@ fn cluster_mr(name: &str) -> Cluster {
                 networking: Networking {
                     subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
                     vpc: None,
+                    ..Default::default()
                 },
                 endpoint_public_access: true,
                 endpoint_private_access: false,
                 tags: [("team".to_string(), "a".to_string())].into(),
             },
-            provider_config_ref: ProviderConfigReference {
-                kind: "ProviderConfig".into(),
-                name: "moto".into(),
+            resource: ResourceSpec {
+                provider_config_ref: ProviderConfigReference {
+                    kind: "ProviderConfig".into(),
+                    name: "moto".into(),
+                },
+                management_policies: vec![ManagementPolicy::All],
+                write_connection_secret_to_ref: Some(SecretReference {
+                    name: format!("{name}-kubeconfig"),
+                }),
             },
-            management_policies: vec![ManagementPolicy::All],
-            write_connection_secret_to_ref: Some(SecretReference {
-                name: format!("{name}-kubeconfig"),
-            }),
         },
     );
     c.metadata.namespace = Some(NS.into());
@@ -106,12 +109,14 @@ fn pool_mr(name: &str, cluster: &str) -> NodePool {
                 }],
                 ..Default::default()
             },
-            provider_config_ref: ProviderConfigReference {
-                kind: "ProviderConfig".into(),
-                name: "moto".into(),
+            resource: ResourceSpec {
+                provider_config_ref: ProviderConfigReference {
+                    kind: "ProviderConfig".into(),
+                    name: "moto".into(),
+                },
+                management_policies: vec![ManagementPolicy::All],
+                write_connection_secret_to_ref: None,
             },
-            management_policies: vec![ManagementPolicy::All],
-            write_connection_secret_to_ref: None,
         },
     );
     p.metadata.namespace = Some(NS.into());
@@ -229,6 +234,7 @@ async fn a_cluster_without_subnets_is_rejected_naming_the_field() {
             cidr_block: "10.0.0.0/16".into(),
             zones: vec!["us-east-1a".into()],
         }),
+        ..Default::default()
     };
     let client = ClusterConnector { cache }.connect(&mr).await.unwrap();
     let err = client.create(&mr).await.unwrap_err();
@@ -359,7 +365,7 @@ async fn a_deleted_capacity_block_pool_leaves_no_launch_template() {
         .unwrap();
     client.create(&pool).await.unwrap();
     let ec2 = cache
-        .clients(&pool.spec.provider_config_ref, NS, REGION)
+        .clients(&pool.spec.resource.provider_config_ref, NS, REGION)
         .await
         .unwrap()
         .ec2;

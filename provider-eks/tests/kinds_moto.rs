@@ -16,8 +16,12 @@ mod events;
 mod file_system;
 #[path = "kinds_moto/network.rs"]
 mod network;
+#[path = "kinds_moto/network_polls.rs"]
+mod network_polls;
 #[path = "kinds_moto/role.rs"]
 mod role;
+#[path = "kinds_moto/security_groups.rs"]
+mod security_groups;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -74,6 +78,11 @@ pub fn lose_external_name<M: Resource + Clone>(mr: &M) -> M {
 
 /// The ProviderConfig `moto` and its credentials Secret, in [`NS`].
 pub fn provider_config(moto: &Peer) -> (ProviderConfig, Secret) {
+    provider_config_at(moto.url())
+}
+
+/// The same, reaching AWS at `endpoint` (a fault proxy in front of moto, say).
+pub fn provider_config_at(endpoint: String) -> (ProviderConfig, Secret) {
     let mut pc = ProviderConfig::new(
         "moto",
         ProviderConfigSpec {
@@ -86,7 +95,7 @@ pub fn provider_config(moto: &Peer) -> (ProviderConfig, Secret) {
                 }),
                 role_arn: None,
             },
-            endpoint: Some(moto.url()),
+            endpoint: Some(endpoint),
         },
     );
     pc.metadata.namespace = Some(NS.into());
@@ -106,7 +115,11 @@ pub fn provider_config(moto: &Peer) -> (ProviderConfig, Secret) {
 }
 
 pub async fn cache(moto: &Peer) -> Arc<ClientCache> {
-    let (pc, secret) = provider_config(moto);
+    cache_at(moto.url()).await
+}
+
+pub async fn cache_at(endpoint: String) -> Arc<ClientCache> {
+    let (pc, secret) = provider_config_at(endpoint);
     let kube = kube_fake_client::ClientBuilder::new()
         .with_resource::<ProviderConfig>()
         .with_object(pc)

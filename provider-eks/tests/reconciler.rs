@@ -137,15 +137,18 @@ fn cluster(name: &str) -> Cluster {
                 networking: Networking {
                     subnet_ids: vec!["subnet-a".into()],
                     vpc: None,
+                    ..Default::default()
                 },
                 endpoint_public_access: true,
                 ..Default::default()
             },
-            provider_config_ref: ProviderConfigReference::default(),
-            management_policies: vec![ManagementPolicy::All],
-            write_connection_secret_to_ref: Some(SecretReference {
-                name: format!("{name}-conn"),
-            }),
+            resource: ResourceSpec {
+                provider_config_ref: ProviderConfigReference::default(),
+                management_policies: vec![ManagementPolicy::All],
+                write_connection_secret_to_ref: Some(SecretReference {
+                    name: format!("{name}-conn"),
+                }),
+            },
         },
     );
     c.metadata.namespace = Some(NS.into());
@@ -351,7 +354,7 @@ async fn a_deleted_cluster_is_deleted_in_aws_before_its_finalizer_goes() {
 #[tokio::test]
 async fn without_the_delete_policy_a_deleted_cluster_is_orphaned() {
     let mut c = deleted(cluster("keep"));
-    c.spec.management_policies = vec![
+    c.spec.resource.management_policies = vec![
         ManagementPolicy::Observe,
         ManagementPolicy::Create,
         ManagementPolicy::Update,

@@ -145,8 +145,6 @@ pub enum Readiness {
     Created,
     /// When the workload reports `Available=True` (Deployments).
     Available,
-    /// When this CEL query over the remote `object` holds.
-    Query(&'static str),
 }
 
 impl StackObject {
@@ -155,14 +153,6 @@ impl StackObject {
             suffix,
             manifest,
             readiness: Readiness::Created,
-        }
-    }
-
-    pub fn queried(suffix: &'static str, manifest: Value, query: &'static str) -> Self {
-        Self {
-            suffix,
-            manifest,
-            readiness: Readiness::Query(query),
         }
     }
 

@@ -25,10 +25,6 @@ pub const GATEWAY_CLASS: &str = "modelplane";
 const ENVOY_GATEWAY_CONTROLLER: &str = "gateway.envoyproxy.io/gatewayclass-controller";
 /// The suffix of the cluster gateway's object in the component list, whose observed status has its address.
 pub const GATEWAY_SUFFIX: &str = "gateway";
-/// provider-kubernetes calls a Gateway ready once Envoy Gateway gave it an address: until then no endpoint can
-/// point at it.
-const ADDRESSED_QUERY: &str = "has(object.status.addresses) && size(object.status.addresses) > 0";
-
 const INFERENCE_GROUP: &str = "inference.networking.k8s.io";
 /// The endpoint picker's ext-proc port, which Envoy calls for every request to the pool.
 const PICKER_PORT: u16 = 9002;
@@ -101,7 +97,9 @@ pub fn cluster_gateway() -> Vec<StackObject> {
                 "spec": {"controllerName": ENVOY_GATEWAY_CONTROLLER},
             }),
         ),
-        StackObject::queried(
+        // Ready once created: a cluster whose load balancer has no address yet still runs replicas, they are
+        // just not routed until the address appears in the cluster's status.
+        StackObject::created(
             GATEWAY_SUFFIX,
             json!({
                 "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
@@ -112,7 +110,6 @@ pub fn cluster_gateway() -> Vec<StackObject> {
                                    "allowedRoutes": {"namespaces": {"from": "All"}}}],
                 },
             }),
-            ADDRESSED_QUERY,
         ),
     ]
 }

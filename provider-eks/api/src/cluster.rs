@@ -6,11 +6,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{
-    Condition, ManagementPolicy, ProviderConfigReference, SecretReference, default_management_policies,
-};
+use crate::common::Condition;
+use crate::managed::ResourceSpec;
 
-#[derive(CustomResource, Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[kube(
     group = "eks.m.modelplane.ai",
     version = "v1alpha1",
@@ -28,26 +27,8 @@ use crate::common::{
 #[serde(rename_all = "camelCase")]
 pub struct ClusterSpec {
     pub for_provider: ClusterParameters,
-    #[serde(default)]
-    pub provider_config_ref: ProviderConfigReference,
-    #[serde(default = "default_management_policies")]
-    pub management_policies: Vec<ManagementPolicy>,
-    /// Where to write the kubeconfig (endpoint, CA and a short-lived EKS token) for this cluster.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub write_connection_secret_to_ref: Option<SecretReference>,
-}
-
-impl Default for ClusterSpec {
-    /// Crossplane's defaults: every management policy and the `default` ClusterProviderConfig. (An empty
-    /// policy list would pause the resource, so this is not derived.)
-    fn default() -> Self {
-        Self {
-            for_provider: Default::default(),
-            provider_config_ref: ProviderConfigReference::default(),
-            management_policies: default_management_policies(),
-            write_connection_secret_to_ref: None,
-        }
-    }
+    #[serde(flatten)]
+    pub resource: ResourceSpec,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -80,6 +61,10 @@ pub struct Networking {
     pub subnet_ids: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vpc: Option<VpcNetwork>,
+    /// Security groups for the control plane's network interfaces, beside the one EKS makes itself (a
+    /// `Network`'s group, which the nodes share, so control plane and nodes reach each other). Fixed at creation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_group_ids: Vec<String>,
 }
 
 /// A VPC with one subnet per zone, created through EC2.

@@ -1,5 +1,5 @@
 //! `FileSystem`: an EFS file system with a mount target in each of its subnets and the security group that
-//! lets the VPC reach them over NFS. The cache storage for ModelCaches on a stock EKS cluster.
+//! lets the nodes (or, without named node groups, the whole VPC) reach them over NFS. The cache storage for ModelCaches on a stock EKS cluster.
 
 use std::collections::BTreeMap;
 
@@ -37,12 +37,15 @@ pub type FileSystemStatus = ResourceStatus<FileSystemObservation>;
 #[serde(rename_all = "camelCase")]
 pub struct FileSystemParameters {
     pub region: String,
-    /// One mount target per subnet; the subnets must be in distinct zones of one VPC, whose CIDR the security
-    /// group admits on NFS (TCP 2049).
+    /// One mount target per subnet; the subnets must be in distinct zones of one VPC.
     #[schemars(length(min = 1, max = 16))]
     pub subnet_ids: Vec<String>,
     #[serde(default)]
     pub throughput_mode: ThroughputMode,
+    /// Security groups whose members (the nodes) may reach the mount targets on NFS (TCP 2049). Empty: the
+    /// subnets' whole VPC CIDR may.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nfs_security_group_ids: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
 }

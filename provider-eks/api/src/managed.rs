@@ -9,7 +9,8 @@ use crate::common::{
     Condition, ManagementPolicy, ProviderConfigReference, SecretReference, default_management_policies,
 };
 
-/// Crossplane's common spec fields (crossplane `apis/core/v2` ManagedResourceSpec).
+// Crossplane's common spec fields (crossplane `apis/core/v2` ManagedResourceSpec). A plain comment: a doc
+// comment would become the description of every kind's whole `spec` in the CRDs, where it is wrong.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceSpec {

@@ -1,6 +1,8 @@
 //! `Network`: everything an EKS cluster needs from EC2 networking, as one resource: a VPC, a public and a
 //! private subnet in each zone, an internet gateway, one NAT gateway (in the first zone's public subnet) with
-//! its Elastic IP, and the public and private route tables with their default routes. One object instead of
+//! its Elastic IP, the public and private route tables with their default routes, and the cluster's security
+//! group (admitting all traffic between its own members: the control plane's interfaces and the nodes, which
+//! EFA requires too). One object instead of
 //! upstream's dozen, because none of the parts is useful alone and they are created and deleted together.
 
 use std::collections::BTreeMap;
@@ -72,6 +74,10 @@ pub struct NetworkObservation {
     pub elastic_ip_allocation_id: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub route_table_ids: Vec<String>,
+    /// The security group the control plane and the nodes share; give it to the Cluster, the NodePools and the
+    /// FileSystem (which admits NFS from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_group_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

@@ -6,12 +6,10 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{
-    Condition, LocalReference, ManagementPolicy, ProviderConfigReference, SecretReference,
-    default_management_policies,
-};
+use crate::common::{Condition, LocalReference};
+use crate::managed::ResourceSpec;
 
-#[derive(CustomResource, Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[kube(
     group = "eks.m.modelplane.ai",
     version = "v1alpha1",
@@ -29,25 +27,8 @@ use crate::common::{
 #[serde(rename_all = "camelCase")]
 pub struct NodePoolSpec {
     pub for_provider: NodePoolParameters,
-    #[serde(default)]
-    pub provider_config_ref: ProviderConfigReference,
-    #[serde(default = "default_management_policies")]
-    pub management_policies: Vec<ManagementPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub write_connection_secret_to_ref: Option<SecretReference>,
-}
-
-impl Default for NodePoolSpec {
-    /// Crossplane's defaults: every management policy and the `default` ClusterProviderConfig. (An empty
-    /// policy list would pause the resource, so this is not derived.)
-    fn default() -> Self {
-        Self {
-            for_provider: Default::default(),
-            provider_config_ref: ProviderConfigReference::default(),
-            management_policies: default_management_policies(),
-            write_connection_secret_to_ref: None,
-        }
-    }
+    #[serde(flatten)]
+    pub resource: ResourceSpec,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
@@ -78,6 +59,11 @@ pub struct NodePoolParameters {
     /// EC2 capacity reservation (a capacity block) the nodes launch into; required for CAPACITY_BLOCK.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_reservation_id: Option<String>,
+    /// Security groups of the nodes (a `Network`'s group, shared with the control plane), set through a launch
+    /// template; EKS then leaves its own cluster group off the nodes. Empty: EKS's cluster group. Fixed at
+    /// creation, like the rest of the launch template.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_group_ids: Vec<String>,
     /// EFA network interfaces per node (through a launch template, in a cluster placement group); 0 for none.
     #[serde(default)]
     pub efa_interfaces: u32,

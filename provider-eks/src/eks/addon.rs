@@ -11,7 +11,7 @@ use modelplane_eks_api::{Addon, AddonObservation, AddonParameters};
 use serde_json::json;
 
 use super::clients::AwsClients;
-use super::errors::{classify, is_code};
+use super::errors::{classify, created_on_cluster, is_code};
 use super::owned::{connector, owner_tags};
 use super::request_token;
 use crate::managed::conditions::Readiness;
@@ -230,24 +230,14 @@ impl ExternalClient<Addon> for AddonClient {
             .client_request_token(request_token(mr))
             .send()
             .await;
-        match created {
-            Ok(_) => Ok(ConnectionDetails::new()),
-            Err(e) if is_code(&e, "ResourceInUseException") => Ok(ConnectionDetails::new()),
-            Err(e) if is_code(&e, "ResourceNotFoundException") => Err(ExternalError::Waiting(format!(
-                "spec.forProvider.clusterName: EKS cluster {} does not exist yet",
-                spec.cluster_name
-            ))),
-            Err(e) if is_code(&e, "InvalidParameterException") => Err(ExternalError::Rejected(format!(
-                "spec.forProvider (addonName {:?}, addonVersion {:?}): {}",
-                spec.addon_name,
-                spec.addon_version.as_deref().unwrap_or("default"),
-                classify("EKS refused the add-on", &e)
-            ))),
-            Err(e) => Err(classify(
-                &format!("cannot create EKS add-on {}", spec.addon_name),
-                &e,
-            )),
-        }
+        let fields = format!(
+            "spec.forProvider (addonName {:?}, addonVersion {:?})",
+            spec.addon_name,
+            spec.addon_version.as_deref().unwrap_or("default")
+        );
+        let what = format!("EKS add-on {}", spec.addon_name);
+        created_on_cluster(created, &spec.cluster_name, &fields, &what)?;
+        Ok(ConnectionDetails::new())
     }
 
     async fn update(&self, mr: &Addon, observed: &AddonObservation) -> Result<(), ExternalError> {

@@ -30,7 +30,7 @@ impl Connector<Cluster> for ClusterConnector {
         let clients = self
             .cache
             .clients(
-                &mr.spec.provider_config_ref,
+                &mr.spec.resource.provider_config_ref,
                 &namespace,
                 &mr.spec.for_provider.region,
             )
@@ -79,6 +79,7 @@ impl ExternalClient<Cluster> for ClusterClient {
             tags: cluster.tags.clone().unwrap_or_default().into_iter().collect(),
             role_arn: cluster.role_arn.clone(),
             subnet_ids: vpc.and_then(|v| v.subnet_ids.clone()).unwrap_or_default(),
+            security_group_ids: vpc.and_then(|v| v.security_group_ids.clone()).unwrap_or_default(),
         };
         let drift = cluster_drift(&mr.spec.for_provider, &observed);
         *self.observed.lock().unwrap_or_else(|p| p.into_inner()) = Some(observed);
@@ -134,6 +135,10 @@ impl ExternalClient<Cluster> for ClusterClient {
         }
         let vpc = VpcConfigRequest::builder()
             .set_subnet_ids(Some(spec.networking.subnet_ids.clone()))
+            .set_security_group_ids(
+                (!spec.networking.security_group_ids.is_empty())
+                    .then(|| spec.networking.security_group_ids.clone()),
+            )
             .endpoint_public_access(spec.endpoint_public_access)
             .endpoint_private_access(spec.endpoint_private_access)
             .build();

@@ -64,6 +64,7 @@ pub struct ObservedCluster {
     /// Fixed at creation: a different value in the spec is refused, never silently accepted.
     pub role_arn: Option<String>,
     pub subnet_ids: Vec<String>,
+    pub security_group_ids: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -187,6 +188,13 @@ pub fn cluster_drift(desired: &ClusterParameters, observed: &ObservedCluster) ->
             && !observed.subnet_ids.is_empty()
             && !same_set(&desired.networking.subnet_ids, &observed.subnet_ids),
     );
+    unchangeable.check(
+        "networking.securityGroupIds",
+        !same_set(
+            &desired.networking.security_group_ids,
+            &observed.security_group_ids,
+        ),
+    );
     ClusterDrift {
         unchangeable,
         version: next_version(&desired.version, observed.version.as_deref()),
@@ -295,7 +303,7 @@ pub fn nodegroup_drift(
     );
     NodeGroupDrift {
         unchangeable,
-        scaling: (observed.scaling != Some(desired.scaling)).then_some(desired.scaling),
+        scaling: scaling_drift(&desired.scaling, observed.scaling.as_ref()),
         labels_set: desired
             .labels
             .iter()
@@ -321,6 +329,23 @@ pub fn nodegroup_drift(
             .cloned()
             .collect(),
     }
+}
+
+/// The scaling to apply, if any. The range (`minSize`..`maxSize`) is the spec's; the desired size within it is
+/// the cluster autoscaler's once the group exists (EKS reports the size the autoscaler set), so a desired size
+/// inside the range is left alone and one outside it is brought to the nearest bound. A pool that does not
+/// autoscale has a one-size range, so its size follows the spec exactly.
+fn scaling_drift(desired: &Scaling, observed: Option<&Scaling>) -> Option<Scaling> {
+    let Some(observed) = observed else {
+        return Some(*desired);
+    };
+    let (min, max) = (desired.min_size, desired.max_size.max(desired.min_size));
+    let in_range = (min..=max).contains(&observed.desired_size);
+    let same_range = observed.min_size == min && observed.max_size == desired.max_size;
+    (!(same_range && in_range)).then(|| Scaling {
+        desired_size: observed.desired_size.max(min).min(max),
+        ..*desired
+    })
 }
 
 /// Spec fields left open that EKS filled in (AMI type, disk size), as a `spec.forProvider` merge patch.

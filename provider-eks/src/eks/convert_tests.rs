@@ -164,9 +164,9 @@ fn a_matching_node_group_has_no_drift() {
 fn scaling_labels_and_taints_drift_is_corrected_in_both_directions() {
     let mut observed = group();
     observed.scaling = Some(Scaling {
-        min_size: 1,
+        min_size: 2,
         max_size: 4,
-        desired_size: 3,
+        desired_size: 2,
     });
     observed.labels.insert("stale".into(), "x".into());
     observed.taints = vec![Taint {
@@ -179,6 +179,45 @@ fn scaling_labels_and_taints_drift_is_corrected_in_both_directions() {
     assert_eq!(drift.labels_remove, vec!["stale".to_string()]);
     assert_eq!(drift.taints_set, pool().taints);
     assert_eq!(drift.taints_remove, observed.taints);
+}
+
+#[test]
+fn the_autoscaler_owns_the_desired_size_inside_the_spec_range() {
+    // The autoscaler grew the pool to 4 of at most 4: nothing to correct.
+    let mut observed = group();
+    observed.scaling = Some(Scaling {
+        min_size: 1,
+        max_size: 4,
+        desired_size: 4,
+    });
+    assert_eq!(nodegroup_drift(&pool(), &observed, None).scaling, None);
+    // The spec lowers the maximum to 3: the range is applied and the size brought inside it, not reset to 2.
+    let mut lower = pool();
+    lower.scaling.max_size = 3;
+    assert_eq!(
+        nodegroup_drift(&lower, &observed, None).scaling,
+        Some(Scaling {
+            min_size: 1,
+            max_size: 3,
+            desired_size: 3
+        })
+    );
+    // A pool that does not autoscale follows its node count exactly.
+    let mut fixed = pool();
+    fixed.scaling = Scaling {
+        min_size: 2,
+        max_size: 2,
+        desired_size: 2,
+    };
+    observed.scaling = Some(Scaling {
+        min_size: 2,
+        max_size: 2,
+        desired_size: 1,
+    });
+    assert_eq!(
+        nodegroup_drift(&fixed, &observed, None).scaling,
+        Some(fixed.scaling)
+    );
 }
 
 #[test]
@@ -235,9 +274,10 @@ fn fields_fixed_at_creation_are_named_not_silently_accepted() {
 }
 
 #[test]
-fn a_cluster_refuses_a_downgrade_a_new_role_and_new_subnets() {
+fn a_cluster_refuses_a_downgrade_a_new_role_new_subnets_and_new_security_groups() {
     let mut desired = cluster("1.33");
     desired.networking.subnet_ids = vec!["subnet-c".into(), "subnet-d".into()];
+    desired.networking.security_group_ids = vec!["sg-new".into()];
     let observed = ObservedCluster {
         role_arn: Some("arn:aws:iam::123456789012:role/other".into()),
         subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
@@ -250,7 +290,8 @@ fn a_cluster_refuses_a_downgrade_a_new_role_and_new_subnets() {
         vec![
             "spec.forProvider.version",
             "spec.forProvider.roleArn",
-            "spec.forProvider.networking.subnetIds"
+            "spec.forProvider.networking.subnetIds",
+            "spec.forProvider.networking.securityGroupIds"
         ]
     );
 }

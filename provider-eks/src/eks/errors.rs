@@ -49,3 +49,27 @@ pub fn classify<E: ProvideErrorMetadata>(
         _ => ExternalError::Rejected(format!("{what}: {err}")),
     }
 }
+
+/// How a Create of something that lives on an EKS cluster (an add-on, a pod identity association) ends, the
+/// same for every such kind: already there (ours, from an earlier attempt whose answer was lost: Observe adopts
+/// it) is success; no such cluster is Waiting on `spec.forProvider.clusterName`; a parameter EKS refuses is
+/// Rejected naming `fields`; anything else is classified. `what` names the resource ("EKS add-on coredns").
+pub fn created_on_cluster<T, E: ProvideErrorMetadata>(
+    result: Result<T, SdkError<E, aws_smithy_runtime_api::http::Response>>,
+    cluster: &str,
+    fields: &str,
+    what: &str,
+) -> Result<(), ExternalError> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if is_code(&e, "ResourceInUseException") => Ok(()),
+        Err(e) if is_code(&e, "ResourceNotFoundException") => Err(ExternalError::Waiting(format!(
+            "spec.forProvider.clusterName: EKS cluster {cluster} does not exist yet"
+        ))),
+        Err(e) if is_code(&e, "InvalidParameterException") => Err(ExternalError::Rejected(format!(
+            "{fields}: {}",
+            classify(&format!("EKS refused the {what}"), &e)
+        ))),
+        Err(e) => Err(classify(&format!("cannot create {what}"), &e)),
+    }
+}

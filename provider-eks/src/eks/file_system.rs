@@ -1,5 +1,5 @@
 //! `FileSystem` <-> an encrypted EFS file system, a mount target in each of its subnets, and the security group
-//! that admits the VPC on NFS. EFS's own idempotency key (the creation token) is derived from the managed
+//! that admits the nodes (or the VPC) on NFS. EFS's own idempotency key (the creation token) is derived from the managed
 //! resource, so a lost CreateFileSystem answer is found again by that token; the security group carries the
 //! ownership tag and is found by it. Deleting goes mount targets, then the file system, then the group.
 
@@ -12,7 +12,7 @@ use modelplane_eks_api::{FileSystem, FileSystemObservation, MountTarget, Through
 
 use super::clients::AwsClients;
 use super::errors::{classify, is_code};
-use super::file_system_group;
+use super::file_system_group::{self, NfsSources};
 use super::file_system_plan::{
     creation_token, efs_tags, efs_throughput, file_system_phase, from_efs_throughput, mount_target_plan,
 };
@@ -43,7 +43,7 @@ struct Seen {
     throughput: Option<ThroughputMode>,
     tags: BTreeMap<String, String>,
     mount_targets: Vec<MountTarget>,
-    security_group_id: Option<String>,
+    security_group: Option<(String, NfsSources)>,
 }
 
 impl FileSystemClient {
@@ -143,7 +143,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
         let deleting = mr.metadata.deletion_timestamp.is_some();
         let Some(fs) = self.find(&creation_token(&owner)).await? else {
             // The group outlives the file system by one step of a delete: it still has to go.
-            if deleting && let Some(group) = file_system_group::find(&self.clients.ec2, &owner).await? {
+            if deleting && let Some((group, _)) = file_system_group::find(&self.clients.ec2, &owner).await? {
                 let at_provider = FileSystemObservation {
                     security_group_id: Some(group),
                     ..Default::default()
@@ -162,14 +162,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
         } else {
             self.mount_targets(&id).await?
         };
-        let recorded = mr
-            .status
-            .as_ref()
-            .and_then(|s| s.at_provider.security_group_id.clone());
-        let security_group_id = match recorded {
-            Some(group) => Some(group),
-            None => file_system_group::find(&self.clients.ec2, &owner).await?,
-        };
+        let security_group = file_system_group::find(&self.clients.ec2, &owner).await?;
         let spec = &mr.spec.for_provider;
         let seen = Seen {
             file_system_id: id.clone(),
@@ -180,7 +173,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
                 .map(|t| (t.key().to_owned(), t.value().to_owned()))
                 .collect(),
             mount_targets: mount_targets.clone(),
-            security_group_id: security_group_id.clone(),
+            security_group: security_group.clone(),
         };
         let (create, delete) = mount_target_plan(&spec.subnet_ids, &mount_targets);
         let tags_differ = spec.tags.iter().any(|(k, v)| seen.tags.get(k) != Some(v));
@@ -188,7 +181,9 @@ impl ExternalClient<FileSystem> for FileSystemClient {
             && delete.is_empty()
             && seen.throughput == Some(spec.throughput_mode)
             && !tags_differ
-            && security_group_id.is_some();
+            && security_group
+                .as_ref()
+                .is_some_and(|(_, sources)| sources.as_wanted(&spec.nfs_security_group_ids));
         let (readiness, busy) = file_system_phase(&state, &mount_targets, &spec.subnet_ids);
         *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(seen);
         Ok(Observation {
@@ -200,7 +195,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
             at_provider: FileSystemObservation {
                 file_system_id: Some(id),
                 life_cycle_state: Some(state),
-                security_group_id,
+                security_group_id: security_group.map(|(id, _)| id),
                 mount_targets,
             },
             connection_details: ConnectionDetails::new(),
@@ -212,7 +207,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
         let token = creation_token(&owner);
         let spec = &mr.spec.for_provider;
         // The group first: it checks the subnets, so a bad spec is refused before anything is made.
-        let group = file_system_group::ensure(&self.clients.ec2, mr).await?;
+        let group = file_system_group::ensure(&self.clients.ec2, mr, None).await?;
         let created = self
             .clients
             .efs
@@ -260,9 +255,9 @@ impl ExternalClient<FileSystem> for FileSystemClient {
         };
         let spec = &mr.spec.for_provider;
         let id = &seen.file_system_id;
-        let group = match &seen.security_group_id {
-            Some(group) => group.clone(),
-            None => file_system_group::ensure(&self.clients.ec2, mr).await?,
+        let group = match &seen.security_group {
+            Some((group, sources)) if sources.as_wanted(&spec.nfs_security_group_ids) => group.clone(),
+            _ => file_system_group::ensure(&self.clients.ec2, mr, seen.security_group.clone()).await?,
         };
         let (create, delete) = mount_target_plan(&spec.subnet_ids, &seen.mount_targets);
         for mount_target in &delete {
@@ -330,7 +325,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
             };
         }
         // The file system is gone; its security group goes last (the mount targets' interfaces used it).
-        if let Some(group) = file_system_group::find(&self.clients.ec2, &owner).await? {
+        if let Some((group, _)) = file_system_group::find(&self.clients.ec2, &owner).await? {
             match self
                 .clients
                 .ec2

@@ -1,5 +1,5 @@
-//! The EC2 launch template a node pool needs for capacity blocks and EFA: EKS managed node groups take those
-//! settings only through a launch template (and EFA wants a cluster placement group).
+//! The EC2 launch template a node pool needs for capacity blocks, EFA and its own security groups: EKS managed
+//! node groups take those settings only through a launch template (and EFA wants a cluster placement group).
 
 use aws_sdk_ec2::types::{
     CapacityReservationTarget, LaunchTemplateBlockDeviceMappingRequest,
@@ -16,7 +16,9 @@ use crate::managed::external::ExternalError;
 const ROOT_DEVICE: &str = "/dev/xvda";
 
 pub fn needed(pool: &NodePoolParameters) -> bool {
-    pool.capacity_type == CapacityType::CapacityBlock || pool.efa_interfaces > 0
+    pool.capacity_type == CapacityType::CapacityBlock
+        || pool.efa_interfaces > 0
+        || !pool.security_group_ids.is_empty()
 }
 
 /// The template body. With a launch template EKS refuses the node group's own `diskSize`, so the root volume
@@ -56,8 +58,13 @@ pub fn data(
                 .device_index(index.min(1))
                 .network_card_index(index)
                 .delete_on_termination(true)
+                .set_groups((!pool.security_group_ids.is_empty()).then(|| pool.security_group_ids.clone()))
                 .build(),
         );
+    }
+    // With network interfaces in the template, the groups go on each interface; EC2 refuses both.
+    if pool.efa_interfaces == 0 && !pool.security_group_ids.is_empty() {
+        data = data.set_security_group_ids(Some(pool.security_group_ids.clone()));
     }
     if pool.efa_interfaces > 0 {
         data = data.placement(
@@ -259,5 +266,23 @@ mod tests {
         assert_eq!(d.placement().and_then(|p| p.group_name()), Some("pool-a"));
         let root = &d.block_device_mappings()[0];
         assert_eq!(root.ebs().and_then(|e| e.volume_size()), Some(500));
+    }
+
+    #[test]
+    fn security_groups_need_a_template_and_go_on_the_instance_or_on_each_efa_interface() {
+        let plain = NodePoolParameters {
+            security_group_ids: vec!["sg-1".into()],
+            ..pool()
+        };
+        assert!(needed(&plain));
+        let d = data(&plain, "pool-a").unwrap();
+        assert_eq!(d.security_group_ids(), ["sg-1"]);
+        let efa = NodePoolParameters {
+            efa_interfaces: 2,
+            ..plain
+        };
+        let d = data(&efa, "pool-a").unwrap();
+        assert!(d.security_group_ids().is_empty());
+        assert!(d.network_interfaces().iter().all(|n| n.groups() == ["sg-1"]));
     }
 }

@@ -13,6 +13,7 @@ pub mod kubeconfig;
 pub mod launch_template;
 pub mod network;
 pub mod network_find;
+pub mod network_group;
 pub mod network_parts;
 pub mod network_plan;
 pub mod node_pool;

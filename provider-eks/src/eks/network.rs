@@ -3,7 +3,7 @@
 //! ownership tag and a part tag (see `network_plan`), and Observe finds them all by tag: a crash anywhere in the
 //! sequence leaves parts that the next Update finds and completes, never duplicates. Create and Update both run
 //! [`NetworkClient::ensure`], which makes only what is missing. Delete goes in dependency order: NAT gateway
-//! (and waits for it), Elastic IP, route tables, internet gateway, subnets, VPC.
+//! (and waits for it), Elastic IP, route tables, internet gateway, subnets, security group, VPC.
 
 use std::sync::Mutex;
 
@@ -16,10 +16,11 @@ use modelplane_eks_api::{Network, NetworkObservation, Subnet};
 use super::clients::AwsClients;
 use super::errors::{classify, is_code};
 use super::network_find;
+use super::network_group;
 use super::network_parts::{Parts, SeenSubnet};
 use super::network_plan::{
     DEFAULT_ROUTE, ELASTIC_IP, INTERNET_GATEWAY, NAT_GATEWAY, PART_TAG, PRIVATE_ROUTES, PUBLIC_ROUTES,
-    PlannedSubnet, subnets, validate,
+    PlannedSubnet, SECURITY_GROUP, subnets, validate,
 };
 use super::owned::{connector, owner, owner_tags};
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
@@ -116,6 +117,19 @@ impl NetworkClient {
                 id
             }
         };
+        match &parts.security_group {
+            Some((_, true)) => {}
+            Some((id, false)) => network_group::admit_itself(ec2, id).await?,
+            None => {
+                let name = format!(
+                    "{}-{SECURITY_GROUP}",
+                    mr.metadata.name.as_deref().unwrap_or_default()
+                );
+                let tags = tag_spec(mr, ResourceType::SecurityGroup, SECURITY_GROUP, &[]);
+                let id = network_group::create(ec2, &vpc, &name, tags).await?;
+                network_group::admit_itself(ec2, &id).await?;
+            }
+        }
         let mut subnet_ids: Vec<(PlannedSubnet, String)> = Vec::new();
         for p in &planned {
             let id = match parts.subnets.iter().find(|s| s.part == p.part) {
@@ -262,10 +276,15 @@ impl ExternalClient<Network> for NetworkClient {
     type AtProvider = NetworkObservation;
 
     async fn observe(&self, mr: &Network) -> Result<Observation<NetworkObservation>, ExternalError> {
+        if let Some(steady) = network_find::unchanged(&self.clients.ec2, mr).await? {
+            return Ok(steady);
+        }
         let parts = network_find::find(&self.clients.ec2, &owner(mr)).await?;
+        network_find::full_look(&owner(mr), Some(std::time::Instant::now()));
         let deleting = mr.metadata.deletion_timestamp.is_some();
         let leftovers = parts.internet_gateway.is_some() || parts.elastic_ip.is_some();
         if parts.vpc.is_none() && !(deleting && leftovers) {
+            network_find::full_look(&owner(mr), None);
             return Ok(Observation::missing());
         }
         let spec = &mr.spec.for_provider;
@@ -296,6 +315,7 @@ impl ExternalClient<Network> for NetworkClient {
             nat_gateway_id: parts.nat_gateway.as_ref().map(|(id, _, _)| id.clone()),
             elastic_ip_allocation_id: parts.elastic_ip.clone(),
             route_table_ids: parts.route_tables.iter().map(|t| t.id.clone()).collect(),
+            security_group_id: parts.security_group.as_ref().map(|(id, _)| id.clone()),
         };
         *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(parts);
         Ok(Observation {

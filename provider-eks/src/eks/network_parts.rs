@@ -36,6 +36,8 @@ pub struct Parts {
     /// (id, state, failure message).
     pub nat_gateway: Option<(String, String, Option<String>)>,
     pub route_tables: Vec<SeenRouteTable>,
+    /// (id, whether it admits its own members).
+    pub security_group: Option<(String, bool)>,
 }
 
 /// What the parts say against the plan.
@@ -113,6 +115,11 @@ impl Parts {
             if unassociated {
                 missing.push(format!("subnet associations of {part}"));
             }
+        }
+        match &self.security_group {
+            None => missing.push("security group".into()),
+            Some((_, false)) => missing.push("security group rule".into()),
+            Some(_) => {}
         }
         let nat_state = nat.map(|(_, state, _)| state.as_str()).unwrap_or_default();
         let busy = matches!(nat_state, "pending" | "deleting");
@@ -217,6 +224,9 @@ pub async fn delete(ec2: &aws_sdk_ec2::Client, parts: &Parts) -> Result<(), Exte
             }
             Err(e) => return Err(classify(&format!("cannot delete subnet {}", subnet.id), &e)),
         }
+    }
+    if let Some((group, _)) = &parts.security_group {
+        super::network_group::delete(ec2, group).await?;
     }
     if let Some((vpc, _)) = &parts.vpc {
         match ec2.delete_vpc().vpc_id(vpc).send().await {

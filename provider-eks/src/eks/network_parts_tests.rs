@@ -41,6 +41,7 @@ fn complete() -> Parts {
             table(PUBLIC_ROUTES, "igw-1", &[0, 1]),
             table(PRIVATE_ROUTES, "nat-1", &[2, 3]),
         ],
+        security_group: Some(("sg-1".into(), true)),
     }
 }
 

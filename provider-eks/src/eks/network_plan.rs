@@ -16,6 +16,7 @@ pub const PRIVATE_ROUTES: &str = "routes-private";
 pub const INTERNET_GATEWAY: &str = "internet-gateway";
 pub const NAT_GATEWAY: &str = "nat-gateway";
 pub const ELASTIC_IP: &str = "nat-ip";
+pub const SECURITY_GROUP: &str = "security-group";
 /// AWS's smallest subnet.
 const SMALLEST_SUBNET: u8 = 28;
 

@@ -83,7 +83,7 @@ impl Connector<NodePool> for NodePoolConnector {
         let clients = self
             .cache
             .clients(
-                &mr.spec.provider_config_ref,
+                &mr.spec.resource.provider_config_ref,
                 &namespace,
                 &mr.spec.for_provider.region,
             )

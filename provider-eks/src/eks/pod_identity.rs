@@ -10,7 +10,7 @@ use modelplane_eks_api::{
 };
 
 use super::clients::AwsClients;
-use super::errors::{classify, is_code};
+use super::errors::{classify, created_on_cluster, is_code};
 use super::owned::{connector, owner_tags};
 use super::request_token;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
@@ -197,20 +197,14 @@ impl ExternalClient<PodIdentityAssociation> for PodIdentityClient {
             .client_request_token(request_token(mr))
             .send()
             .await;
-        match created {
-            Ok(_) => Ok(ConnectionDetails::new()),
-            // One per (namespace, service account): ours from an earlier attempt; Observe adopts it.
-            Err(e) if is_code(&e, "ResourceInUseException") => Ok(ConnectionDetails::new()),
-            Err(e) if is_code(&e, "ResourceNotFoundException") => Err(ExternalError::Waiting(format!(
-                "spec.forProvider.clusterName: EKS cluster {} does not exist yet",
-                spec.cluster_name
-            ))),
-            Err(e) if is_code(&e, "InvalidParameterException") => Err(ExternalError::Rejected(format!(
-                "spec.forProvider: {}",
-                classify("EKS refused the pod identity association", &e)
-            ))),
-            Err(e) => Err(classify("cannot create pod identity association", &e)),
-        }
+        // One per (namespace, service account): "in use" is ours from an earlier attempt.
+        created_on_cluster(
+            created,
+            &spec.cluster_name,
+            "spec.forProvider",
+            "pod identity association",
+        )?;
+        Ok(ConnectionDetails::new())
     }
 
     async fn update(

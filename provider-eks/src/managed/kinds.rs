@@ -1,8 +1,8 @@
-//! [`Managed`] for the kinds whose spec embeds the shared [`modelplane_eks_api::ResourceSpec`] (everything but
-//! the older Cluster and NodePool, which spell the same fields out).
+//! [`Managed`] for every kind: each spec embeds the shared [`modelplane_eks_api::ResourceSpec`].
 
 use modelplane_eks_api::{
-    Addon, Condition, FileSystem, ManagementPolicy, Network, PodIdentityAssociation, Role, SecretReference,
+    Addon, Cluster, Condition, FileSystem, ManagementPolicy, Network, NodePool, PodIdentityAssociation,
+    ProviderConfigReference, Role, SecretReference,
 };
 
 use super::resource::Managed;
@@ -12,6 +12,9 @@ macro_rules! managed_with_resource_spec {
         impl Managed for $kind {
             fn management_policies(&self) -> &[ManagementPolicy] {
                 &self.spec.resource.management_policies
+            }
+            fn provider_config_ref(&self) -> &ProviderConfigReference {
+                &self.spec.resource.provider_config_ref
             }
             fn connection_secret(&self) -> Option<&SecretReference> {
                 self.spec.resource.write_connection_secret_to_ref.as_ref()
@@ -29,4 +32,12 @@ macro_rules! managed_with_resource_spec {
     )+};
 }
 
-managed_with_resource_spec!(Network, Role, Addon, PodIdentityAssociation, FileSystem);
+managed_with_resource_spec!(
+    Cluster,
+    NodePool,
+    Network,
+    Role,
+    Addon,
+    PodIdentityAssociation,
+    FileSystem
+);

@@ -12,4 +12,5 @@ pub mod policy;
 pub mod reconciler;
 pub mod recorder;
 pub mod resource;
+pub mod usage;
 pub mod writes;

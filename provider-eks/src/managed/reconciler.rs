@@ -25,6 +25,7 @@ use super::pacing::{Calm, capacity_floor, in_steady_state, jitter, next_poll, sp
 use super::policy::Policies;
 use super::recorder::{Events, Reason};
 use super::resource::Managed;
+use super::usage::Tracker;
 use super::writes;
 use crate::eks::throttle::with_urgency;
 use crate::metrics::Metrics;
@@ -82,6 +83,8 @@ pub struct Reconciler<C> {
     seen: Mutex<HashSet<String>>,
     /// Kubernetes Events for creates, updates, deletes and their failures; none in tests that do not ask.
     events: Option<Events>,
+    /// ProviderConfigUsages of the resources; none in tests that do not ask.
+    usages: Option<Tracker>,
 }
 
 impl<C> Reconciler<C> {
@@ -103,6 +106,20 @@ impl<C> Reconciler<C> {
             calm: Mutex::default(),
             seen: Mutex::default(),
             events: None,
+            usages: None,
+        }
+    }
+
+    /// Records a ProviderConfigUsage for each resource, so its config cannot be deleted under it.
+    pub fn with_usages(mut self) -> Self {
+        self.usages = Some(Tracker::default());
+        self
+    }
+
+    async fn untrack<M: Managed>(&self, mr: &M) -> Result<(), kube::Error> {
+        match &self.usages {
+            Some(usages) => usages.untrack(&self.client, mr).await,
+            None => Ok(()),
         }
     }
 
@@ -330,6 +347,7 @@ where
         BeforeObserve::Reject(why) => return r.fail(mr.as_ref(), ExternalError::Rejected(why)).await,
         BeforeObserve::Orphan => {
             writes::unpublish(&r.client, mr.as_ref()).await?;
+            r.untrack(mr.as_ref()).await?;
             writes::remove_finalizer(&r.client, mr.as_ref()).await?;
             return Ok(Action::await_change());
         }
@@ -339,6 +357,10 @@ where
     let mut mr = (*mr).clone();
     if !facts.deleting && !mr.annotations().contains_key(EXTERNAL_NAME) {
         mr = writes::set_annotations(&r.client, &mr, &[(EXTERNAL_NAME, mr.name_any())]).await?;
+    }
+    // The config is in use from before the first call made with its credentials.
+    if let (false, Some(usages)) = (facts.deleting, &r.usages) {
+        usages.track(&r.client, &mr).await?;
     }
     let external = match r.connector.connect(&mr).await {
         Ok(c) => c,
@@ -365,6 +387,7 @@ where
     match step {
         Step::Finalize => {
             writes::unpublish(&r.client, &mr).await?;
+            r.untrack(&mr).await?;
             writes::remove_finalizer(&r.client, &mr).await?;
             r.forget(&key(&mr));
             Ok(Action::await_change())

@@ -4,7 +4,7 @@ use std::fmt::Debug;
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::Resource;
-use modelplane_eks_api::{Cluster, Condition, ManagementPolicy, NodePool, SecretReference};
+use modelplane_eks_api::{Condition, ManagementPolicy, ProviderConfigReference, SecretReference};
 use serde::{Serialize, de::DeserializeOwned};
 
 pub trait Managed:
@@ -18,6 +18,8 @@ pub trait Managed:
     + 'static
 {
     fn management_policies(&self) -> &[ManagementPolicy];
+    /// The ProviderConfig or ClusterProviderConfig whose credentials reach AWS.
+    fn provider_config_ref(&self) -> &ProviderConfigReference;
     fn connection_secret(&self) -> Option<&SecretReference>;
     fn conditions(&self) -> &[Condition];
     /// `status.atProvider` as stored, for skipping status writes that would change nothing.
@@ -28,41 +30,5 @@ pub trait Managed:
             .iter()
             .filter_map(|c| c.observed_generation)
             .min()
-    }
-}
-
-impl Managed for Cluster {
-    fn management_policies(&self) -> &[ManagementPolicy] {
-        &self.spec.management_policies
-    }
-    fn connection_secret(&self) -> Option<&SecretReference> {
-        self.spec.write_connection_secret_to_ref.as_ref()
-    }
-    fn conditions(&self) -> &[Condition] {
-        self.status.as_ref().map_or(&[], |s| &s.conditions)
-    }
-    fn at_provider_json(&self) -> serde_json::Value {
-        self.status
-            .as_ref()
-            .and_then(|s| serde_json::to_value(&s.at_provider).ok())
-            .unwrap_or_default()
-    }
-}
-
-impl Managed for NodePool {
-    fn management_policies(&self) -> &[ManagementPolicy] {
-        &self.spec.management_policies
-    }
-    fn connection_secret(&self) -> Option<&SecretReference> {
-        self.spec.write_connection_secret_to_ref.as_ref()
-    }
-    fn conditions(&self) -> &[Condition] {
-        self.status.as_ref().map_or(&[], |s| &s.conditions)
-    }
-    fn at_provider_json(&self) -> serde_json::Value {
-        self.status
-            .as_ref()
-            .and_then(|s| serde_json::to_value(&s.at_provider).ok())
-            .unwrap_or_default()
     }
 }

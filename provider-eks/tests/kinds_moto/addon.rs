@@ -209,3 +209,34 @@ async fn a_pod_identity_association_is_created_adopted_after_a_crash_rebound_and
         "{err}"
     );
 }
+
+/// Addon and PodIdentityAssociation map a Create error the same way (one helper): no cluster yet is Waiting
+/// on the cluster's name for both.
+#[tokio::test]
+async fn both_kinds_wait_on_the_cluster_name_while_the_cluster_does_not_exist() {
+    let moto = moto();
+    let moto = moto.lock().await;
+    super::support::reset_moto(&moto);
+    let cache = cache(&moto).await;
+    let addon = addon_mr("demo-coredns", "coredns");
+    let association = association_mr("demo-efs-csi");
+    let addons = AddonConnector { cache: cache.clone() }
+        .connect(&addon)
+        .await
+        .unwrap();
+    let associations = PodIdentityConnector { cache: cache.clone() }
+        .connect(&association)
+        .await
+        .unwrap();
+    let errors = [
+        addons.create(&addon).await.unwrap_err(),
+        associations.create(&association).await.unwrap_err(),
+    ];
+    for err in errors {
+        assert!(
+            matches!(&err, ExternalError::Waiting(m)
+                if m == "spec.forProvider.clusterName: EKS cluster demo does not exist yet"),
+            "{err}"
+        );
+    }
+}

@@ -35,7 +35,7 @@ pub async fn subnets(ec2: &aws_sdk_ec2::Client, zones: &[&str]) -> Vec<String> {
     ids
 }
 
-fn fs_mr(name: &str, subnet_ids: Vec<String>) -> FileSystem {
+pub fn fs_mr(name: &str, subnet_ids: Vec<String>) -> FileSystem {
     stamp(
         FileSystem::new(
             name,
@@ -44,6 +44,7 @@ fn fs_mr(name: &str, subnet_ids: Vec<String>) -> FileSystem {
                     region: super::REGION.into(),
                     subnet_ids,
                     throughput_mode: ThroughputMode::Elastic,
+                    nfs_security_group_ids: Vec::new(),
                     tags: [("team".to_string(), "a".to_string())].into(),
                 },
                 resource: resource_spec(),
@@ -62,7 +63,7 @@ async fn file_systems(efs: &aws_sdk_efs::Client) -> usize {
         .len()
 }
 
-async fn modelplane_groups(ec2: &aws_sdk_ec2::Client) -> usize {
+pub async fn modelplane_groups(ec2: &aws_sdk_ec2::Client) -> usize {
     let out = ec2.describe_security_groups().send().await.unwrap();
     out.security_groups()
         .iter()

@@ -10,7 +10,7 @@ use modelplane_provider_eks::managed::reconciler::Connector;
 
 use super::{NS, REGION, aws, cache, lose_external_name, moto, resource_spec, stamp};
 
-fn network_mr(name: &str, zones: &[&str]) -> Network {
+pub fn network_mr(name: &str, zones: &[&str]) -> Network {
     stamp(
         Network::new(
             name,
@@ -87,6 +87,14 @@ async fn left(ec2: &aws_sdk_ec2::Client, name: &str) -> Vec<(&'static str, usize
         .iter()
         .filter(|n| n.state().map(|s| s.as_str()) != Some("deleted"))
         .count();
+    let groups = ec2
+        .describe_security_groups()
+        .filters(mine(name))
+        .send()
+        .await
+        .unwrap()
+        .security_groups()
+        .len();
     vec![
         ("vpc", vpcs),
         ("subnet", subnets),
@@ -94,6 +102,7 @@ async fn left(ec2: &aws_sdk_ec2::Client, name: &str) -> Vec<(&'static str, usize
         ("elastic ip", ips),
         ("route table", tables),
         ("nat gateway", nats),
+        ("security group", groups),
     ]
 }
 
@@ -151,8 +160,26 @@ async fn a_network_is_created_whole_adopted_after_a_crash_and_deleted_leaving_no
             ("internet gateway", 1),
             ("elastic ip", 1),
             ("route table", 2),
-            ("nat gateway", 1)
+            ("nat gateway", 1),
+            ("security group", 1)
         ]
+    );
+    // The cluster's group admits its own members on every protocol.
+    let group = ec2
+        .describe_security_groups()
+        .group_ids(at.security_group_id.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let group = &group.security_groups()[0];
+    assert_eq!(group.vpc_id(), at.vpc_id.as_deref());
+    assert!(
+        group
+            .ip_permissions()
+            .iter()
+            .any(|p| p.ip_protocol() == Some("-1")
+                && p.user_id_group_pairs()[0].group_id() == group.group_id()),
+        "{group:?}"
     );
     // The private subnets carry the tags Kubernetes load balancers look for.
     let private = ec2

@@ -45,18 +45,21 @@ pub fn cluster_in(ns: &str, name: &str) -> Cluster {
                 networking: Networking {
                     subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
                     vpc: None,
+                    ..Default::default()
                 },
                 endpoint_public_access: true,
                 ..Default::default()
             },
-            provider_config_ref: ProviderConfigReference {
-                kind: "ProviderConfig".into(),
-                name: "default".into(),
+            resource: ResourceSpec {
+                provider_config_ref: ProviderConfigReference {
+                    kind: "ProviderConfig".into(),
+                    name: "default".into(),
+                },
+                management_policies: vec![ManagementPolicy::All],
+                write_connection_secret_to_ref: Some(SecretReference {
+                    name: format!("{name}-kubeconfig"),
+                }),
             },
-            management_policies: vec![ManagementPolicy::All],
-            write_connection_secret_to_ref: Some(SecretReference {
-                name: format!("{name}-kubeconfig"),
-            }),
         },
     );
     c.metadata.namespace = Some(ns.into());
@@ -80,12 +83,14 @@ pub fn pool_in(ns: &str, name: &str, cluster: &str) -> NodePool {
                 labels: [("modelplane.ai/pool".to_string(), name.to_string())].into(),
                 ..Default::default()
             },
-            provider_config_ref: ProviderConfigReference {
-                kind: "ProviderConfig".into(),
-                name: "default".into(),
+            resource: ResourceSpec {
+                provider_config_ref: ProviderConfigReference {
+                    kind: "ProviderConfig".into(),
+                    name: "default".into(),
+                },
+                management_policies: vec![ManagementPolicy::All],
+                write_connection_secret_to_ref: None,
             },
-            management_policies: vec![ManagementPolicy::All],
-            write_connection_secret_to_ref: None,
         },
     );
     p.metadata.namespace = Some(ns.into());

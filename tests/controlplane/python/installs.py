@@ -52,7 +52,18 @@ def render(xr: Path, *required: Path) -> list[dict]:
         argv += ["--required", str(path)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert done.returncode == 0, f"render {xr} failed ({done.returncode}):\n{done.stderr}{done.stdout}"
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    return [doc for doc in yaml.load_all(done.stdout, Loader=_JsonLikeLoader) if doc]
+
+
+class _JsonLikeLoader(yaml.SafeLoader):
+    """YAML 1.1 reads an unquoted `1970-01-01T00:00:00Z` as a datetime, which turns into a different string on its
+    way to the API server; the function composed a string (a CRD's defaults carry such values), so keep it one."""
+
+
+_JsonLikeLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 
 
 def crd_files() -> list[Path]:

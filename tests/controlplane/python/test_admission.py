@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 
 import installs
 from kube import REPO_ROOT, ApiError, Kube, describe, load_yaml_documents
@@ -108,3 +109,25 @@ def test_a_misspelt_field_is_refused_by_name(platform):
     problems: list[str] = []
     admit(platform, manifest, "mutated", problems)
     assert len(problems) == 1 and ".spec.startupPolicyy: field not declared in schema" in problems[0], problems
+
+
+@pytest.mark.parametrize("deployment", ["qwen3-coder.yaml", "qwen3-small.yaml"])
+def test_routing_objects_of_a_replica_on_a_cluster_with_a_gateway_pass_strict_server_side_admission(
+        platform, tmp_path, deployment):
+    """Both fixture clusters given a gateway address: every replica also gets its InferencePool, endpoint picker
+    and HTTPRoute, checked by the server against the vendored Gateway API and GAIE CRDs and Kubernetes' kinds."""
+    for source in [*STANDARD.glob("*.yaml"), *DYNAMO.glob("*.yaml")]:
+        for doc in load_yaml_documents(source):
+            if doc["kind"] == "InferenceCluster":
+                doc["status"]["gateway"] = {"address": "203.0.113.7"}
+            (tmp_path / f"{source.parent.name}-{source.name}").write_text(yaml.safe_dump(doc))
+    composed = installs.render(EXAMPLES / "deployments" / deployment, tmp_path)[1:]
+    manifests = [((o.get("spec") or {}).get("forProvider") or {}).get("manifest") for o in composed if is_object(o)]
+    kinds = {m["kind"] for m in manifests}
+    assert {"InferencePool", "HTTPRoute", "Role", "RoleBinding", "ServiceAccount", "ConfigMap"} <= kinds, kinds
+    problems: list[str] = []
+    for obj in composed:
+        admit(platform, as_crossplane_creates(obj), "composed", problems)
+    for manifest in manifests:
+        admit(platform, manifest, "a manifest", problems)
+    assert not problems, "the API server refused:\n" + "\n".join(problems)

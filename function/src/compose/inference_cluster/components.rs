@@ -152,7 +152,6 @@ fn wrap(cluster: &str, part: &str, object: &crate::stack::StackObject) -> Value 
     let readiness = match object.readiness {
         Readiness::Created => json!({"policy": "SuccessfulCreate"}),
         Readiness::Available => json!({"policy": "DeriveFromCelQuery", "celQuery": DEPLOYMENT_AVAILABLE}),
-        Readiness::Query(query) => json!({"policy": "DeriveFromCelQuery", "celQuery": query}),
     };
     let mut wrapped = remote::object(object.manifest.clone(), &provider_config_name(cluster));
     wrapped["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});

@@ -68,7 +68,7 @@ fn observed_ready(object: &Value) -> Value {
                 .enumerate()
                 .map(|(i, z)| json!({"zone": z, "id": format!("subnet-0{i}"), "cidrBlock": format!("10.0.{i}.0/24")}))
                 .collect();
-            json!({"vpcId": "vpc-01", "privateSubnets": subnets})
+            json!({"vpcId": "vpc-01", "privateSubnets": subnets, "securityGroupId": "sg-0nodes"})
         }
         "Role" => json!({"arn": format!("arn:aws:iam::123456789012:role/{name}")}),
         "FileSystem" => json!({"fileSystemId": "fs-0123abcd"}),
@@ -635,6 +635,10 @@ fn what_exists_stays_composed_when_what_it_was_built_from_is_not_observed() {
         out.resources["eks-nodepool-gpu"].object["spec"],
         full.resources["eks-nodepool-gpu"].object["spec"]
     );
+    assert_eq!(
+        out.resources["eks-filesystem"].object["spec"],
+        full.resources["eks-filesystem"].object["spec"]
+    );
 }
 
 #[test]
@@ -705,3 +709,9 @@ fn usages_hold_deletion_in_reverse_order() {
             .all(|c| c.object["spec"]["replayDeletion"] == true)
     );
 }
+
+#[path = "tests_security_groups.rs"]
+mod security_groups;
+
+#[path = "tests_autoscaling.rs"]
+mod autoscaling;

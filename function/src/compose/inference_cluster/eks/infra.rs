@@ -80,9 +80,11 @@ fn role_key(part: &str) -> String {
     format!("eks-role-{part}")
 }
 
-/// The network's subnets for the cluster, once known.
+/// The network's subnets for the cluster, and the security group its control plane, nodes and NFS rule share,
+/// once known.
 pub struct Network {
     pub private_subnets: Option<Vec<String>>,
+    pub security_group: Option<String>,
 }
 
 /// Role ARNs, once known.
@@ -103,6 +105,7 @@ pub fn network(
     if !byo.is_empty() {
         return Ok(Network {
             private_subnets: Some(byo.clone()),
+            security_group: None,
         });
     }
     let mr = eks_api::Network::new(
@@ -142,7 +145,24 @@ pub fn network(
     };
     Ok(Network {
         private_subnets: from_network.or_else(from_cluster),
+        security_group: ctx
+            .seen
+            .ready_field(KEY_NETWORK, "/status/atProvider/securityGroupId")
+            .and_then(|v| v.as_str().map(str::to_owned)),
     })
+}
+
+/// The security groups a resource fixed at creation (`key`) keeps: what it was composed with once it exists
+/// (so a resource made before the network had a group is never asked to change), else the network's.
+pub fn fixed_groups(ctx: &Context, key: &str, pointer: &str, network: &Network) -> Vec<String> {
+    if ctx.seen.exists(key) {
+        return ctx
+            .seen
+            .spec_field(key, pointer)
+            .and_then(|v| strings(&v))
+            .unwrap_or_default();
+    }
+    network.security_group.iter().cloned().collect()
 }
 
 /// Every zone a pool names, then the region's first zones until there are two.
@@ -223,8 +243,21 @@ fn role(out: &mut Output, ctx: &Context, def: &RoleDef) -> Result<Option<String>
         .and_then(|v| v.as_str().map(str::to_owned)))
 }
 
-/// The EKS control plane, on `subnets`, assuming `role`; it writes its kubeconfig for the provider configs.
-pub fn cluster(out: &mut Output, ctx: &Context, subnets: &[String], role: &str) -> Result<(), ComposeError> {
+/// The EKS control plane, on `subnets`, assuming `role`, in the network's security group; it writes its
+/// kubeconfig for the provider configs.
+pub fn cluster(
+    out: &mut Output,
+    ctx: &Context,
+    subnets: &[String],
+    role: &str,
+    network: &Network,
+) -> Result<(), ComposeError> {
+    let security_group_ids = fixed_groups(
+        ctx,
+        KEY_CLUSTER,
+        "/spec/forProvider/networking/securityGroupIds",
+        network,
+    );
     let networking = &ctx.cluster.networking;
     let mut mr = eks_api::Cluster::new(
         ctx.name,
@@ -236,6 +269,7 @@ pub fn cluster(out: &mut Output, ctx: &Context, subnets: &[String], role: &str) 
                 networking: eks_api::Networking {
                     subnet_ids: subnets.to_vec(),
                     vpc: None,
+                    security_group_ids,
                 },
                 endpoint_public_access: networking.endpoint_public_access,
                 endpoint_private_access: networking.endpoint_private_access,
@@ -244,21 +278,31 @@ pub fn cluster(out: &mut Output, ctx: &Context, subnets: &[String], role: &str) 
             ..Default::default()
         },
     );
-    mr.spec.provider_config_ref = ctx.provider_config_ref();
-    mr.spec.write_connection_secret_to_ref = Some(eks_api::SecretReference {
+    mr.spec.resource.provider_config_ref = ctx.provider_config_ref();
+    mr.spec.resource.write_connection_secret_to_ref = Some(eks_api::SecretReference {
         name: kubeconfig_secret(ctx.name),
     });
     out.compose(KEY_CLUSTER, to_value(&mr)?, false);
     Ok(())
 }
 
-/// EFS with a mount target in each of `subnets`; its file system ID once it is Ready (or as the StorageClass
-/// already carries it).
+/// EFS with a mount target in each of `subnets`, reached on NFS from the network's security group (the nodes);
+/// its file system ID once it is Ready (or as the StorageClass already carries it).
 pub fn file_system(
     out: &mut Output,
     ctx: &Context,
     subnets: &[String],
+    network: &Network,
 ) -> Result<Option<String>, ComposeError> {
+    // The rule follows the network's group; while the network is not observed it keeps what it has.
+    let nfs_security_group_ids = match &network.security_group {
+        Some(group) => vec![group.clone()],
+        None => ctx
+            .seen
+            .spec_field(KEY_FILE_SYSTEM, "/spec/forProvider/nfsSecurityGroupIds")
+            .and_then(|v| strings(&v))
+            .unwrap_or_default(),
+    };
     let mr = eks_api::FileSystem::new(
         ctx.name,
         eks_api::FileSystemSpec {
@@ -266,6 +310,7 @@ pub fn file_system(
                 region: ctx.region(),
                 subnet_ids: subnets.to_vec(),
                 throughput_mode: eks_api::ThroughputMode::Elastic,
+                nfs_security_group_ids,
                 tags: ctx.tags.clone(),
             },
             resource: ctx.resource_spec(),

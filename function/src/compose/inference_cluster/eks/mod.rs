@@ -7,10 +7,12 @@
 //!
 //! 1. the activation policy that starts provider-eks's controllers; nothing of provider-eks before it is seen,
 //!    or Crossplane's first applies fail for want of the kinds;
-//! 2. the `Network` and the IAM `Role`s (unless the spec brings its own subnets and roles);
-//! 3. the `Cluster` on the network's private subnets with the cluster role, and the EFS `FileSystem` with a
-//!    mount target in each of those subnets;
-//! 4. once the cluster is Ready: the `NodePool`s, the `Addon`s and the `PodIdentityAssociation`s;
+//! 2. the `Network` (VPC, subnets, gateways, routes and the cluster's security group) and the IAM `Role`s
+//!    (unless the spec brings its own subnets and roles);
+//! 3. the `Cluster` on the network's private subnets with the cluster role and the network's security group,
+//!    and the EFS `FileSystem` with a mount target in each of those subnets, admitting NFS from that group;
+//! 4. once the cluster is Ready: the `NodePool`s (whose nodes join the network's security group), the `Addon`s
+//!    and the `PodIdentityAssociation`s;
 //! 5. once the EFS CSI add-on and the file system are Ready: the `modelplane-rwx-efs` StorageClass on the
 //!    workload cluster, which is what the InferenceCluster reports as its cache storage class.
 //!
@@ -99,18 +101,18 @@ pub fn compose(
     let network = infra::network(out, &ctx, spec)?;
     let roles = infra::roles(out, &ctx)?;
     match (&network.private_subnets, &roles.cluster) {
-        (Some(subnets), Some(role)) => infra::cluster(out, &ctx, subnets, role)?,
+        (Some(subnets), Some(role)) => infra::cluster(out, &ctx, subnets, role, &network)?,
         _ => progress.waiting.push("the network and IAM roles"),
     }
     let file_system = match &network.private_subnets {
-        Some(subnets) => infra::file_system(out, &ctx, subnets)?,
+        Some(subnets) => infra::file_system(out, &ctx, subnets, &network)?,
         None => None,
     };
 
     progress.cluster_ready = seen.ready(KEY_CLUSTER);
     if progress.cluster_ready || seen.exists(&node_pool_key(node_pools::SYSTEM)) {
         match &roles.node {
-            Some(role) => node_pools::compose(out, &ctx, spec, classes, role)?,
+            Some(role) => node_pools::compose(out, &ctx, spec, classes, role, &network)?,
             None => progress.waiting.push("the node role"),
         }
         infra::addons(out, &ctx)?;

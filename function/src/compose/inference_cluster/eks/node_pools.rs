@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use modelplane_eks_api as eks_api;
 
-use super::{Context, node_pool_key, to_value};
+use super::{Context, infra, node_pool_key, to_value};
 use crate::{
     api::{
         inference_class::InferenceClassSpec,
@@ -38,6 +38,7 @@ pub fn compose(
     spec: &InferenceClusterSpec,
     classes: &BTreeMap<String, InferenceClassSpec>,
     node_role: &str,
+    network: &infra::Network,
 ) -> Result<(), ComposeError> {
     let base = eks_api::NodePoolParameters {
         region: ctx.region(),
@@ -55,7 +56,7 @@ pub fn compose(
         labels: BTreeMap::from([(POOL_LABEL.to_owned(), SYSTEM.to_owned())]),
         ..base.clone()
     };
-    compose_pool(out, ctx, SYSTEM, system)?;
+    compose_pool(out, ctx, SYSTEM, system, network)?;
 
     for pool in &spec.node_pools {
         let Some(class) = classes
@@ -87,7 +88,7 @@ pub fn compose(
             },
             ..base.clone()
         };
-        compose_pool(out, ctx, &pool.name, params)?;
+        compose_pool(out, ctx, &pool.name, params, network)?;
     }
     Ok(())
 }
@@ -96,8 +97,12 @@ fn compose_pool(
     out: &mut Output,
     ctx: &Context,
     pool: &str,
-    params: eks_api::NodePoolParameters,
+    mut params: eks_api::NodePoolParameters,
+    network: &infra::Network,
 ) -> Result<(), ComposeError> {
+    let key = node_pool_key(pool);
+    params.tags.extend(autoscaler_tags(ctx.name, &params.scaling));
+    params.security_group_ids = infra::fixed_groups(ctx, &key, "/spec/forProvider/securityGroupIds", network);
     let mut mr = eks_api::NodePool::new(
         &format!("{}-{pool}", ctx.name),
         eks_api::NodePoolSpec {
@@ -105,8 +110,8 @@ fn compose_pool(
             ..Default::default()
         },
     );
-    mr.spec.provider_config_ref = ctx.provider_config_ref();
-    out.compose(node_pool_key(pool), to_value(&mr)?, false);
+    mr.spec.resource.provider_config_ref = ctx.provider_config_ref();
+    out.compose(key, to_value(&mr)?, false);
     Ok(())
 }
 
@@ -118,6 +123,18 @@ fn scaling(pool: &NodePool) -> eks_api::Scaling {
         max_size: pool.max_node_count.unwrap_or(pool.node_count),
         desired_size: pool.node_count,
     }
+}
+
+/// The tags the cluster autoscaler's auto-discovery (`autoDiscovery.clusterName`) looks for, on every pool
+/// whose range lets it grow or shrink; a pool of fixed size is left out of its reach.
+fn autoscaler_tags(cluster: &str, scaling: &eks_api::Scaling) -> BTreeMap<String, String> {
+    if scaling.max_size <= scaling.min_size {
+        return BTreeMap::new();
+    }
+    BTreeMap::from([
+        ("k8s.io/cluster-autoscaler/enabled".to_owned(), "true".to_owned()),
+        (format!("k8s.io/cluster-autoscaler/{cluster}"), "owned".to_owned()),
+    ])
 }
 
 /// The GPU taint keeps everything but GPU workloads off GPU nodes; the cluster's own taints apply to every
