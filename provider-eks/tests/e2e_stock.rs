@@ -5,7 +5,8 @@
 //! its node groups, add-ons, pod identities, EFS file system and mount targets; deleting it in the order the
 //! function's Usages impose leaves the AWS account exactly as it was, every kind listed
 //! (`stock/inventory.rs`). The same with the provider killed right after the first Create-type call of each
-//! kind (and started again): nothing is made twice. And with 30% of all AWS calls throttled or failed.
+//! kind (and started again): nothing is made twice; and right after the first Delete-type call of each kind:
+//! nothing is left. And with 30% of all AWS calls throttled or failed.
 
 // Test helpers outside #[test] functions may fail loudly too (clippy.toml covers only the test bodies).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -57,8 +58,17 @@ fn assert_made_once(made: &Inventory) {
 
 /// Deletes the cluster's managed resources as Crossplane would and checks that AWS holds exactly what it held
 /// before the run.
-async fn tear_down_to(world: &World, cluster: &mut StockCluster, baseline: &Inventory) -> Vec<String> {
-    let events = cluster.delete(world).await;
+async fn tear_down_to(world: &mut World, cluster: &mut StockCluster, baseline: &Inventory) -> Vec<String> {
+    tear_down_with(world, cluster, baseline, |_| {}).await
+}
+
+async fn tear_down_with(
+    world: &mut World,
+    cluster: &mut StockCluster,
+    baseline: &Inventory,
+    between: impl FnMut(&mut World),
+) -> Vec<String> {
+    let events = cluster.delete_with(world, between).await;
     let after = inventory::take(world).await;
     let left = after.since(baseline);
     assert!(
@@ -259,7 +269,7 @@ async fn a_stock_inference_cluster_comes_up_in_stages_and_deleting_it_leaves_not
     ec2.delete_vpc().vpc_id(twin).send().await.unwrap();
 
     let calls_before_delete = world.proxy.requests().len();
-    let events = tear_down_to(&world, &mut cluster, &baseline).await;
+    let events = tear_down_to(&mut world, &mut cluster, &baseline).await;
 
     // A role is stripped of its policies when its delete starts: the node role's must wait until the node
     // groups are gone from AWS (their MRs lose the finalizer only then), and the cluster role's until the
@@ -338,7 +348,8 @@ const CREATE_KINDS: [&str; 20] = [
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_provider_killed_right_after_each_kind_of_create_makes_nothing_twice() {
+async fn a_provider_killed_right_after_each_kind_of_create_or_delete_makes_nothing_twice_and_leaves_nothing()
+{
     let mut world = World::start_with_eks_standin().await;
     let baseline = inventory::take(&world).await;
     let pid = Arc::new(AtomicU32::new(0));
@@ -349,12 +360,7 @@ async fn a_provider_killed_right_after_each_kind_of_create_makes_nothing_twice()
     let mut cluster = StockCluster::example();
     cluster
         .converge_with(&mut world, |world| {
-            while let Ok(kind) = killed.try_recv() {
-                crashes.push(kind);
-                world.kill_provider();
-                start(world);
-                pid.store(world.provider_pid().unwrap(), Ordering::SeqCst);
-            }
+            restart_after_kills(world, &mut killed, &pid, &mut crashes)
         })
         .await;
     world.proxy.stop_crashing();
@@ -368,7 +374,58 @@ async fn a_provider_killed_right_after_each_kind_of_create_makes_nothing_twice()
 
     let made = inventory::take(&world).await.since(&baseline);
     assert_made_once(&made);
-    tear_down_to(&world, &mut cluster, &baseline).await;
+
+    // And killed right after the first Delete-type call of each kind: the teardown still leaves nothing.
+    let mut killed = world.proxy.crash_after_each_new_delete(pid.clone());
+    let mut crashes = Vec::new();
+    tear_down_with(&mut world, &mut cluster, &baseline, |world| {
+        restart_after_kills(world, &mut killed, &pid, &mut crashes)
+    })
+    .await;
+    for kind in DELETE_KINDS {
+        assert!(
+            crashes.iter().any(|c| c == kind),
+            "never killed after {kind}: {crashes:?}"
+        );
+    }
+    eprintln!("killed after {} kinds of Delete: {crashes:?}", crashes.len());
+}
+
+/// The Delete-type calls a stock cluster's teardown makes (every one of them).
+const DELETE_KINDS: [&str; 18] = [
+    "DELETE /clusters/*/addons/*",
+    "DELETE /clusters/*/node-groups/*",
+    "DELETE /clusters/*/pod-identity-associations/*",
+    "DELETE /clusters/*",
+    "DELETE /2015-02-01/mount-targets/*",
+    "DELETE /2015-02-01/file-systems/*",
+    "DeleteSecurityGroup",
+    "DetachRolePolicy",
+    "DeleteRolePolicy",
+    "DeleteRole",
+    "DeleteNatGateway",
+    "ReleaseAddress",
+    "DisassociateRouteTable",
+    "DeleteRouteTable",
+    "DetachInternetGateway",
+    "DeleteInternetGateway",
+    "DeleteSubnet",
+    "DeleteVpc",
+];
+
+/// Starts the provider again for each kill the proxy reports, and keeps the PID it kills current.
+fn restart_after_kills(
+    world: &mut World,
+    killed: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    pid: &AtomicU32,
+    crashes: &mut Vec<String>,
+) {
+    while let Ok(kind) = killed.try_recv() {
+        crashes.push(kind);
+        world.kill_provider();
+        start(world);
+        pid.store(world.provider_pid().unwrap(), Ordering::SeqCst);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -381,7 +438,7 @@ async fn throttling_and_server_errors_on_30_percent_of_calls_still_converge_and_
     cluster.converge(&mut world).await;
     let made = inventory::take(&world).await.since(&baseline);
     assert_made_once(&made);
-    tear_down_to(&world, &mut cluster, &baseline).await;
+    tear_down_to(&mut world, &mut cluster, &baseline).await;
     let (calls, faulted) = (world.proxy.requests().len(), world.proxy.faulted());
     let share = faulted as f64 / calls as f64;
     assert!(

@@ -283,7 +283,16 @@ impl StockCluster {
     /// Deletes the composite's MRs as Crossplane does under the function's Usages, and waits until the API
     /// server has none left (the provider removes each finalizer once AWS is clean). Returns what happened, in
     /// order: `delete <key>` when the delete was issued, `gone <key>` when the MR was seen gone.
-    pub async fn delete(&mut self, world: &World) -> Vec<String> {
+    pub async fn delete(&mut self, world: &mut World) -> Vec<String> {
+        self.delete_with(world, |_| {}).await
+    }
+
+    /// [`Self::delete`], with `between` run after every round (a test's fault schedule).
+    pub async fn delete_with(
+        &mut self,
+        world: &mut World,
+        mut between: impl FnMut(&mut World),
+    ) -> Vec<String> {
         let usages = self.usages();
         let deadline = Instant::now() + CONVERGE;
         let mut events = Vec::new();
@@ -319,6 +328,7 @@ impl StockCluster {
                 "not deleted in time: {present:?}\nprovider log:\n{}",
                 world.log()
             );
+            between(world);
             tokio::time::sleep(STEP).await;
         }
     }

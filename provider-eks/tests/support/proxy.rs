@@ -78,6 +78,8 @@ impl Random {
 struct Crash {
     /// The provider process to kill (kept current by the test across restarts).
     pid: Arc<AtomicU32>,
+    /// Which calls kill it, by kind.
+    kind_of: fn(&str) -> Option<String>,
     seen: BTreeSet<String>,
     killed: tokio::sync::mpsc::UnboundedSender<String>,
 }
@@ -140,16 +142,33 @@ impl FaultProxy {
         &self,
         pid: Arc<AtomicU32>,
     ) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+        self.crash_after_each_new(pid, create_kind)
+    }
+
+    /// The same for the first Delete-type call of each kind (see [`delete_kind`]).
+    pub fn crash_after_each_new_delete(
+        &self,
+        pid: Arc<AtomicU32>,
+    ) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+        self.crash_after_each_new(pid, delete_kind)
+    }
+
+    fn crash_after_each_new(
+        &self,
+        pid: Arc<AtomicU32>,
+        kind_of: fn(&str) -> Option<String>,
+    ) -> tokio::sync::mpsc::UnboundedReceiver<String> {
         let (killed, rx) = tokio::sync::mpsc::unbounded_channel();
         self.state.lock().unwrap().crash = Some(Crash {
             pid,
+            kind_of,
             seen: BTreeSet::new(),
             killed,
         });
         rx
     }
 
-    /// Stops killing the provider after Create calls.
+    /// Stops killing the provider after calls.
     pub fn stop_crashing(&self) {
         self.state.lock().unwrap().crash = None;
     }
@@ -168,6 +187,17 @@ impl FaultProxy {
     }
 }
 
+/// The path words of the rest-json APIs (EKS, EFS) that are not names.
+const PATH_WORDS: [&str; 7] = [
+    "2015-02-01",
+    "clusters",
+    "node-groups",
+    "addons",
+    "pod-identity-associations",
+    "file-systems",
+    "mount-targets",
+];
+
 /// Requests the same Create-type operation whoever makes it: for the query protocol (EC2, IAM) the action, when
 /// it makes or attaches something; for the rest-json APIs (EKS, EFS) a POST to a collection, its path with the
 /// names in it replaced by `*`.
@@ -181,32 +211,43 @@ pub fn create_kind(op: &str) -> Option<String> {
         "Put",
         "Add",
     ];
-    const COLLECTIONS: [&str; 6] = [
-        "clusters",
-        "node-groups",
-        "addons",
-        "pod-identity-associations",
-        "file-systems",
-        "mount-targets",
-    ];
+    let to_collection = |path: &str| {
+        let last = path.rsplit('/').next().unwrap_or_default();
+        last != "2015-02-01" && PATH_WORDS.contains(&last)
+    };
+    kind(op, &VERBS, "POST", to_collection)
+}
+
+/// Requests the same Delete-type operation whoever makes it: for the query protocol the action, when it
+/// deletes, detaches, releases or revokes something; for the rest-json APIs a DELETE, its path with the names
+/// in it replaced by `*`.
+pub fn delete_kind(op: &str) -> Option<String> {
+    const VERBS: [&str; 5] = ["Delete", "Detach", "Disassociate", "Release", "Revoke"];
+    kind(op, &VERBS, "DELETE", |_| true)
+}
+
+fn kind(op: &str, verbs: &[&str], method: &str, path_counts: impl Fn(&str) -> bool) -> Option<String> {
     if let Some(action) = op.strip_prefix("EC2 ") {
-        return VERBS
+        return verbs
             .iter()
             .any(|v| action.starts_with(v))
             .then(|| action.to_owned());
     }
-    let path = op.strip_prefix("POST ")?;
-    if !COLLECTIONS.contains(&path.rsplit('/').next()?) {
+    let path = op.strip_prefix(method)?.strip_prefix(' ')?;
+    if !path_counts(path) {
         return None;
     }
     let general: Vec<&str> = path
         .split('/')
         .map(|segment| {
-            let known = segment.is_empty() || segment == "2015-02-01" || COLLECTIONS.contains(&segment);
-            if known { segment } else { "*" }
+            if segment.is_empty() || PATH_WORDS.contains(&segment) {
+                segment
+            } else {
+                "*"
+            }
         })
         .collect();
-    Some(format!("POST {}", general.join("/")))
+    Some(format!("{method} {}", general.join("/")))
 }
 
 /// The AWS service a request is signed for (`ec2`, `iam`, `eks`, `elasticfilesystem`).
@@ -308,11 +349,10 @@ async fn serve(mut socket: TcpStream, upstream_port: u16, state: Arc<Mutex<State
         };
         let fault = queued.or_else(|| s.random.as_mut().and_then(Random::draw));
         s.faulted += usize::from(fault.is_some());
-        let crash = match (&mut s.crash, fault, create_kind(&op)) {
-            (Some(c), None, Some(kind)) => c
-                .seen
-                .insert(kind.clone())
-                .then(|| (c.pid.clone(), c.killed.clone(), kind)),
+        let crash = match (&mut s.crash, fault) {
+            (Some(c), None) => (c.kind_of)(&op)
+                .filter(|kind| c.seen.insert(kind.clone()))
+                .map(|kind| (c.pid.clone(), c.killed.clone(), kind)),
             _ => None,
         };
         (fault, crash)
