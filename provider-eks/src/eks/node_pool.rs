@@ -294,8 +294,12 @@ impl ExternalClient<NodePool> for NodePoolClient {
                 .filter_map(from_eks_taint)
                 .collect(),
             ami_type: group.ami_type.as_ref().map(|a| a.as_str().to_string()),
-            // With a launch template the disk size lives in the template, not on the group.
-            disk_size: group.disk_size.and_then(|d| u32::try_from(d).ok()),
+            // With a launch template the disk size lives in the template, and what the group reports (moto: a
+            // default of 20) is not the node's disk: comparing it would refuse every such pool as changed.
+            disk_size: group
+                .disk_size
+                .filter(|_| group.launch_template.is_none())
+                .and_then(|d| u32::try_from(d).ok()),
             instance_types: group.instance_types.clone().unwrap_or_default(),
             capacity_type: group.capacity_type.as_ref().map(|c| c.as_str().to_string()),
             node_role: group.node_role.clone(),
