@@ -1,12 +1,13 @@
 //! RunFunction from a composite as JSON: seeded with every example composite, so mutations are mutations of
-//! real composites at the JSON level. The composite goes through both calls of a step, its requirements answered
-//! from the examples, as Crossplane would.
+//! real composites at the JSON level. The composite goes through a whole step, its requirements answered from the
+//! examples as Crossplane (and `render`) answers them, with the same request builder the tests and benches use.
 #![no_main]
 
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use modelplane_fuzz::{answered, first_request, objects};
+use modelplane_function::render::RequestBuilder;
+use modelplane_fuzz::objects;
 use serde_json::Value;
 
 fn pool() -> &'static [Value] {
@@ -18,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(composite) = serde_json::from_slice::<Value>(data) else {
         return;
     };
-    let first = first_request(&composite);
-    let rsp = modelplane_function::run_function(first.clone());
-    let _ = modelplane_function::run_function(answered(first, &rsp, pool()));
+    // answered_from calls the function until its requirements settle; the last call is the one that composes.
+    let settled = RequestBuilder::new(&composite).answered_from(pool()).build();
+    let _ = modelplane_function::run_function(settled);
 });

@@ -2,10 +2,6 @@
 //! objects Crossplane would send back for a composite's requirements, so a fuzzed composite reaches its composer
 //! with everything it asks for.
 
-use modelplane_function::{
-    proto::v1::{Resource, Resources, RunFunctionRequest, RunFunctionResponse, State},
-    wire::RawStruct,
-};
 use serde_json::Value;
 
 /// Every example composite and fixture, by repository path.
@@ -68,43 +64,4 @@ pub fn objects() -> Vec<Value> {
         .filter_map(|doc| serde::Deserialize::deserialize(doc).ok())
         .filter(|v: &Value| v.is_object())
         .collect()
-}
-
-fn resource(object: &Value) -> Resource {
-    Resource {
-        resource: RawStruct::from_value(object),
-        ..Default::default()
-    }
-}
-
-/// The first request of a step for `composite`.
-pub fn first_request(composite: &Value) -> RunFunctionRequest {
-    RunFunctionRequest {
-        observed: Some(State {
-            composite: Some(resource(composite)),
-            ..Default::default()
-        }),
-        desired: Some(State::default()),
-        ..Default::default()
-    }
-}
-
-/// The request Crossplane sends next: each requirement of `rsp` answered with every pooled object of its kind.
-pub fn answered(
-    mut req: RunFunctionRequest,
-    rsp: &RunFunctionResponse,
-    pool: &[Value],
-) -> RunFunctionRequest {
-    let Some(requirements) = &rsp.requirements else {
-        return req;
-    };
-    for (name, selector) in &requirements.resources {
-        let items = pool
-            .iter()
-            .filter(|o| o.get("kind").and_then(Value::as_str) == Some(selector.kind.as_str()))
-            .map(resource)
-            .collect();
-        req.required_resources.insert(name.clone(), Resources { items });
-    }
-    req
 }
