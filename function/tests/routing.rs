@@ -42,6 +42,9 @@ fn schema_for(object: &Value) -> Value {
         ("aigateway.envoyproxy.io/v1beta1", "BackendSecurityPolicy") => {
             "tests/crds/routing/envoy-ai-gateway/v0.7.0/aigateway.envoyproxy.io_backendsecuritypolicies.yaml"
         }
+        ("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy") => {
+            "tests/crds/routing/envoy-gateway/v1.8.1/gateway.envoyproxy.io_securitypolicies.yaml"
+        }
         ("gateway.envoyproxy.io/v1alpha1", "Backend") => {
             "tests/crds/routing/envoy-gateway/v1.8.1/gateway.envoyproxy.io_backends.yaml"
         }
@@ -102,15 +105,7 @@ fn fleet() -> Vec<Value> {
 }
 
 fn render(composite: &Value, required: Vec<Value>) -> RunFunctionResponse {
-    let inputs = Inputs {
-        composite: composite.clone(),
-        required,
-        ..Default::default()
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    runtime
-        .block_on(render::run(&inputs, |req| async move { Ok(run_function(req)) }))
-        .unwrap()
+    render_observed(composite, required, Vec::new())
 }
 
 fn desired(rsp: &RunFunctionResponse) -> Vec<(String, Value)> {
@@ -152,27 +147,148 @@ fn assert_valid(objects: &[(String, Value)]) {
     }
 }
 
+/// A composed resource as observed: Ready, under its composition-resource-name, with `extra` merged in.
+fn observed(key: &str, object: &Value, extra: Value) -> Value {
+    let mut o = object.clone();
+    o["metadata"]["annotations"] = json!({"crossplane.io/composition-resource-name": key});
+    o["status"] = json!({"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 1}]});
+    if let (Some(o), Some(extra)) = (o.as_object_mut(), extra.as_object()) {
+        for (k, v) in extra {
+            if let (Some(Value::Object(into)), Value::Object(from)) = (o.get_mut(k), v) {
+                into.extend(from.clone());
+            } else {
+                o.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    o
+}
+
+fn render_observed(composite: &Value, required: Vec<Value>, observed: Vec<Value>) -> RunFunctionResponse {
+    let inputs = Inputs {
+        composite: composite.clone(),
+        required,
+        observed,
+        ..Default::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime
+        .block_on(render::run(&inputs, |req| async move { Ok(run_function(req)) }))
+        .unwrap()
+}
+
+fn gateway_cluster() -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
+           "metadata": {"name": "eks-h200-us-east"},
+           "status": {"providerConfigName": "eks-h200-us-east", "stack": "Standard"}})
+}
+
+/// A Secret copy as provider-kubernetes (with `--sanitize-secrets`) reports it once created.
+fn created_copy(key: &str, object: &Value) -> Value {
+    observed(
+        key,
+        object,
+        json!({"metadata": {"finalizers": ["finalizer.managedresource.crossplane.io"], "generation": 1},
+               "status": {"atProvider": {"manifest": {"data": {"redacted": null}}}}}),
+    )
+}
+
 #[test]
 fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crds() {
     let mut gateway = example("fleet-gateway.yaml");
     gateway["spec"]["hostname"] = json!("inference.example.com");
-    let cluster = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
-                         "metadata": {"name": "eks-h200-us-east"},
-                         "status": {"providerConfigName": "eks-h200-us-east", "stack": "Standard"}});
-    let rsp = render(&gateway, vec![cluster]);
-    assert_eq!(fatal(&rsp), Vec::<&str>::new());
-    let objects = desired(&rsp);
-    let kinds = manifest_kinds(&objects);
-    assert_eq!(kinds, ["Gateway"], "the namespace and class are the cluster's");
-    assert_valid(&objects);
+    gateway["spec"]["tls"] = json!({"certificateRefs": [{"name": "inference-example-com"}]});
     assert_eq!(
         problems(&xrd_schema("inferencegateways.yaml"), &gateway, None),
         Vec::<String>::new()
     );
+    let rsp = render(&gateway, vec![gateway_cluster()]);
+    assert_eq!(fatal(&rsp), Vec::<&str>::new());
+    let first = desired(&rsp);
+    let mut kinds = manifest_kinds(&first);
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        ["Secret", "Secret", "SecurityPolicy"],
+        "copies and the deny-all policy first; no listener yet"
+    );
+    assert_valid(&first);
+    // Once every copy exists and the policy is in place: the listener, and the copies' references.
+    let seen: Vec<Value> = first
+        .iter()
+        .map(|(key, o)| match key.as_str() {
+            "callers-policy" => observed(key, o, json!({})),
+            _ => created_copy(key, o),
+        })
+        .collect();
+    let objects = desired(&render_observed(&gateway, vec![gateway_cluster()], seen));
+    let mut kinds = manifest_kinds(&objects);
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["Gateway", "Secret", "Secret", "SecurityPolicy"]);
+    assert!(
+        objects
+            .iter()
+            .filter(|(_, o)| o["spec"]["forProvider"]["manifest"]["kind"] == "Secret")
+            .all(|(_, o)| o["spec"]["references"].is_array())
+    );
+    assert_valid(&objects);
+
     let mut tls_without_hostname = example("fleet-gateway.yaml");
     tls_without_hostname["spec"]["tls"] = json!({"certificateRefs": [{"name": "fleet-tls"}]});
     let found = problems(&xrd_schema("inferencegateways.yaml"), &tls_without_hostname, None);
     assert!(found.iter().any(|p| p.contains("hostname")), "{found:#?}");
+    let mut both_levels = example("fleet-gateway.yaml");
+    both_levels["spec"]["auth"]["secretRefs"] = json!([{"name": "other"}]);
+    let found = problems(&xrd_schema("inferencegateways.yaml"), &both_levels, None);
+    assert!(found.iter().any(|p| p.contains("not both")), "{found:#?}");
+}
+
+/// The provider keys and caller keys stay in their Secrets: whatever Crossplane sends back — even Objects as an
+/// unsanitizing provider-kubernetes reports them, key in spec and status — none of it comes out of the function.
+#[test]
+fn no_secret_data_ever_appears_in_the_functions_output() {
+    const KEY: &str = "c2stbGl2ZS1kby1ub3QtbGVhaw==";
+    let leaked = |key: &str, object: &Value| {
+        observed(
+            key,
+            object,
+            json!({"metadata": {"finalizers": ["finalizer.managedresource.crossplane.io"], "generation": 1},
+                   "spec": {"forProvider": {"manifest": {"data": {"apiKey": KEY}}}},
+                   "status": {"atProvider": {"manifest": {"data": {"apiKey": KEY}}}}}),
+        )
+    };
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "together-api-key", "namespace": "ml-team"}, "data": {"apiKey": KEY}});
+    let mut required = fleet();
+    required.push(secret);
+    for composite in [example("qwen3-coder.yaml"), example("fleet-gateway.yaml")] {
+        let required = if composite["kind"] == "InferenceGateway" {
+            vec![gateway_cluster()]
+        } else {
+            required.clone()
+        };
+        let first = desired(&render(&composite, required.clone()));
+        let seen: Vec<Value> = first.iter().map(|(key, o)| leaked(key, o)).collect();
+        let rsp = render_observed(&composite, required, seen);
+        let out = serde_json::to_string(&json!({
+            "desired": desired(&rsp),
+            "results": rsp.results.iter().map(|r| r.message.clone()).collect::<Vec<_>>(),
+            "conditions": rsp.conditions.iter().map(|c| c.message.clone()).collect::<Vec<_>>(),
+            "status": rsp.desired.as_ref().and_then(|d| d.composite.as_ref())
+                .and_then(|c| c.resource.as_ref()).map(|r| r.to_json().unwrap()),
+        }))
+        .unwrap();
+        assert!(
+            !out.contains(KEY),
+            "{}: the key came out: {out}",
+            composite["kind"]
+        );
+        assert!(
+            out.contains("sanitize-secrets"),
+            "{}: the copy says why it waits",
+            composite["kind"]
+        );
+    }
 }
 
 #[test]

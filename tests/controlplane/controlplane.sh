@@ -421,6 +421,7 @@ cmd_crossplane() {
     pk_metrics="$(free_port)"
     KUBECONFIG="$state/kubeconfig" TLS_SERVER_CERTS_DIR="$pki/provider-kubernetes-webhook" \
         start provider-kubernetes "$bin_dir/provider-kubernetes" --poll 10s --sync 30s --webhook-port "$pk_webhook" \
+        --sanitize-secrets \
         --metrics-bind-address "127.0.0.1:$pk_metrics" --health-probe-bind-addr "127.0.0.1:$pk_health"
     wait_ready provider-kubernetes http_ok "$pk_health" /readyz
 

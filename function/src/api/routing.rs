@@ -156,7 +156,53 @@ pub struct InferenceGatewaySpec {
     pub hostname: Option<String>,
     /// Which ModelServices this gateway serves; absent, every one.
     pub service_selector: Option<MatchLabels>,
+    pub tls: Option<GatewayTls>,
+    pub auth: Option<GatewayAuth>,
 }
+
+/// The certificate the gateway presents for its hostname: `kubernetes.io/tls` Secrets in the control plane's
+/// `modelplane-system`, copied to the gateway's cluster by reference.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayTls {
+    #[serde(default)]
+    pub certificate_refs: Vec<NameRef>,
+}
+
+/// Who may call: upstream's docs put the caller Secrets directly under `auth`, its later XRD under `auth.apiKey`;
+/// either is read (one of them at a time).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayAuth {
+    #[serde(flatten)]
+    pub keys: CallerKeys,
+    pub api_key: Option<CallerKeys>,
+}
+
+/// Caller keys: every key of every listed Secret (in the control plane's `modelplane-system`) is one caller, its
+/// name the caller's identity and its value the caller's API key.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallerKeys {
+    #[serde(default)]
+    pub secret_refs: Vec<NameRef>,
+    /// Upstream's way to pick them, accepted but never resolved: resolving a selector means reading the Secrets,
+    /// keys and all, through the function.
+    pub secret_selector: Option<MatchLabels>,
+}
+
+impl GatewayAuth {
+    /// The level the caller Secrets are set at, with its field path.
+    pub fn callers(&self) -> (&'static str, &CallerKeys) {
+        match &self.api_key {
+            Some(keys) => ("spec.auth.apiKey", keys),
+            None => ("spec.auth", &self.keys),
+        }
+    }
+}
+
+/// At most this many caller and certificate Secrets per gateway: each is one Object on the gateway's cluster.
+pub const MAX_GATEWAY_SECRETS: usize = 16;
 
 /// What other composers read of an InferenceGateway's status.
 #[derive(Debug, Clone, Default, Deserialize)]

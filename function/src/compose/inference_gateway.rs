@@ -1,11 +1,15 @@
 //! Puts the fleet's front door on an InferenceCluster: a Gateway API `Gateway` served by the Envoy Gateway and
 //! Envoy AI Gateway the serving stack installs on every cluster, in the namespace and GatewayClass the cluster's
 //! own gateway component composes (so two composites never manage one remote object). ModelServices attach their
-//! `AIGatewayRoute`s to it; this composer owns only the listener and reports where it answers.
+//! `AIGatewayRoute`s to it; this composer owns the listener and what guards it, and reports where it answers.
 //!
 //! The cluster is the one `spec.clusterName` names, or else one picked once and kept: the current cluster while it
 //! exists (moving the front door changes its address under every caller), else the first reachable cluster by
 //! name, so the choice does not depend on the order Crossplane lists clusters in.
+//!
+//! In front of every route: API-key auth over the caller Secrets `spec.auth[.apiKey].secretRefs` names, denying
+//! every request until a caller's keys are on the cluster, and with `spec.tls` an HTTPS-only listener. Both kinds
+//! of Secret reach the cluster by provider-kubernetes reference ([`front_door`], [`remote::secret_copy`]).
 
 use std::collections::BTreeMap;
 
@@ -14,17 +18,23 @@ use serde_json::{Value, json};
 
 use super::{
     ComposeError, Output,
-    model_service::route::{GATEWAY_NAME, GATEWAY_NAMESPACE},
-    remote,
+    inference_cluster::CONTROL_NAMESPACE,
+    remote::{
+        self,
+        secret_copy::{CopyState, secret_copy},
+    },
 };
 use crate::{
     api::routing::{InferenceGatewaySpec, InferenceGatewayStatus},
     proto::v1::{ResourceSelector, RunFunctionRequest, Status},
     schedule::ClusterView,
     sdk::request,
-    stack::routing::GATEWAY_CLASS,
     wire::RawStruct,
 };
+
+mod front_door;
+
+use front_door::GATEWAY_NAMESPACE;
 
 const CLUSTERS: &str = "clusters";
 
@@ -57,6 +67,7 @@ struct AddressView {
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let gateway: InferenceGateway = xr.parse()?;
+    front_door::validate(&gateway.spec)?;
     let mut out = Output {
         requirements: BTreeMap::from([(
             CLUSTERS.to_owned(),
@@ -114,129 +125,156 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     let ready = |key: &str| {
         remote::observed::<Value>(request::observed_composed(req, key)).is_some_and(|o| o.is_ready())
     };
+    let (callers, certificates) = front_door::copies(&gateway.spec);
+    let mut waiting = Vec::new();
+    let filled: Vec<&str> = callers
+        .iter()
+        .filter(|c| compose_copy(&mut out, req, &pc, c, &mut waiting))
+        .map(|c| c.remote_name.as_str())
+        .collect();
+    let mut certificates_waiting = Vec::new();
+    let certificates_filled = certificates
+        .iter()
+        .filter(|c| compose_copy(&mut out, req, &pc, c, &mut certificates_waiting))
+        .count()
+        == certificates.len();
+    let policy_ready = ready(CALLERS_KEY);
+    out.compose(
+        CALLERS_KEY,
+        in_control_namespace(remote::object(front_door::callers_policy(&filled), &pc)),
+        policy_ready,
+    );
+    let selector = gateway
+        .spec
+        .auth
+        .as_ref()
+        .and_then(|a| a.callers().1.secret_selector.as_ref())
+        .is_some();
+    if selector {
+        out.warnings.push(
+            "the caller secretSelector is not resolved: that would read every matching Secret, keys included, \
+             through the function; list the Secrets by name in secretRefs"
+                .into(),
+        );
+    }
+    report_callers(&mut out, callers.len(), filled.len(), &waiting);
+
     let address = remote::observed::<GatewayView>(request::observed_composed(req, "gateway"))
         .as_ref()
         .and_then(|o| o.manifest())
         .and_then(|g| g.status.addresses.first())
         .map(|a| a.value.clone())
         .filter(|a| !a.is_empty());
-    let gateway_ready = address.is_some() && ready("gateway");
-    out.compose(
-        "gateway",
-        remote::object(gateway_manifest(gateway.spec.hostname.as_deref()), &pc),
-        gateway_ready,
-    );
+    // The listener comes up only behind its callers policy: an Envoy that programmed routes before the policy
+    // would answer them unauthenticated. Once composed it stays, so a policy briefly not ready drops no traffic.
+    let gateway_exists = request::observed_composed(req, "gateway").is_some();
+    let gateway_ready = address.is_some() && ready("gateway") && certificates_filled;
+    if policy_ready || gateway_exists {
+        out.compose(
+            "gateway",
+            in_control_namespace(remote::object(
+                front_door::gateway(gateway.spec.hostname.as_deref(), &certificates),
+                &pc,
+            )),
+            gateway_ready,
+        );
+    }
+    let scheme = if certificates.is_empty() { "http" } else { "https" };
     match address {
         Some(address) => {
-            out.condition(
-                "GatewayReady",
-                Status::ConditionTrue,
-                "Available",
-                format!("answering on {address} (cluster {cluster})"),
-            );
+            let host = gateway.spec.hostname.as_deref().unwrap_or(&address);
+            let endpoint = format!("{scheme}://{host}/v1");
+            if certificates_filled {
+                out.condition(
+                    "GatewayReady",
+                    Status::ConditionTrue,
+                    "Available",
+                    format!("answering on {address} (cluster {cluster}): {endpoint}"),
+                );
+            } else {
+                out.condition(
+                    "GatewayReady",
+                    Status::ConditionFalse,
+                    "CertificatePending",
+                    format!("waiting for {}", certificates_waiting.join("; ")),
+                );
+            }
             out.status.insert("address".into(), json!(address));
+            out.status.insert("endpoints".into(), json!({"openAI": endpoint}));
         }
-        None => out.condition(
-            "GatewayReady",
-            Status::ConditionFalse,
-            "Provisioning",
-            format!("waiting for the Gateway on {cluster} to get an address"),
-        ),
+        None => {
+            let why = if policy_ready || gateway_exists {
+                format!("waiting for the Gateway on {cluster} to get an address")
+            } else {
+                format!("waiting for the callers policy on {cluster} before opening the listener")
+            };
+            out.condition("GatewayReady", Status::ConditionFalse, "Provisioning", why);
+        }
     }
-    out.ready = Some(gateway_ready);
+    out.ready = Some(gateway_ready && policy_ready);
     Ok(out)
 }
 
-/// Routes attach from the namespaces of the services they serve, so every namespace may attach; which services a
-/// gateway serves is decided by its `serviceSelector` where routes are composed.
-fn gateway_manifest(hostname: Option<&str>) -> Value {
-    let mut listener = json!({
-        "name": "http", "protocol": "HTTP", "port": 80,
-        "allowedRoutes": {"namespaces": {"from": "All"}},
-    });
-    if let Some(hostname) = hostname {
-        listener["hostname"] = json!(hostname);
+const CALLERS_KEY: &str = "callers-policy";
+
+/// Composes the copy of one Secret onto the gateway's cluster; true once it holds the data.
+fn compose_copy(
+    out: &mut Output,
+    req: &RunFunctionRequest,
+    provider_config: &str,
+    copy: &front_door::SecretToCopy,
+    waiting: &mut Vec<String>,
+) -> bool {
+    let (object, state) = secret_copy(
+        &copy.remote_name,
+        GATEWAY_NAMESPACE,
+        copy.secret_type,
+        provider_config,
+        vec![front_door::whole_secret(copy)],
+        request::observed_composed(req, &copy.key),
+    );
+    if let Some(why) = state.waiting() {
+        waiting.push(format!("Secret {CONTROL_NAMESPACE}/{}: {why}", copy.source));
     }
-    json!({
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "Gateway",
-        "metadata": {"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
-        "spec": {"gatewayClassName": GATEWAY_CLASS, "listeners": [listener]},
-    })
+    let filled = state == CopyState::Filled;
+    out.compose(copy.key.clone(), in_control_namespace(object), filled);
+    filled
+}
+
+/// An InferenceGateway is cluster-scoped, and Crossplane gives a namespaced composed resource of a cluster-scoped
+/// composite no namespace of its own: its Objects live in Modelplane's namespace on the control plane.
+fn in_control_namespace(mut object: Value) -> Value {
+    object["metadata"] = json!({"namespace": CONTROL_NAMESPACE});
+    object
+}
+
+fn report_callers(out: &mut Output, listed: usize, filled: usize, waiting: &[String]) {
+    let (status, reason, message) = match (listed, filled) {
+        (0, _) => (
+            Status::ConditionFalse,
+            "NoCallers",
+            "no caller Secrets listed (spec.auth.secretRefs or spec.auth.apiKey.secretRefs): every request is \
+             refused"
+                .to_owned(),
+        ),
+        (_, 0) => (
+            Status::ConditionFalse,
+            "KeysPending",
+            format!("no caller keys on the cluster yet, so every request is refused: {}", waiting.join("; ")),
+        ),
+        _ if !waiting.is_empty() => (
+            Status::ConditionTrue,
+            "SomeKeysPending",
+            format!("{filled} of {listed} caller Secrets in effect; waiting for {}", waiting.join("; ")),
+        ),
+        _ => (
+            Status::ConditionTrue,
+            "KeysInEffect",
+            format!("{filled} caller Secrets in effect; a request without one of their keys gets 401"),
+        ),
+    };
+    out.condition("CallerAuth", status, reason, message);
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::{Value, json};
-
-    use super::compose;
-    use crate::compose::fixtures::{request, run, with_observed, with_required};
-    use crate::proto::v1::Status;
-
-    fn gateway(spec: Value, status: Value) -> Value {
-        json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceGateway",
-               "metadata": {"name": "fleet"}, "spec": spec, "status": status})
-    }
-
-    fn cluster(name: &str, pc: &str) -> Value {
-        json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": name},
-               "status": {"providerConfigName": pc, "stack": "Standard"}})
-    }
-
-    #[test]
-    fn an_unnamed_cluster_is_the_first_reachable_one_and_stays_chosen() {
-        let clusters = [
-            cluster("a-unreachable", ""),
-            cluster("b", "b-pc"),
-            cluster("c", "c-pc"),
-        ];
-        let req = with_required(request(gateway(json!({}), json!({}))), "clusters", &clusters);
-        let out = run(compose, &req).unwrap();
-        assert_eq!(out.status["clusterName"], "b");
-        assert_eq!(
-            out.resources["gateway"].object["spec"]["providerConfigRef"]["name"],
-            "b-pc"
-        );
-        let kept = gateway(json!({}), json!({"clusterName": "c"}));
-        let out = run(compose, &with_required(request(kept), "clusters", &clusters)).unwrap();
-        assert_eq!(out.status["clusterName"], "c");
-    }
-
-    #[test]
-    fn the_address_comes_from_the_observed_gateway() {
-        let xr = gateway(json!({"clusterName": "b"}), json!({}));
-        let observed = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}],
-                              "atProvider": {"manifest": {"status": {"addresses": [{"value": "203.0.113.9"}]}}}}});
-        let req = with_observed(
-            with_required(request(xr), "clusters", &[cluster("b", "b-pc")]),
-            "gateway",
-            &observed,
-        );
-        let out = run(compose, &req).unwrap();
-        assert_eq!(out.status["address"], "203.0.113.9");
-        assert_eq!(out.ready, Some(true));
-    }
-
-    #[test]
-    fn a_named_cluster_that_does_not_exist_is_reported() {
-        let xr = gateway(json!({"clusterName": "nope"}), json!({}));
-        let out = run(
-            compose,
-            &with_required(request(xr), "clusters", &[cluster("b", "b-pc")]),
-        )
-        .unwrap();
-        let c = &out.conditions[0];
-        assert_eq!(
-            (c.status, c.reason.as_str()),
-            (Status::ConditionFalse, "ClusterNotReady")
-        );
-        assert!(
-            c.message
-                .as_deref()
-                .unwrap_or_default()
-                .contains("spec.clusterName")
-        );
-        assert!(out.resources.is_empty());
-        assert_eq!(out.ready, Some(false));
-    }
-}
+mod tests;

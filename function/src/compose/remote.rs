@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 use crate::proto::v1::Resource;
 
+pub mod secret_copy;
+
 pub const OBJECT_API_VERSION: &str = "kubernetes.m.crossplane.io/v1alpha1";
 
 /// Wraps `manifest` in an `Object` applied through the cluster-scoped provider config `provider_config`.

@@ -45,11 +45,14 @@ def function_binary() -> Path:
     return path
 
 
-def render(xr: Path, *required: Path) -> list[dict]:
-    """`modelplane-function render XR --required ...`: the composite (first document), then what it composes."""
+def render(xr: Path, *required: Path, observed: tuple[Path, ...] = ()) -> list[dict]:
+    """`modelplane-function render XR --required ... --observed ...`: the composite (first document), then what it
+    composes."""
     argv = [str(function_binary()), "render", str(xr)]
     for path in required:
         argv += ["--required", str(path)]
+    for path in observed:
+        argv += ["--observed", str(path)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert done.returncode == 0, f"render {xr} failed ({done.returncode}):\n{done.stderr}{done.stdout}"
     return [doc for doc in yaml.load_all(done.stdout, Loader=_JsonLikeLoader) if doc]

@@ -25,6 +25,7 @@ CLASSES = EXAMPLES / "classes"
 STANDARD = REPO_ROOT / "tests" / "fixtures" / "clusters" / "standard"
 DYNAMO = REPO_ROOT / "tests" / "fixtures" / "clusters" / "dynamo"
 FLEET = REPO_ROOT / "tests" / "fixtures" / "model-cache" / "fleet.yaml"
+SERVICES = REPO_ROOT / "tests" / "fixtures" / "services" / "fleet.yaml"
 
 # (example, what its function call needs), as the README renders them.
 RENDERED = [
@@ -36,6 +37,8 @@ RENDERED = [
     (EXAMPLES / "deployments" / "qwen3-coder.yaml", (DYNAMO,)),
     (EXAMPLES / "deployments" / "qwen3-small.yaml", (STANDARD, DYNAMO)),
     (EXAMPLES / "caches" / "qwen3-coder.yaml", (FLEET,)),
+    (EXAMPLES / "services" / "fleet-gateway.yaml", (SERVICES,)),
+    (EXAMPLES / "services" / "qwen3-coder.yaml", (SERVICES,)),
 ]
 PROVIDER_KUBERNETES_GROUPS = ("kubernetes.crossplane.io", "kubernetes.m.crossplane.io")
 

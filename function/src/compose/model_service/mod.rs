@@ -179,10 +179,12 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         .collect();
     out.status.insert("gateways".into(), json!(gateway_status));
     // Where a caller sends `POST <address>/v1/chat/completions` with `model: <namespace>/<service>`: the first
-    // serving gateway (by name) that answers somewhere, by its hostname when it has one.
+    // serving gateway (by name) that answers somewhere, by its hostname when it has one, over HTTPS when it serves
+    // only that.
     if let Some(address) = serving.iter().find_map(|g| {
         let host = g.hostname.as_deref().unwrap_or(&g.address);
-        (!host.is_empty()).then(|| format!("http://{host}"))
+        let scheme = if g.tls { "https" } else { "http" };
+        (!host.is_empty()).then(|| format!("{scheme}://{host}"))
     }) {
         out.status.insert("address".into(), json!(address));
     }
@@ -222,11 +224,23 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             }
             if let Some(api_key) = r.api_key {
                 let secret_key = key(&format!("api-key-{}", r.backend.endpoint));
-                let mut secret = remote::object(route::api_key_secret(&object_name, &namespace), pc);
-                secret["spec"]["references"] = json!([route::api_key_reference(&namespace, api_key)]);
-                let ready = observed_ready(req, &secret_key);
-                routes_ready &= ready;
-                out.compose(secret_key, secret, ready);
+                let (secret, copied) = remote::secret_copy::secret_copy(
+                    &route::api_key_secret_name(&object_name),
+                    &namespace,
+                    "Opaque",
+                    pc,
+                    vec![route::api_key_reference(&namespace, api_key)],
+                    request::observed_composed(req, &secret_key),
+                );
+                if let Some(why) = copied.waiting() {
+                    waiting.push(format!(
+                        "{} (endpoint {}: {why})",
+                        gateway.name, r.backend.endpoint
+                    ));
+                }
+                let filled = copied == remote::secret_copy::CopyState::Filled;
+                routes_ready &= filled;
+                out.compose(secret_key, secret, filled);
                 let policy_key = key(&format!("credential-{}", r.backend.endpoint));
                 let ready = observed_ready(req, &policy_key);
                 routes_ready &= ready;
@@ -333,6 +347,7 @@ fn is_ready(endpoint: &EndpointView) -> bool {
 struct ServingGateway {
     name: String,
     hostname: Option<String>,
+    tls: bool,
     address: String,
     provider_config: Option<String>,
 }
@@ -371,6 +386,7 @@ fn serving_gateways(
                 .filter(|pc| !pc.is_empty());
             ServingGateway {
                 name: g.metadata.name,
+                tls: g.spec.tls.is_some(),
                 hostname: g.spec.hostname,
                 address: g.status.address,
                 provider_config,

@@ -31,27 +31,15 @@ pub struct Routed<'a> {
     pub api_key: Option<&'a str>,
 }
 
-/// The Secret on the gateway's cluster that holds an endpoint's provider key. Composed empty: provider-kubernetes
-/// fills `data.apiKey` from the control-plane Secret by reference (`api_key_reference`), so the key never passes
-/// through the function or its logs.
-pub fn api_key_secret(name: &str, namespace: &str) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": format!("{name}-api-key"), "namespace": namespace},
-        "type": "Opaque",
-    })
+/// The Secret on the gateway's cluster that holds an endpoint's provider key, copied there by reference
+/// ([`remote::secret_copy`](crate::compose::remote::secret_copy)) so the key never passes through the function.
+pub fn api_key_secret_name(name: &str) -> String {
+    format!("{name}-api-key")
 }
 
 /// `secret` is the endpoint's Secret in its namespace on the control plane; its `apiKey` is what is sent.
 pub fn api_key_reference(namespace: &str, secret: &str) -> Value {
-    json!({
-        "patchesFrom": {
-            "apiVersion": "v1", "kind": "Secret", "name": secret, "namespace": namespace,
-            "fieldPath": format!("data.{API_KEY_FIELD}"),
-        },
-        "toFieldPath": format!("data.{API_KEY_FIELD}"),
-    })
+    crate::compose::remote::secret_copy::reference(namespace, secret, &format!("data.{API_KEY_FIELD}"))
 }
 
 /// Makes the gateway send the endpoint's key (as `Authorization: Bearer`) on every request to it.
@@ -62,7 +50,7 @@ pub fn api_key_policy(name: &str, namespace: &str) -> Value {
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "type": "APIKey",
-            "apiKey": {"secretRef": {"name": format!("{name}-api-key")}},
+            "apiKey": {"secretRef": {"name": api_key_secret_name(name)}},
             "targetRefs": [{"group": "aigateway.envoyproxy.io", "kind": "AIServiceBackend", "name": name}],
         },
     })

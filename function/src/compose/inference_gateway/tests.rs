@@ -1,0 +1,234 @@
+use serde_json::{Value, json};
+
+use super::compose;
+use crate::compose::fixtures::{request, run, with_observed, with_required};
+use crate::proto::v1::Status;
+
+fn gateway(spec: Value, status: Value) -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceGateway",
+           "metadata": {"name": "fleet"}, "spec": spec, "status": status})
+}
+
+fn cluster(name: &str, pc: &str) -> Value {
+    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": name},
+           "status": {"providerConfigName": pc, "stack": "Standard"}})
+}
+
+#[test]
+fn an_unnamed_cluster_is_the_first_reachable_one_and_stays_chosen() {
+    let clusters = [
+        cluster("a-unreachable", ""),
+        cluster("b", "b-pc"),
+        cluster("c", "c-pc"),
+    ];
+    let req = with_required(request(gateway(json!({}), json!({}))), "clusters", &clusters);
+    let out = run(compose, &req).unwrap();
+    assert_eq!(out.status["clusterName"], "b");
+    assert_eq!(
+        out.resources["callers-policy"].object["spec"]["providerConfigRef"]["name"],
+        "b-pc"
+    );
+    let kept = gateway(json!({}), json!({"clusterName": "c"}));
+    let out = run(compose, &with_required(request(kept), "clusters", &clusters)).unwrap();
+    assert_eq!(out.status["clusterName"], "c");
+}
+
+#[test]
+fn the_address_comes_from_the_observed_gateway() {
+    let xr = gateway(json!({"clusterName": "b"}), json!({}));
+    let observed = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}],
+                          "atProvider": {"manifest": {"status": {"addresses": [{"value": "203.0.113.9"}]}}}}});
+    let req = with_observed(
+        with_required(request(xr), "clusters", &[cluster("b", "b-pc")]),
+        "gateway",
+        &observed,
+    );
+    let out = run(compose, &req).unwrap();
+    assert_eq!(out.status["address"], "203.0.113.9");
+    assert_eq!(out.ready, Some(false), "the callers policy is not observed yet");
+    let out = run(compose, &with_observed(req, "callers-policy", &observed)).unwrap();
+    assert_eq!(out.ready, Some(true));
+    assert_eq!(out.status["endpoints"]["openAI"], "http://203.0.113.9/v1");
+}
+
+#[test]
+fn a_named_cluster_that_does_not_exist_is_reported() {
+    let xr = gateway(json!({"clusterName": "nope"}), json!({}));
+    let out = run(
+        compose,
+        &with_required(request(xr), "clusters", &[cluster("b", "b-pc")]),
+    )
+    .unwrap();
+    let c = &out.conditions[0];
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (Status::ConditionFalse, "ClusterNotReady")
+    );
+    assert!(
+        c.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("spec.clusterName")
+    );
+    assert!(out.resources.is_empty());
+    assert_eq!(out.ready, Some(false));
+}
+
+fn ready_object() -> Value {
+    json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+/// A caller Secret's copy as provider-kubernetes reports it once filled, with `--sanitize-secrets`.
+fn filled_copy() -> Value {
+    json!({
+        "metadata": {"finalizers": ["finalizer.managedresource.crossplane.io"], "generation": 2},
+        "spec": {"references": [{"patchesFrom": {"name": "team-a"}}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 2}],
+                   "atProvider": {"manifest": {"data": {"redacted": null}}}},
+    })
+}
+
+fn with_auth() -> Value {
+    gateway(
+        json!({"clusterName": "b", "auth": {"apiKey": {"secretRefs": [{"name": "team-a"}, {"name": "team-b"}]}}}),
+        json!({}),
+    )
+}
+
+fn policy_spec(out: &crate::compose::Output) -> Value {
+    out.resources["callers-policy"].object["spec"]["forProvider"]["manifest"]["spec"].clone()
+}
+
+#[test]
+fn every_request_is_denied_until_a_callers_key_is_on_the_cluster() {
+    let clusters = [cluster("b", "b-pc")];
+    for xr in [gateway(json!({"clusterName": "b"}), json!({})), with_auth()] {
+        let out = run(compose, &with_required(request(xr), "clusters", &clusters)).unwrap();
+        let spec = policy_spec(&out);
+        assert_eq!(spec["authorization"]["defaultAction"], "Deny", "{spec}");
+        assert!(spec.get("apiKeyAuth").is_none());
+        assert!(
+            !out.resources.contains_key("gateway"),
+            "no listener before the policy that guards it"
+        );
+        let auth = out.conditions.iter().find(|c| c.type_ == "CallerAuth").unwrap();
+        assert_eq!(auth.status, Status::ConditionFalse);
+        assert!(auth.message.as_deref().unwrap().contains("refused"));
+    }
+}
+
+#[test]
+fn caller_secrets_are_copied_by_reference_and_only_filled_copies_are_trusted() {
+    let req = with_required(request(with_auth()), "clusters", &[cluster("b", "b-pc")]);
+    let out = run(compose, &req).unwrap();
+    for name in ["team-a", "team-b"] {
+        let copy = &out.resources[&format!("callers-{name}")].object;
+        assert_eq!(copy["metadata"]["namespace"], "modelplane-system");
+        assert_eq!(copy["spec"]["forProvider"]["manifest"]["kind"], "Secret");
+        assert!(copy["spec"]["forProvider"]["manifest"].get("data").is_none());
+    }
+    let req = with_observed(
+        with_observed(req, "callers-team-a", &filled_copy()),
+        "callers-policy",
+        &ready_object(),
+    );
+    let out = run(compose, &req).unwrap();
+    let copy = &out.resources["callers-team-a"].object;
+    assert_eq!(
+        copy["spec"]["references"][0]["patchesFrom"],
+        json!({"apiVersion": "v1", "kind": "Secret", "name": "team-a", "namespace": "modelplane-system",
+               "fieldPath": "data"})
+    );
+    let spec = policy_spec(&out);
+    assert_eq!(
+        spec["apiKeyAuth"]["credentialRefs"],
+        json!([{"group": "", "kind": "Secret", "name": "callers-team-a"}]),
+        "team-b's copy is not filled yet"
+    );
+    assert_eq!(spec["apiKeyAuth"]["forwardClientIDHeader"], "x-modelplane-caller");
+    assert_eq!(spec["apiKeyAuth"]["sanitize"], true);
+    assert!(spec.get("authorization").is_none());
+    assert!(out.resources.contains_key("gateway"), "the policy is in place");
+}
+
+#[test]
+fn a_caller_selector_is_never_resolved_so_every_request_stays_refused() {
+    for auth in [
+        json!({"secretSelector": {"matchLabels": {"modelplane.ai/inference-keys": "true"}}}),
+        json!({"apiKey": {"secretSelector": {"matchLabels": {"modelplane.ai/inference-keys": "true"}}}}),
+    ] {
+        let xr = gateway(json!({"clusterName": "b", "auth": auth}), json!({}));
+        let req = with_required(request(xr), "clusters", &[cluster("b", "b-pc")]);
+        let out = run(compose, &req).unwrap();
+        assert_eq!(policy_spec(&out)["authorization"]["defaultAction"], "Deny");
+        assert!(
+            out.warnings.iter().any(|w| w.contains("secretRefs")),
+            "{:?}",
+            out.warnings
+        );
+        assert!(
+            req.required_resources.keys().all(|k| k == "clusters"),
+            "no Secret is ever required"
+        );
+        assert!(out.requirements.values().all(|r| r.kind != "Secret"));
+    }
+}
+
+#[test]
+fn a_tls_gateway_listens_only_on_https_with_its_copied_certificate() {
+    let xr = gateway(
+        json!({"clusterName": "b", "hostname": "inference.example.com",
+               "tls": {"certificateRefs": [{"name": "fleet-tls"}]}}),
+        json!({}),
+    );
+    let req = with_observed(
+        with_required(request(xr), "clusters", &[cluster("b", "b-pc")]),
+        "callers-policy",
+        &ready_object(),
+    );
+    let out = run(compose, &req).unwrap();
+    let copy = &out.resources["certificate-fleet-tls"].object["spec"]["forProvider"]["manifest"];
+    assert_eq!(copy["type"], "kubernetes.io/tls");
+    let listeners = &out.resources["gateway"].object["spec"]["forProvider"]["manifest"]["spec"]["listeners"];
+    assert_eq!(listeners.as_array().unwrap().len(), 1, "no plaintext listener");
+    assert_eq!(listeners[0]["protocol"], "HTTPS");
+    assert_eq!(listeners[0]["hostname"], "inference.example.com");
+    assert_eq!(
+        listeners[0]["tls"]["certificateRefs"][0]["name"],
+        "certificate-fleet-tls"
+    );
+}
+
+#[test]
+fn bad_auth_and_tls_are_fatal_naming_the_field() {
+    for (spec, field) in [
+        (
+            json!({"auth": {"secretRefs": [{"name": "a"}], "apiKey": {"secretRefs": [{"name": "b"}]}}}),
+            "spec.auth.apiKey",
+        ),
+        (
+            json!({"auth": {"secretRefs": [{"name": "A"}]}}),
+            "spec.auth.secretRefs[0].name",
+        ),
+        (
+            json!({"auth": {"apiKey": {"secretRefs": []}}}),
+            "spec.auth.apiKey.secretRefs",
+        ),
+        (
+            json!({"auth": {"apiKey": {"secretRefs": [{"name": "a"}, {"name": "a"}]}}}),
+            "spec.auth.apiKey.secretRefs[1].name",
+        ),
+        (
+            json!({"auth": {"apiKey": {"secretRefs": [{"name": "Not_A_Name"}]}}}),
+            "spec.auth.apiKey.secretRefs[0].name",
+        ),
+        (json!({"tls": {"certificateRefs": [{"name": "t"}]}}), "spec.tls"),
+        (
+            json!({"hostname": "h.example.com", "tls": {"certificateRefs": []}}),
+            "spec.tls.certificateRefs",
+        ),
+    ] {
+        let err = run(compose, &request(gateway(spec.clone(), json!({})))).unwrap_err();
+        assert_eq!(err.path, field, "{spec}: {err:?}");
+    }
+}

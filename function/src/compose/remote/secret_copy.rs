@@ -1,0 +1,185 @@
+//! A Secret on a workload cluster whose data provider-kubernetes copies from Secrets on the control plane, by
+//! `spec.references[].patchesFrom`, so a key never passes through the function.
+//!
+//! A reference alone is not enough. provider-kubernetes (v1.3.0, `internal/controller/namespaced/object`) resolves
+//! references at the start of every observation, reading the referenced Secret from the control plane, and patches
+//! the value into the Object it holds in memory; any write of the Object's spec after that persists the key there
+//! (its open issue #223). It writes the spec twice: when it adds its finalizer, and before it creates the remote
+//! object. The spec is what Crossplane sends back to this function as observed state. And it writes the remote
+//! Secret, data included, into `status.atProvider.manifest`, unless it runs with `--sanitize-secrets`.
+//!
+//! So a copy goes in two steps:
+//! 1. **Create**: the Secret is composed empty, without references, and provider-kubernetes creates it and adds its
+//!    finalizer; nothing secret exists yet to be written anywhere.
+//! 2. **Fill**: once the remote Secret exists, the finalizer is on, and the observed status shows the provider's
+//!    redaction marker (so it sanitizes), the references are added and `Create` leaves the management policies.
+//!    The provider now only observes and updates: no finalizer to add, nothing to create, so the spec is never
+//!    written again, and the status it writes carries the marker in place of the data. A remote Secret deleted
+//!    by hand is put back by the update (server-side apply creates what is missing), still without a spec write.
+//!
+//! Without the marker the references are never added and the copy says why; the key stays where it is.
+//! The cost: an Object in the fill step has no `Delete` policy (provider-kubernetes accepts no
+//! Observe+Update+Delete set), so removing it leaves the remote Secret in place on its cluster.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::{ConditionView, object};
+use crate::proto::v1::Resource;
+
+/// The finalizer provider-kubernetes puts on an Object it manages; on, it never adds it again.
+const PROVIDER_FINALIZER: &str = "finalizer.managedresource.crossplane.io";
+/// What provider-kubernetes writes over a Secret's `data` in status with `--sanitize-secrets`.
+const REDACTION_MARKER: &str = "redacted";
+/// Observe, update, never create (a create writes the resolved spec first) and never late-initialize.
+const FILL_POLICIES: [&str; 2] = ["Observe", "Update"];
+
+/// How far a copy has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyState {
+    /// The empty remote Secret is being created.
+    Creating,
+    /// provider-kubernetes does not redact Secret data in status: no reference is added.
+    Unsanitized,
+    /// The references are in; the provider has not yet applied the data.
+    Filling,
+    /// The remote Secret holds the referenced data.
+    Filled,
+}
+
+impl CopyState {
+    /// Why a copy is not filled yet, for a condition message.
+    pub fn waiting(self) -> Option<&'static str> {
+        match self {
+            Self::Creating => Some("its Secret is being created on the cluster"),
+            Self::Unsanitized => Some(
+                "provider-kubernetes does not run with --sanitize-secrets, so the key would be written into the \
+                 Object's status; it is not copied",
+            ),
+            Self::Filling => Some("its key is being copied by reference"),
+            Self::Filled => None,
+        }
+    }
+}
+
+/// One `patchesFrom` reference: `field` (`data` for every key, or `data.<key>`) of the control-plane Secret
+/// `namespace/name`, into the same field of the remote Secret (provider-kubernetes reads `toFieldPath` inside the
+/// manifest).
+pub fn reference(namespace: &str, name: &str, field: &str) -> Value {
+    json!({
+        "patchesFrom": {"apiVersion": "v1", "kind": "Secret", "name": name, "namespace": namespace, "fieldPath": field},
+        "toFieldPath": field,
+    })
+}
+
+/// The Object for the remote Secret `name` in `namespace` (of `secret_type`, which cannot change later), and how far the copy has come given the Object as last
+/// observed.
+pub fn secret_copy(
+    name: &str,
+    namespace: &str,
+    secret_type: &str,
+    provider_config: &str,
+    references: Vec<Value>,
+    observed: Option<&Resource>,
+) -> (Value, CopyState) {
+    let manifest = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": secret_type,
+        "metadata": {"name": name, "namespace": namespace},
+    });
+    let mut wrapped = object(manifest, provider_config);
+    let seen = observed
+        .and_then(|r| r.resource.as_ref())
+        .and_then(|r| r.parse::<ObservedCopy>().ok());
+    let Some(seen) = seen.filter(ObservedCopy::created) else {
+        return (wrapped, CopyState::Creating);
+    };
+    if !seen.sanitized() {
+        return (wrapped, CopyState::Unsanitized);
+    }
+    wrapped["spec"]["references"] = Value::Array(references);
+    wrapped["spec"]["managementPolicies"] = json!(FILL_POLICIES);
+    let state = if seen.filled() {
+        CopyState::Filled
+    } else {
+        CopyState::Filling
+    };
+    (wrapped, state)
+}
+
+#[derive(Default, Deserialize)]
+struct ObservedCopy {
+    #[serde(default)]
+    metadata: CopyMeta,
+    #[serde(default)]
+    spec: CopySpec,
+    #[serde(default)]
+    status: CopyStatus,
+}
+
+#[derive(Default, Deserialize)]
+struct CopyMeta {
+    #[serde(default)]
+    finalizers: Vec<String>,
+    #[serde(default)]
+    generation: i64,
+}
+
+#[derive(Default, Deserialize)]
+struct CopySpec {
+    #[serde(default)]
+    references: Vec<Value>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CopyStatus {
+    #[serde(default)]
+    conditions: Vec<GenerationCondition>,
+    at_provider: Option<CopyAtProvider>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GenerationCondition {
+    #[serde(flatten)]
+    condition: ConditionView,
+    observed_generation: Option<i64>,
+}
+
+#[derive(Default, Deserialize)]
+struct CopyAtProvider {
+    manifest: Option<Map<String, Value>>,
+}
+
+impl ObservedCopy {
+    /// The remote Secret exists and the provider will not add its finalizer again.
+    fn created(&self) -> bool {
+        self.metadata.finalizers.iter().any(|f| f == PROVIDER_FINALIZER) && self.remote().is_some()
+    }
+
+    fn remote(&self) -> Option<&Map<String, Value>> {
+        self.status.at_provider.as_ref()?.manifest.as_ref()
+    }
+
+    /// The provider replaced the Secret's data with its marker, which it does only with `--sanitize-secrets`.
+    fn sanitized(&self) -> bool {
+        self.remote()
+            .and_then(|m| m.get("data"))
+            .and_then(Value::as_object)
+            .is_some_and(|data| data.len() == 1 && data.get(REDACTION_MARKER).is_some_and(Value::is_null))
+    }
+
+    /// The references are applied: Ready for the generation that carries them.
+    fn filled(&self) -> bool {
+        !self.spec.references.is_empty()
+            && self.status.conditions.iter().any(|c| {
+                c.condition.type_ == "Ready"
+                    && c.condition.status == "True"
+                    && c.observed_generation
+                        .is_none_or(|g| g == self.metadata.generation)
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests;
