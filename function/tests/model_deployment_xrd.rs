@@ -81,9 +81,86 @@ fn the_examples_pass_every_rule() {
     for example in [
         "examples/deployments/qwen3-coder.yaml",
         "examples/deployments/qwen3-small.yaml",
+        PREFILL_DECODE,
     ] {
         assert_eq!(errors(&yaml(example)), Vec::<String>::new(), "{example}");
     }
+}
+
+const PREFILL_DECODE: &str = "examples/deployments/qwen3-235b-pd.yaml";
+
+/// The example's `spec.template.spec`.
+fn replica(md: &mut Value) -> &mut Value {
+    &mut md["spec"]["template"]["spec"]
+}
+
+#[test]
+fn the_prefill_decode_rules_reject_what_they_are_for_and_only_that() {
+    type Edit = fn(&mut Value);
+    let cases: [(&str, Edit, &str); 6] = [
+        (
+            "a third engine",
+            |md| {
+                let mut third = replica(md)["engines"][0].clone();
+                third["name"] = json!("extra");
+                third.as_object_mut().unwrap().remove("phase");
+                replica(md)["engines"].as_array_mut().unwrap().push(third);
+            },
+            "exactly two engines",
+        ),
+        (
+            "a lone prefill engine",
+            |md| {
+                replica(md)["engines"].as_array_mut().unwrap().pop();
+            },
+            "exactly two engines",
+        ),
+        (
+            "two Decode engines",
+            |md| replica(md)["engines"][0]["phase"] = json!("Decode"),
+            "exactly one engine with phase Prefill",
+        ),
+        (
+            "an engine without a phase",
+            |md| {
+                replica(md)["engines"][0].as_object_mut().unwrap().remove("phase");
+            },
+            "exactly one engine with phase Prefill",
+        ),
+        (
+            "Unified serving with phases",
+            |md| replica(md)["serving"]["mode"] = json!("Unified"),
+            "only when serving.mode is PrefillDecode",
+        ),
+        (
+            "phases and no serving block (Unified)",
+            |md| {
+                replica(md).as_object_mut().unwrap().remove("serving");
+            },
+            "only when serving.mode is PrefillDecode",
+        ),
+    ];
+    for (what, edit, want) in cases {
+        let mut md = yaml(PREFILL_DECODE);
+        edit(&mut md);
+        let got = errors(&md);
+        assert!(
+            got.iter().any(|e| e.contains(want)),
+            "{what}: want {want:?}, got {got:#?}"
+        );
+    }
+    // Unified without phases, spelled out or by default, passes; so does an empty serving block (mode defaults).
+    let mut unified = yaml("examples/deployments/qwen3-small.yaml");
+    replica(&mut unified)["serving"] = json!({"mode": "Unified"});
+    assert_eq!(errors(&unified), Vec::<String>::new());
+    let defaulted = kube_cel::apply_defaults(
+        &schema(),
+        &json!({"spec": {"template": {"spec": {"serving": {}}}}}),
+    );
+    assert_eq!(
+        defaulted["spec"]["template"]["spec"]["serving"]["mode"],
+        "Unified"
+    );
 }
 
 #[test]

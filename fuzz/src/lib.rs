@@ -47,6 +47,10 @@ pub const DOCUMENTS: &[(&str, &str)] = &[
         include_str!("../../examples/deployments/qwen3-small.yaml"),
     ),
     (
+        "examples/deployments/qwen3-235b-pd.yaml",
+        include_str!("../../examples/deployments/qwen3-235b-pd.yaml"),
+    ),
+    (
         "tests/fixtures/clusters/standard/eks-h200-us-west.yaml",
         include_str!("../../tests/fixtures/clusters/standard/eks-h200-us-west.yaml"),
     ),

@@ -112,3 +112,69 @@ def test_a_replica_on_a_cluster_with_a_gateway_gets_valid_routing_objects(tmp_pa
                                      "ConfigMap"])
     for manifest in found:
         manifests.assert_valid(manifest)
+
+
+PREFILL_DECODE = REPO_ROOT / "examples" / "deployments" / "qwen3-235b-pd.yaml"
+
+
+def _clusters_with_room(tmp_path: Path, stack: str, nodes: int) -> Path:
+    """The `stack` fixture cluster with `nodes` nodes and a gateway address, so a replica is placed and routed."""
+    out = tmp_path / "clusters"
+    out.mkdir()
+    for source in (CLUSTERS / stack).glob("*.yaml"):
+        obj = yaml.safe_load(source.read_text())
+        if obj["kind"] == "InferenceCluster":
+            obj["status"]["pools"][0]["nodeCount"] = nodes
+            obj["status"]["gateway"] = {"address": "203.0.113.7"}
+        (out / source.name).write_text(yaml.safe_dump(obj))
+    return out
+
+
+def _both_phases_as_gangs(tmp_path: Path) -> Path:
+    xr = yaml.safe_load(PREFILL_DECODE.read_text())
+    for engine in xr["spec"]["template"]["spec"]["engines"]:
+        leader = copy.deepcopy(engine["members"][0])
+        leader["role"] = "Leader"
+        worker = copy.deepcopy(leader)
+        worker["role"] = "Worker"
+        worker["worker"] = {"nodes": 1}
+        engine["members"] = [leader, worker]
+    path = tmp_path / "pd-gangs.yaml"
+    path.write_text(yaml.safe_dump(xr))
+    return path
+
+
+def _serving_pod(workload: dict) -> dict:
+    spec = workload["spec"]
+    if workload["kind"] == "Deployment":
+        return spec["template"]
+    if workload["kind"] == "LeaderWorkerSet":
+        return spec["leaderWorkerTemplate"]["leaderTemplate"]
+    leader = spec["template"]["cliques"][0]
+    return {"metadata": {"labels": leader["labels"]}, "spec": leader["spec"]["podSpec"]}
+
+
+@pytest.mark.parametrize(("stack", "gang"), [("standard", "LeaderWorkerSet"), ("dynamo", "PodCliqueSet")])
+@pytest.mark.parametrize("gangs", [False, True], ids=["standalone", "gangs"])
+def test_prefill_decode_renders_valid_manifests_with_the_sidecar_on_decode_on_each_stack(
+        tmp_path, stack, gang, gangs):
+    """Both phases (as Deployments, or as the stack's gangs) and their routing, every manifest valid: core kinds
+    against Kubernetes' strict schemas, the rest against every vendored release of their CRDs."""
+    xr = _both_phases_as_gangs(tmp_path) if gangs else PREFILL_DECODE
+    found = workload_manifests(render(xr, _clusters_with_room(tmp_path, stack, 4)))
+    workload_kind = gang if gangs else "Deployment"
+    workloads = {m["metadata"]["name"].rsplit("-", 1)[-1]: m for m in found
+                 if m["kind"] == workload_kind and m["metadata"]["name"].endswith(("-prefill", "-decode"))}
+    assert sorted(workloads) == ["decode", "prefill"], [m["metadata"]["name"] for m in found]
+    pool = next(m for m in found if m["kind"] == "InferencePool")
+    for phase, workload in workloads.items():
+        pod = _serving_pod(workload)
+        labels = pod["metadata"]["labels"]
+        assert labels["llm-d.ai/role"] == phase
+        assert all(labels[k] == v for k, v in pool["spec"]["selector"]["matchLabels"].items())
+        containers = [c["name"] for c in pod["spec"]["containers"]]
+        assert containers == (["engine", "pd-sidecar"] if phase == "decode" else ["engine"])
+    config = next(m for m in found if m["kind"] == "ConfigMap")["data"]["epp-config.yaml"]
+    assert "prefix-based-pd-decider" in config
+    for manifest in found:
+        manifests.assert_valid(manifest)

@@ -67,7 +67,50 @@ pub struct ReplicaSpec {
     /// Cluster taints this deployment tolerates.
     #[serde(default)]
     pub tolerations: Vec<Toleration>,
+    /// How requests reach the engines; absent means Unified.
+    #[serde(default)]
+    pub serving: Option<Serving>,
     pub engines: Vec<Engine>,
+}
+
+impl ReplicaSpec {
+    /// Whether the engines split each request into a prefill and a decode phase.
+    pub fn disaggregated(&self) -> bool {
+        self.serving
+            .as_ref()
+            .is_some_and(|s| s.mode == ServingMode::PrefillDecode)
+    }
+
+    /// The engine serving `phase`, under PrefillDecode serving (the XRD makes it exactly one).
+    pub fn phase_engine(&self, phase: Phase) -> Option<(usize, &Engine)> {
+        if !self.disaggregated() {
+            return None;
+        }
+        self.engines
+            .iter()
+            .enumerate()
+            .find(|(_, e)| e.phase == Some(phase))
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Serving {
+    #[serde(default)]
+    pub mode: ServingMode,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum ServingMode {
+    #[default]
+    Unified,
+    PrefillDecode,
+}
+
+/// The half of a request an engine serves under PrefillDecode serving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Phase {
+    Prefill,
+    Decode,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -103,6 +146,9 @@ pub struct Engine {
     pub name: String,
     #[serde(default = "one")]
     pub copies: u32,
+    /// Set only under PrefillDecode serving.
+    #[serde(default)]
+    pub phase: Option<Phase>,
     pub members: Vec<Member>,
 }
 

@@ -57,6 +57,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     let moving = observed.replicas.values().any(|placements| placements.len() > 1);
     let mut out = Output {
         requirements: requirements(&md.spec, namespace, &placed_on, candidates, moving),
+        warnings: validate::warnings(&md.spec),
         ..Output::default()
     };
     let Some(mut clusters) = fleet::gather(req, &placed_on, candidates, &mut out.warnings) else {
@@ -392,6 +393,8 @@ fn object_ready(observed: Option<&Resource>) -> bool {
 
 #[cfg(test)]
 mod engine_tests;
+#[cfg(test)]
+mod pd_tests;
 #[cfg(test)]
 mod routing_tests;
 #[cfg(test)]

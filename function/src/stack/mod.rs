@@ -13,11 +13,13 @@ use serde_json::Value;
 use crate::api::{
     cluster_view::ClusterView,
     inference_cluster::{PoolStatus, Stack},
-    model_deployment::{Engine, TemplateMetadata},
+    model_deployment::{Engine, Phase, TemplateMetadata},
 };
 
 pub mod components;
+pub mod disaggregation;
 pub mod dynamo;
+pub mod engine_flags;
 mod leader_worker_set;
 pub mod model_express;
 pub mod names;
@@ -43,6 +45,8 @@ pub struct EngineWorkload<'a> {
     /// Namespace on the workload cluster.
     pub namespace: &'a str,
     pub engine: &'a Engine,
+    /// The engine's phase under PrefillDecode serving ([`disaggregation`]); `None` under Unified.
+    pub phase: Option<Phase>,
     pub cluster: &'a ClusterView,
     pub pool: &'a PoolStatus,
     /// The deployment's `spec.template.metadata`, merged under each member's own.

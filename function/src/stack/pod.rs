@@ -2,18 +2,19 @@
 //! templates and the Service in front of the serving pods.
 //!
 //! The user's container is copied as written. Modelplane only adds env ahead of the user's (so the user's env
-//! and command can refer to it), mounts, and a DRA claim reference; it never touches image, command or args.
+//! and command can refer to it), mounts, a DRA claim reference and probes; it never touches image, command or
+//! args. Under PrefillDecode serving the decode engine's serving pod also gets the disaggregation sidecar.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::EngineWorkload;
+use super::{EngineWorkload, disaggregation};
 use crate::api::{
     inference_class::Device,
     inference_cluster::{GPU_TAINT_EFFECT, GPU_TAINT_KEY, POOL_LABEL},
     model_cache,
-    model_deployment::{Member, Role},
+    model_deployment::{Member, Phase, Role},
 };
 
 /// Port the Service forwards to: the engine's OpenAI-compatible server.
@@ -48,14 +49,23 @@ pub fn pod_labels(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
         labels.insert(k, v);
     }
     labels.insert(WORKLOAD_LABEL, &w.name);
-    if matches!(member.role, Role::Standalone | Role::Leader) {
+    if serves(member) {
         labels.insert(SERVING_LABEL, &w.name);
         labels.insert(INFERENCE_POOL_LABEL, &w.serving_name);
+        if let Some(phase) = w.phase {
+            labels.insert(disaggregation::ROLE_LABEL, disaggregation::role(phase));
+        }
     }
     labels
         .into_iter()
         .map(|(k, v)| (k.to_owned(), json!(v)))
         .collect()
+}
+
+/// Whether `member`'s pods answer requests: a Standalone pod, or a gang's leader (its workers hold the rest of
+/// the model and answer none).
+fn serves(member: &Member) -> bool {
+    matches!(member.role, Role::Standalone | Role::Leader)
 }
 
 pub fn pod_annotations(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
@@ -75,26 +85,34 @@ pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
     let mut mounts = vec![json!({"name": SHM_VOLUME, "mountPath": "/dev/shm"})];
     let mut env = env;
     env.extend(w.additions.env.iter().cloned());
+    if w.phase.is_some() {
+        env.extend(disaggregation::nixl_env());
+    }
     if let Some(pvc) = &w.cache_pvc {
         volumes.push(json!({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": pvc}}));
         mounts.push(json!({"name": CACHE_VOLUME, "mountPath": model_cache::MOUNT_PATH}));
         env.push(json!({"name": "HF_HUB_CACHE", "value": model_cache::MOUNT_PATH}));
     }
-    let ours = Additions {
-        env: &env,
-        mounts: &mounts,
-        claims: claim.is_some(),
-        capabilities: &w.additions.capabilities,
-        probes: matches!(member.role, Role::Standalone | Role::Leader)
-            .then(|| startup_seconds(w.cache.and_then(|c| c.size_gib))),
+    // Behind the sidecar, a decode engine listens on a port of its own; its probes follow it there.
+    let sidecar_for = |c: &Map<String, Value>| {
+        (serves(member) && w.phase == Some(Phase::Decode)).then(|| disaggregation::decode_engine_port(c))
     };
-    let containers: Vec<Value> = member
-        .template
-        .spec
-        .containers
-        .iter()
-        .map(|c| Value::Object(engine_container(c, &ours)))
-        .collect();
+    let mut containers = Vec::new();
+    for container in &member.template.spec.containers {
+        let engine_port = sidecar_for(container);
+        let ours = Additions {
+            env: &env,
+            mounts: &mounts,
+            claims: claim.is_some(),
+            capabilities: &w.additions.capabilities,
+            probes: serves(member).then(|| Probes {
+                startup_seconds: startup_seconds(w.cache.and_then(|c| c.size_gib)),
+                port: engine_port.unwrap_or(SERVING_PORT),
+            }),
+        };
+        containers.push(Value::Object(engine_container(container, &ours)));
+        containers.extend(engine_port.map(disaggregation::sidecar));
+    }
     let mut spec = json!({
         "containers": containers,
         "volumes": volumes,
@@ -124,8 +142,14 @@ struct Additions<'a> {
     mounts: &'a [Value],
     claims: bool,
     capabilities: &'a [&'static str],
-    /// For a serving container: the startup budget in seconds for its probes.
-    probes: Option<u64>,
+    /// For a serving container: the probes to write where the user wrote none.
+    probes: Option<Probes>,
+}
+
+struct Probes {
+    startup_seconds: u64,
+    /// The port the engine listens on.
+    port: u16,
 }
 
 /// How long a serving engine may take to start: a base plus the time to read its weights when their size is
@@ -137,19 +161,24 @@ pub fn startup_seconds(size_gib: Option<u64>) -> u64 {
 }
 
 /// Readiness on the engine's health endpoint, and a startup probe on the same endpoint that holds liveness and
-/// readiness checks off for `startup_seconds`. Every field is written out (Kubernetes' defaults included) so
+/// readiness checks off for the startup budget. Every field is written out (Kubernetes' defaults included) so
 /// provider-kubernetes sees no drift.
-fn probes(startup_seconds: u64) -> (Value, Value) {
-    let check = |failure_threshold: u64| {
-        json!({
-            "httpGet": {"path": HEALTH_PATH, "port": SERVING_PORT, "scheme": "HTTP"},
-            "periodSeconds": PROBE_PERIOD_SECONDS,
-            "timeoutSeconds": 5,
-            "successThreshold": 1,
-            "failureThreshold": failure_threshold,
-        })
-    };
-    (check(startup_seconds.div_ceil(PROBE_PERIOD_SECONDS)), check(3))
+fn probes(p: &Probes) -> (Value, Value) {
+    (
+        health_check(p.port, p.startup_seconds.div_ceil(PROBE_PERIOD_SECONDS)),
+        health_check(p.port, 3),
+    )
+}
+
+/// A probe of the health endpoint on `port`.
+pub fn health_check(port: u16, failure_threshold: u64) -> Value {
+    json!({
+        "httpGet": {"path": HEALTH_PATH, "port": port, "scheme": "HTTP"},
+        "periodSeconds": PROBE_PERIOD_SECONDS,
+        "timeoutSeconds": 5,
+        "successThreshold": 1,
+        "failureThreshold": failure_threshold,
+    })
 }
 
 fn engine_container(user: &Map<String, Value>, ours: &Additions) -> Map<String, Value> {
@@ -189,9 +218,9 @@ fn engine_container(user: &Map<String, Value>, ours: &Additions) -> Map<String, 
     if !ours.capabilities.is_empty() {
         add_capabilities(&mut container, ours.capabilities);
     }
-    if let Some(seconds) = ours.probes {
+    if let Some(p) = &ours.probes {
         // The user's own probes are kept as written.
-        let (startup, readiness) = probes(seconds);
+        let (startup, readiness) = probes(p);
         container.entry("startupProbe").or_insert(startup);
         container.entry("readinessProbe").or_insert(readiness);
     }

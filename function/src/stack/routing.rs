@@ -11,10 +11,11 @@ use serde_json::{Value, json};
 use super::{
     StackObject,
     components::ENDPOINT_PICKER_IMAGE,
+    disaggregation, engine_flags,
     names::{child_name, short_hash},
     pod::{INFERENCE_POOL_LABEL, SERVING_PORT},
 };
-use crate::api::model_deployment::{ModelDeploymentSpec, Role};
+use crate::api::model_deployment::{ModelDeploymentSpec, Phase, Role};
 
 /// Namespace of the cluster gateway (and of the fleet gateway, on the cluster that runs one).
 pub const GATEWAY_NAMESPACE: &str = "modelplane-system";
@@ -130,7 +131,11 @@ pub fn replica_objects(
 ) -> Vec<ReplicaObject> {
     let picker = format!("{serving_name}-epp");
     let meta = |name: &str| json!({"name": name, "namespace": namespace});
-    let config = picker_config(block_size(spec));
+    let config = if spec.template.spec.disaggregated() {
+        disaggregation::picker_config(block_size(spec))
+    } else {
+        picker_config(block_size(spec))
+    };
     let object = |suffix, manifest| ReplicaObject {
         suffix,
         manifest,
@@ -260,7 +265,19 @@ fn picker_config(block_size: u32) -> String {
         "apiVersion: llm-d.ai/v1alpha1
 kind: EndpointPickerConfig
 plugins:
-- type: approx-prefix-cache-producer
+{}schedulingProfiles:
+- name: default
+  plugins:
+{}",
+        scoring_plugins(block_size),
+        scoring_refs()
+    )
+}
+
+/// The plugins of [`picker_config`]'s scoring, as entries of its `plugins` list.
+pub fn scoring_plugins(block_size: u32) -> String {
+    format!(
+        "- type: approx-prefix-cache-producer
   parameters:
     autoTune: false
     blockSizeTokens: {block_size}
@@ -269,10 +286,14 @@ plugins:
 - type: prefix-cache-scorer
 - type: queue-scorer
 - type: max-score-picker
-schedulingProfiles:
-- name: default
-  plugins:
-  - pluginRef: prefix-cache-scorer
+"
+    )
+}
+
+/// The scoring of [`scoring_plugins`] with its weights, as entries of a scheduling profile's `plugins` list.
+pub fn scoring_refs() -> String {
+    format!(
+        "  - pluginRef: prefix-cache-scorer
     weight: {PREFIX_CACHE_WEIGHT}
   - pluginRef: queue-scorer
     weight: {QUEUE_WEIGHT}
@@ -281,7 +302,8 @@ schedulingProfiles:
     )
 }
 
-/// The KV block size the serving engine was started with, or the default.
+/// The KV block size the serving engine (under PrefillDecode, the decode engine) was started with, or the
+/// default.
 fn block_size(spec: &ModelDeploymentSpec) -> u32 {
     BLOCK_SIZE_FLAGS
         .iter()
@@ -290,30 +312,17 @@ fn block_size(spec: &ModelDeploymentSpec) -> u32 {
         .unwrap_or(DEFAULT_BLOCK_SIZE)
 }
 
-/// The value of `flag` (`--flag=value` or `--flag value`) in the serving engine's command and args, as the
-/// user wrote them (a shell command line is split on whitespace). Read only, never rewritten.
+/// The value of `flag` in the serving engine's command and args (see [`engine_flags::value`]): under
+/// PrefillDecode serving the decode engine's, which answers callers; otherwise the first serving member's.
 pub fn serving_flag(spec: &ModelDeploymentSpec, flag: &str) -> Option<String> {
-    let member = spec
-        .template
-        .spec
-        .engines
+    let replica = &spec.template.spec;
+    let engines = match replica.phase_engine(Phase::Decode) {
+        Some((_, decode)) => std::slice::from_ref(decode),
+        None => replica.engines.as_slice(),
+    };
+    let member = engines
         .iter()
         .flat_map(|e| &e.members)
         .find(|m| matches!(m.role, Role::Standalone | Role::Leader))?;
-    let container = member.template.spec.containers.first()?;
-    let words: Vec<&str> = ["command", "args"]
-        .iter()
-        .filter_map(|field| container.get(*field)?.as_array())
-        .flatten()
-        .filter_map(Value::as_str)
-        .flat_map(str::split_whitespace)
-        .collect();
-    words.iter().enumerate().find_map(|(i, word)| {
-        let value = match word.strip_prefix(flag)? {
-            "" => *words.get(i + 1)?,
-            rest => rest.strip_prefix('=')?,
-        };
-        let value = value.trim_matches(['"', '\'']);
-        (!value.is_empty() && !value.starts_with('-')).then(|| value.to_owned())
-    })
+    engine_flags::value(member.template.spec.containers.first()?, flag)
 }

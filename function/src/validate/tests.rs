@@ -258,3 +258,33 @@ fn the_pruned_walkers_default_and_find_what_kube_cels_walkers_do() {
         "{compared} variants, {refusals} refused"
     );
 }
+
+#[test]
+fn a_prefill_decode_breach_is_refused_at_the_field_its_rule_names() {
+    let text = include_str!("../../../examples/deployments/qwen3-235b-pd.yaml");
+    let pd: Value = serde_yaml::from_str(text).unwrap();
+    assert_eq!(check(&pd), Ok(()));
+    let mut unified = pd.clone();
+    unified["spec"]["template"]["spec"]["serving"]["mode"] = json!("Unified");
+    assert!(
+        refused(&unified).starts_with(
+            "spec.template.spec.engines: an engine has a phase only when serving.mode is PrefillDecode"
+        ),
+        "{}",
+        refused(&unified)
+    );
+    let mut unknown = pd.clone();
+    unknown["spec"]["template"]["spec"]["engines"][1]["phase"] = json!("Both");
+    assert!(
+        refused(&unknown).contains("spec.template.spec.engines[1].phase: "),
+        "{}",
+        refused(&unknown)
+    );
+    let mut mode = pd;
+    mode["spec"]["template"]["spec"]["serving"]["mode"] = json!("Split");
+    assert!(
+        refused(&mode).contains("spec.template.spec.serving.mode: "),
+        "{}",
+        refused(&mode)
+    );
+}

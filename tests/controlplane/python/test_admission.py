@@ -36,6 +36,8 @@ RENDERED = [
     (EXAMPLES / "deployments" / "qwen3-coder.yaml", (STANDARD,)),
     (EXAMPLES / "deployments" / "qwen3-coder.yaml", (DYNAMO,)),
     (EXAMPLES / "deployments" / "qwen3-small.yaml", (STANDARD, DYNAMO)),
+    (EXAMPLES / "deployments" / "qwen3-235b-pd.yaml", (STANDARD,)),
+    (EXAMPLES / "deployments" / "qwen3-235b-pd.yaml", (DYNAMO,)),
     (EXAMPLES / "caches" / "qwen3-coder.yaml", (FLEET,)),
     (EXAMPLES / "services" / "fleet-gateway.yaml", (SERVICES,)),
     (EXAMPLES / "services" / "qwen3-coder.yaml", (SERVICES,)),
@@ -114,7 +116,7 @@ def test_a_misspelt_field_is_refused_by_name(platform):
     assert len(problems) == 1 and ".spec.startupPolicyy: field not declared in schema" in problems[0], problems
 
 
-@pytest.mark.parametrize("deployment", ["qwen3-coder.yaml", "qwen3-small.yaml"])
+@pytest.mark.parametrize("deployment", ["qwen3-coder.yaml", "qwen3-small.yaml", "qwen3-235b-pd.yaml"])
 def test_routing_objects_of_a_replica_on_a_cluster_with_a_gateway_pass_strict_server_side_admission(
         platform, tmp_path, deployment):
     """Both fixture clusters given a gateway address: every replica also gets its InferencePool, endpoint picker
@@ -128,6 +130,40 @@ def test_routing_objects_of_a_replica_on_a_cluster_with_a_gateway_pass_strict_se
     manifests = [((o.get("spec") or {}).get("forProvider") or {}).get("manifest") for o in composed if is_object(o)]
     kinds = {m["kind"] for m in manifests}
     assert {"InferencePool", "HTTPRoute", "Role", "RoleBinding", "ServiceAccount", "ConfigMap"} <= kinds, kinds
+    problems: list[str] = []
+    for obj in composed:
+        admit(platform, as_crossplane_creates(obj), "composed", problems)
+    for manifest in manifests:
+        admit(platform, manifest, "a manifest", problems)
+    assert not problems, "the API server refused:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("stack", [STANDARD, DYNAMO], ids=["standard", "dynamo"])
+def test_prefill_decode_gangs_pass_strict_server_side_admission(platform, tmp_path, stack):
+    """The prefill/decode example with both engines made Leader + Worker gangs, on a cluster with room for both and
+    a gateway: the LeaderWorkerSets or PodCliqueSets (role labels, the decode leader's sidecar), the pool, picker
+    and route are admitted by the server against the vendored CRDs."""
+    xr = load_yaml_documents(EXAMPLES / "deployments" / "qwen3-235b-pd.yaml")[0]
+    for engine in xr["spec"]["template"]["spec"]["engines"]:
+        leader = copy.deepcopy(engine["members"][0])
+        leader["role"] = "Leader"
+        worker = copy.deepcopy(leader)
+        worker["role"] = "Worker"
+        worker["worker"] = {"nodes": 1}
+        engine["members"] = [leader, worker]
+    (tmp_path / "pd.yaml").write_text(yaml.safe_dump(xr))
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    for source in stack.glob("*.yaml"):
+        for doc in load_yaml_documents(source):
+            if doc["kind"] == "InferenceCluster":
+                doc["status"]["pools"][0]["nodeCount"] = 4
+                doc["status"]["gateway"] = {"address": "203.0.113.7"}
+            (clusters / source.name).write_text(yaml.safe_dump(doc))
+    composed = installs.render(tmp_path / "pd.yaml", clusters)[1:]
+    manifests = [((o.get("spec") or {}).get("forProvider") or {}).get("manifest") for o in composed if is_object(o)]
+    gangs = [m for m in manifests if m["kind"] in ("LeaderWorkerSet", "PodCliqueSet")]
+    assert len(gangs) == 2 and "pd-sidecar" in str(gangs), [m["kind"] for m in manifests]
     problems: list[str] = []
     for obj in composed:
         admit(platform, as_crossplane_creates(obj), "composed", problems)

@@ -120,6 +120,7 @@ fn engine_objects(
         serving_name: routing::serving_name(ctx.xr_name, ctx.replica),
         namespace: ctx.xr_namespace,
         engine,
+        phase: engine.phase.filter(|_| ctx.spec.template.spec.disaggregated()),
         cluster: placement.cluster,
         pool: at.pool,
         metadata: &ctx.spec.template.metadata,

@@ -7,10 +7,16 @@ mod probe;
 
 use crate::{
     api::model_deployment::{
-        ENGINE_CONTAINER, Engine, ModelDeploymentSpec, RESERVED_PREFIX, Role, TemplateMetadata,
+        ENGINE_CONTAINER, Engine, ModelDeploymentSpec, Phase, RESERVED_PREFIX, ReplicaSpec, Role,
+        TemplateMetadata,
     },
     compose::{ComposeError, inference_class::is_dns_label},
     limits::quote,
+    stack::{
+        disaggregation::{DEFAULT_DECODE_ENGINE_PORT, PORT_FLAG},
+        engine_flags,
+        pod::SERVING_PORT,
+    },
 };
 
 /// The container probes Modelplane writes when the user does not, and so checks when the user does.
@@ -45,7 +51,62 @@ pub fn validate(spec: &ModelDeploymentSpec) -> Result<(), ComposeError> {
         }
         validate_engine(&path, engine)?;
     }
-    Ok(())
+    validate_decode_port(&template.spec)
+}
+
+/// The decode engine's serving container and its path, under PrefillDecode serving.
+fn decode_container(spec: &ReplicaSpec) -> Option<(String, &serde_json::Map<String, serde_json::Value>)> {
+    let (e, engine) = spec.phase_engine(Phase::Decode)?;
+    let m = engine
+        .members
+        .iter()
+        .position(|m| matches!(m.role, Role::Standalone | Role::Leader))?;
+    let container = engine.members[m].template.spec.containers.first()?;
+    Some((
+        format!("spec.template.spec.engines[{e}].members[{m}].template.spec.containers[0]"),
+        container,
+    ))
+}
+
+/// The decode engine's `--port` is read from its command line, which the XRD leaves opaque, so it is checked
+/// here: it must be a port, and not the serving port, where the disaggregation sidecar listens.
+fn validate_decode_port(spec: &ReplicaSpec) -> Result<(), ComposeError> {
+    let Some((path, container)) = decode_container(spec) else {
+        return Ok(());
+    };
+    let Some(port) = engine_flags::value(container, PORT_FLAG) else {
+        return Ok(());
+    };
+    match port.parse::<u16>() {
+        Ok(SERVING_PORT) => Err(ComposeError::new(
+            path,
+            format!(
+                "the decode engine's {PORT_FLAG} {SERVING_PORT} is where the disaggregation sidecar listens; \
+                 give the engine another port ({DEFAULT_DECODE_ENGINE_PORT} when it states none)"
+            ),
+        )),
+        Ok(port) if port > 0 => Ok(()),
+        _ => Err(ComposeError::new(
+            path,
+            format!(
+                "the decode engine's {PORT_FLAG} {} is not a port",
+                quote(&port, 64)
+            ),
+        )),
+    }
+}
+
+/// Advice that does not stop composing: a decode engine that states no `--port` is probed, and reached by the
+/// sidecar, on the port Modelplane assumes, which vLLM does not choose by itself.
+pub fn warnings(spec: &ModelDeploymentSpec) -> Vec<String> {
+    match decode_container(&spec.template.spec) {
+        Some((path, container)) if engine_flags::value(container, PORT_FLAG).is_none() => vec![format!(
+            "{path}: the decode engine states no {PORT_FLAG}; the disaggregation sidecar listens on \
+             {SERVING_PORT} and forwards to {DEFAULT_DECODE_ENGINE_PORT}, so start the engine with \
+             {PORT_FLAG}={DEFAULT_DECODE_ENGINE_PORT}"
+        )],
+        _ => Vec::new(),
+    }
 }
 
 fn validate_engine(path: &str, engine: &Engine) -> Result<(), ComposeError> {
