@@ -4,6 +4,12 @@
 # Builds (or reuses) the Python venv at .venv from tests/requirements.txt, then runs rustfmt, clippy, the Rust
 # tests, builds the binaries, and runs the Python black-box tests against the real modelplane-function binary.
 # Stops at the first failing step and says which one.
+#
+# Two builds run in the background while the Rust workspace builds in the foreground, because on a cold 2-core
+# machine the steps one after another leave cores idle (README, "A whole CI run from nothing"): the real control
+# plane's Go build (needed from `cargo test` on), and the fuzz targets' nightly build at the lowest CPU priority (it
+# takes only cycles nothing else wants; needed at the end). Each logs to tests/.ci-logs/ and is waited for where
+# its result is needed; a failure there names the build and prints its log's tail.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,6 +24,37 @@ step() { printf '\n==> %s\n' "$*"; }
 fail() {
     printf '\nFAILED: %s\n' "$*" >&2
     exit 1
+}
+
+# --- Background builds ----------------------------------------------------------------------------------------------
+logs="$repo/tests/.ci-logs"
+declare -A background=()
+# Whatever still runs when this script ends (a failed step, a signal) is stopped with it, not left behind.
+stop_background() {
+    local pid
+    for pid in "${background[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+}
+trap stop_background EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+start_background() { # NAME COMMAND...: runs COMMAND in a process group of its own, output to $logs/NAME.log
+    local name="$1"
+    shift
+    mkdir -p "$logs"
+    printf '\n==> started in the background: %s (log: tests/.ci-logs/%s.log)\n' "$name" "$name"
+    setsid "$@" >"$logs/$name.log" 2>&1 &
+    background[$name]=$!
+}
+wait_background() { # NAME WHAT-FAILED: waits for NAME, prints its log, fails with WHAT-FAILED if it failed
+    local name="$1" status=0
+    step "waiting for the background build: $name"
+    wait "${background[$name]}" || status=$?
+    unset "background[$name]"
+    if ((status != 0)); then
+        tail -n 40 "$logs/$name.log" >&2
+        fail "$2 (exit $status; log: tests/.ci-logs/$name.log)"
+    fi
+    cat "$logs/$name.log"
 }
 
 command -v cargo >/dev/null || fail "cargo is not on PATH (install Rust from rustup.rs)"
@@ -38,20 +75,42 @@ else
     step "Python venv $venv is up to date with $requirements"
 fi
 
+# The control plane's Go build: etcd, kube-apiserver, kube-controller-manager, Crossplane core and provider-kubernetes
+# from pinned Go modules (tests/controlplane; Go's caches make later runs fast). provider-eks' end-to-end tests
+# (provider-eks/tests/e2e*.rs) start a kube-apiserver from these binaries inside `cargo test`.
+command -v go >/dev/null || fail "go is not on PATH (Go 1.26 or later is needed, https://go.dev/dl/)"
+start_background controlplane-build bash tests/controlplane/controlplane.sh build
+
+# The fuzz targets' build (nightly, cargo-fuzz), niced so it never slows a foreground step. FUZZ_SECONDS per target
+# (default 60) bounds the run at the end; 0 skips fuzzing. README "Fuzzing" says how to run longer.
+fuzz_seconds="${FUZZ_SECONDS:-60}"
+fuzz_targets=(run_function_proto run_function_json cel_selector)
+build_fuzz_targets() {
+    rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal ||
+        { echo "cargo fuzz needs a nightly toolchain" >&2; return 1; }
+    command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz ||
+        { echo "cannot install cargo-fuzz" >&2; return 1; }
+    # Every target of fuzz/ at once (`cargo fuzz build` takes one target or none).
+    cd "$repo/fuzz" && cargo +nightly fuzz build --sanitizer none
+}
+if [[ "$fuzz_seconds" != 0 ]]; then
+    start_background fuzz-build nice -n 19 bash -c "$(declare -p repo); $(declare -f build_fuzz_targets); build_fuzz_targets"
+fi
+
 step "cargo fmt --all --check"
 cargo fmt --all --check || fail "code is not formatted: run cargo fmt --all"
 
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings || fail "clippy found problems"
 
-# --- Real control plane, built before the Rust tests (tests/controlplane) ------------------------------------------
-# etcd, kube-apiserver, kube-controller-manager, Crossplane core and provider-kubernetes, built from pinned Go modules
-# (Go's caches make later runs fast). provider-eks' end-to-end tests (provider-eks/tests/e2e*.rs) run on the real
-# kube-apiserver: inside `cargo test` each of those test binaries starts one with controlplane.sh (its processes
-# stop when the test binary ends), so the build comes first, in a step of its own.
-step "control plane: build etcd, Kubernetes, Crossplane, provider-kubernetes (tests/controlplane/modules)"
-command -v go >/dev/null || fail "go is not on PATH (Go 1.26 or later is needed, https://go.dev/dl/)"
-bash tests/controlplane/controlplane.sh build || fail "a control-plane component did not build (named above)"
+# Built while the control plane's Go build still runs; the tests themselves need its binaries.
+step "cargo test --workspace --no-run (build the tests)"
+cargo test --workspace --no-run || fail "the Rust tests did not build"
+
+# --- Real control plane, built before the Rust tests run (tests/controlplane) --------------------------------------
+# Inside `cargo test` each end-to-end test binary starts a kube-apiserver with controlplane.sh (its processes stop
+# when the test binary ends), so the Go build must have finished here.
+wait_background controlplane-build "a control-plane component did not build (named above)"
 # --- end of the control-plane build block ---------------------------------------------------------------------------
 
 step "cargo test --workspace"
@@ -89,14 +148,11 @@ bash tests/controlplane/controlplane.sh run --crossplane -- \
 # --- end of the control-plane block ---------------------------------------------------------------------------------
 
 # --- Fuzzing: a bounded run of every cargo-fuzz target (fuzz/), seeded from the examples ---------------------------
-# FUZZ_SECONDS per target (default 60); 0 skips. README "Fuzzing" says how to run longer.
-fuzz_seconds="${FUZZ_SECONDS:-60}"
+# Built in the background above; `cargo fuzz run` with the same flags reuses that build.
 if [[ "$fuzz_seconds" != 0 ]]; then
+    wait_background fuzz-build "the fuzz targets did not build"
     step "cargo fuzz: $fuzz_seconds s per target"
-    rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal ||
-        fail "cargo fuzz needs a nightly toolchain"
-    command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz || fail "cannot install cargo-fuzz"
-    for target in run_function_proto run_function_json cel_selector; do
+    for target in "${fuzz_targets[@]}"; do
         corpus="$repo/fuzz/corpus/$target"
         mkdir -p "$corpus"
         cp "$repo/fuzz/seeds/$target/"* "$corpus/"
