@@ -56,6 +56,8 @@ struct Store {
     throttled: BTreeMap<String, u64>,
     /// Calls by "Operation target" (target: the cluster or "cluster/nodegroup" the call names).
     by_target: HashMap<String, u64>,
+    /// Describe calls answered (not throttled), by target: what the provider has actually looked at.
+    described: HashMap<String, u64>,
     unsupported: Vec<String>,
 }
 
@@ -124,6 +126,22 @@ impl FastEks {
         let calls = self.calls();
         calls.get("DescribeCluster").copied().unwrap_or(0)
             + calls.get("DescribeNodegroup").copied().unwrap_or(0)
+    }
+
+    /// Answered Describe calls by target ("cluster" or "cluster/nodegroup").
+    pub fn described(&self) -> HashMap<String, u64> {
+        self.store().described.clone()
+    }
+
+    /// Drift made outside Kubernetes: the node group loses its labels, as if someone edited it in the console.
+    pub fn drop_labels(&self, cluster: &str, group: &str) {
+        if let Some(r) = self
+            .store()
+            .groups
+            .get_mut(&(cluster.to_string(), group.to_string()))
+        {
+            r.body["labels"] = json!({});
+        }
     }
 
     /// Requests this stand-in does not speak: any is a gap in the benchmark.
@@ -238,8 +256,13 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, bod
     let form = form(&body);
     let (op, mut target) = route(&method, uri.path(), &form);
     let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if op == "CreateNodegroup" {
-        target = format!("{target}/{}", json["nodegroupName"].as_str().unwrap_or_default());
+    // Creates name their resource in the body, not the path.
+    match op.as_str() {
+        "CreateNodegroup" => {
+            target = format!("{target}/{}", json["nodegroupName"].as_str().unwrap_or_default())
+        }
+        "CreateCluster" => target = json["name"].as_str().unwrap_or_default().to_string(),
+        _ => {}
     }
     let mut store = shared.store.lock().unwrap();
     *store.calls.entry(op.clone()).or_default() += 1;
@@ -277,6 +300,9 @@ async fn handle(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, bod
         };
     }
     bucket.tokens -= 1.0;
+    if op.starts_with("Describe") && !target.is_empty() {
+        *store.described.entry(target.clone()).or_default() += 1;
+    }
     let parts: Vec<String> = uri
         .path()
         .trim_matches('/')

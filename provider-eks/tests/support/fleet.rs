@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
@@ -156,6 +157,29 @@ impl Fleet {
             "",
         )
         .1
+    }
+
+    /// Failed reconciles of the running process by error class (deferred, transient, rejected, waiting,
+    /// kubernetes), summed over kinds, from its /metrics.
+    pub fn reconcile_errors(&self) -> BTreeMap<String, u64> {
+        let mut classes = BTreeMap::new();
+        for line in self.metrics().lines() {
+            let Some(rest) = line.strip_prefix("modelplane_provider_eks_reconcile_errors_total{") else {
+                continue;
+            };
+            let class = rest
+                .split("error=\"")
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("unknown");
+            let count: u64 = line
+                .rsplit(' ')
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0) as u64;
+            *classes.entry(class.to_string()).or_default() += count;
+        }
+        classes
     }
 
     pub fn log_tail(&self, lines: usize) -> String {

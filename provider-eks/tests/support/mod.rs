@@ -195,6 +195,7 @@ pub mod apiserver;
 pub mod fasteks;
 pub mod fastkube;
 pub mod fleet;
+pub mod fleet_status;
 pub mod objects;
 pub mod proxy;
 pub mod seed;
