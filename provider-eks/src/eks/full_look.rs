@@ -23,6 +23,7 @@ pub struct FullLooks {
 
 pub static NETWORK: FullLooks = FullLooks::new();
 pub static FILE_SYSTEM: FullLooks = FullLooks::new();
+pub static NODE_POOL_TEMPLATE: FullLooks = FullLooks::new();
 
 impl FullLooks {
     pub const fn new() -> Self {
