@@ -9,12 +9,13 @@ use futures::StreamExt;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use modelplane_eks_api::{Cluster, NodePool};
+use modelplane_eks_api::{Addon, Cluster, NodePool, PodIdentityAssociation};
 
 use crate::activation::ManagedKind;
 use crate::eks::addon::AddonConnector;
 use crate::eks::clients::ClientCache;
 use crate::eks::cluster::ClusterConnector;
+use crate::eks::external_name;
 use crate::eks::file_system::FileSystemConnector;
 use crate::eks::network::NetworkConnector;
 use crate::eks::node_pool::NodePoolConnector;
@@ -84,11 +85,8 @@ pub fn spawn(shared: &Shared, kind: ManagedKind) -> tokio::task::JoinHandle<()> 
             tokio::spawn(run(shared, controller, connector, kind.label()))
         }
         ManagedKind::NodePool => {
-            let connector = NodePoolConnector {
-                cache: shared.aws.clone(),
-            };
-            let controller = node_pool_controller(&shared);
-            tokio::spawn(run(shared, controller, connector, kind.label()))
+            let cache = shared.aws.clone();
+            spawn_on_cluster(shared, NodePoolConnector { cache }, kind)
         }
         ManagedKind::Role => {
             let cache = shared.aws.clone();
@@ -100,11 +98,11 @@ pub fn spawn(shared: &Shared, kind: ManagedKind) -> tokio::task::JoinHandle<()> 
         }
         ManagedKind::Addon => {
             let cache = shared.aws.clone();
-            spawn_plain(shared, AddonConnector { cache }, kind)
+            spawn_on_cluster(shared, AddonConnector { cache }, kind)
         }
         ManagedKind::PodIdentityAssociation => {
             let cache = shared.aws.clone();
-            spawn_plain(shared, PodIdentityConnector { cache }, kind)
+            spawn_on_cluster(shared, PodIdentityConnector { cache }, kind)
         }
         ManagedKind::Network => {
             let cache = shared.aws.clone();
@@ -120,6 +118,16 @@ where
     C: Connector<M>,
 {
     let controller = filtered_controller::<M>(&shared.kube);
+    tokio::spawn(run(shared, controller, connector, kind.label()))
+}
+
+/// A kind that lives on an EKS cluster: it watches Clusters too (see [`on_cluster_controller`]).
+fn spawn_on_cluster<M, C>(shared: Shared, connector: C, kind: ManagedKind) -> tokio::task::JoinHandle<()>
+where
+    M: OnCluster,
+    C: Connector<M>,
+{
+    let controller = on_cluster_controller::<M>(&shared);
     tokio::spawn(run(shared, controller, connector, kind.label()))
 }
 
@@ -150,9 +158,37 @@ fn cluster_controller(shared: &Shared) -> Controller<Cluster> {
     })
 }
 
-/// What a NodePool needs from its Cluster: whether it is Ready, deleted, its AWS name and subnets. Other
-/// Cluster status writes do not concern the pools.
-fn what_pools_need(cluster: &Cluster) -> Option<u64> {
+/// A kind that lives on an EKS cluster and waits while its Cluster is not Ready.
+trait OnCluster: Managed {
+    /// Whether this resource belongs on `cluster`.
+    fn on(&self, cluster: &Cluster) -> bool;
+}
+
+impl OnCluster for NodePool {
+    /// A pool references its Cluster object, in its own namespace.
+    fn on(&self, cluster: &Cluster) -> bool {
+        self.namespace() == cluster.namespace()
+            && self.spec.for_provider.cluster_ref.name == cluster.name_any()
+    }
+}
+
+/// Add-ons and pod identity associations name the EKS cluster itself (the Cluster's external name). The
+/// Cluster that made it may be in any namespace; waking one too many is a Describe, missing one a backoff.
+impl OnCluster for Addon {
+    fn on(&self, cluster: &Cluster) -> bool {
+        self.spec.for_provider.cluster_name == external_name(cluster)
+    }
+}
+
+impl OnCluster for PodIdentityAssociation {
+    fn on(&self, cluster: &Cluster) -> bool {
+        self.spec.for_provider.cluster_name == external_name(cluster)
+    }
+}
+
+/// What a resource on a cluster needs from its Cluster: whether it is Ready, deleted, its AWS name and
+/// subnets. Other Cluster status writes do not concern them.
+fn what_dependents_need(cluster: &Cluster) -> Option<u64> {
     let mut hasher = DefaultHasher::new();
     let status = cluster.status.as_ref();
     let ready = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == READY).map(|c| c.status));
@@ -163,26 +199,26 @@ fn what_pools_need(cluster: &Cluster) -> Option<u64> {
     Some(hasher.finish())
 }
 
-/// Node pools also wake up when their Cluster changes (becomes Ready, gets deleted), so a pool waiting for its
-/// cluster needs no tight polling: hundreds of waiting pools would otherwise poll the API server every second.
-fn node_pool_controller(shared: &Shared) -> Controller<NodePool> {
-    let controller = filtered_controller::<NodePool>(&shared.kube);
-    let pools = controller.store();
+/// Node pools, add-ons and pod identity associations also wake up when their Cluster changes (becomes Ready,
+/// gets deleted), so one created before its cluster is ACTIVE goes on as soon as it is, not at the next backoff
+/// retry, and hundreds of waiting resources need no tight polling of the API server. Only the changes
+/// [`what_dependents_need`] hashes pass, so the provider's own Cluster status writes wake nobody.
+fn on_cluster_controller<M: OnCluster>(shared: &Shared) -> Controller<M> {
+    let controller = filtered_controller::<M>(&shared.kube);
+    let dependents = controller.store();
     let clusters = watcher(
         Api::<Cluster>::all(shared.kube.clone()),
         watcher::Config::default(),
     )
     .default_backoff()
     .applied_objects()
-    .predicate_filter(what_pools_need, PredicateConfig::default());
+    .predicate_filter(what_dependents_need, PredicateConfig::default());
     controller.watches_stream(clusters, move |cluster| {
-        let namespace = cluster.namespace();
-        let name = cluster.name_any();
-        pools
+        dependents
             .state()
             .into_iter()
-            .filter(|p| p.namespace() == namespace && p.spec.for_provider.cluster_ref.name == name)
-            .map(|p| ObjectRef::from_obj(p.as_ref()))
+            .filter(|d| d.on(&cluster))
+            .map(|d| ObjectRef::from_obj(d.as_ref()))
             .collect::<Vec<_>>()
     })
 }

@@ -35,6 +35,8 @@ struct Run {
     converged: Duration,
     calls_to_converge: usize,
     steady_calls: usize,
+    /// The steady window's calls by operation, most first.
+    steady_by_operation: Vec<(String, usize)>,
     rss_steady: f64,
     rss_peak: f64,
 }
@@ -71,14 +73,21 @@ async fn run(count: usize) -> Run {
     tokio::time::sleep(Duration::from_secs(2 * POLL_SECONDS)).await;
     let before = world.proxy.requests().len();
     tokio::time::sleep(Duration::from_secs(STEADY_POLLS * POLL_SECONDS)).await;
-    let steady_calls = world.proxy.requests().len() - before;
+    let steady: Vec<String> = world.proxy.requests()[before..].to_vec();
+    let mut by_operation = std::collections::BTreeMap::<String, usize>::new();
+    for call in &steady {
+        *by_operation.entry(call.clone()).or_default() += 1;
+    }
+    let mut steady_by_operation: Vec<(String, usize)> = by_operation.into_iter().collect();
+    steady_by_operation.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let pid = world.provider_pid().unwrap();
     Run {
         clusters: count,
         managed,
         converged,
         calls_to_converge,
-        steady_calls,
+        steady_calls: steady.len(),
+        steady_by_operation,
         rss_steady: rss_mib(pid),
         rss_peak: peak_rss_mib(pid),
     }
@@ -99,8 +108,19 @@ async fn bench_stock_clusters_against_moto() {
         "| clusters | managed resources | first apply -> all Ready | AWS calls to converge (per MR) | steady AWS calls per MR per poll (vs 1 for describe-every-poll) | provider RSS steady / peak |"
     );
     println!("|---:|---:|---:|---:|---:|---:|");
+    let mut breakdowns = Vec::new();
     for count in counts {
         let r = run(count).await;
+        let calls: Vec<String> = r
+            .steady_by_operation
+            .iter()
+            .map(|(operation, n)| format!("{operation} {n}"))
+            .collect();
+        breakdowns.push(format!(
+            "{} clusters, steady window: {}",
+            r.clusters,
+            calls.join(", ")
+        ));
         let per_mr = r.calls_to_converge as f64 / r.managed as f64;
         let per_poll = r.steady_calls as f64 / (r.managed as f64 * STEADY_POLLS as f64);
         println!(
@@ -117,5 +137,8 @@ async fn bench_stock_clusters_against_moto() {
             per_poll <= 1.05,
             "more than one AWS call per managed resource per poll"
         );
+    }
+    for line in breakdowns {
+        println!("{line}");
     }
 }

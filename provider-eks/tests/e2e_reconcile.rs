@@ -1,7 +1,8 @@
 //! The real binary against the real kube-apiserver and moto behind the fault proxy, for the reconciler's
 //! honesty: a rejected Create is not retried in a loop, Observe-only of a missing resource says so, a change AWS
-//! cannot apply is refused by name, a kind waits for its CRD to be served, and a Cluster being deleted says what
-//! it waits for (woken by a real watch).
+//! cannot apply is refused by name, a kind waits for its CRD to be served, a Cluster being deleted says what
+//! it waits for (woken by a real watch), and an Addon made before its cluster goes on once the Cluster is Ready
+//! (woken by the Cluster watch).
 //!
 //! kmock stays for one case the real server cannot serve: it bumps resourceVersion on every write, even one that
 //! changes nothing, which is what exposed the rejected-Create loop of issue #15; that test runs on both.
@@ -14,7 +15,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use modelplane_eks_api::{ConditionStatus, ManagementPolicy};
+use modelplane_eks_api::{Addon, AddonParameters, AddonSpec, Condition, ConditionStatus, ManagementPolicy};
 use serde_json::json;
 use support::world::*;
 
@@ -235,4 +236,84 @@ async fn a_cluster_being_deleted_names_its_node_groups_and_goes_right_after_the_
             .unwrap_or_default()
             .is_empty()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_addon_made_before_its_cluster_goes_on_as_soon_as_the_cluster_is_ready() {
+    let mut world = World::start_with_eks_standin().await;
+    // Retries are far apart: only the Cluster watch can bring the Addon's create back in time.
+    world.start_provider_with_backoff(600, 600);
+    let addons: kube::Api<Addon> = kube::Api::namespaced(world.kube.clone(), &world.ns);
+    let mut addon = Addon::new(
+        "coredns",
+        AddonSpec {
+            for_provider: AddonParameters {
+                region: REGION.into(),
+                cluster_name: "demo".into(),
+                addon_name: "coredns".into(),
+                ..Default::default()
+            },
+            resource: world.cluster("demo").spec.resource,
+        },
+    );
+    addon.spec.resource.write_connection_secret_to_ref = None;
+    addons.create(&PostParams::default(), &addon).await.unwrap();
+    world.activate().await;
+    world
+        .activate_mrds(&["addons.eks.m.modelplane.ai".to_owned()])
+        .await;
+    let addon_condition = |type_: &'static str| {
+        let addons = addons.clone();
+        async move {
+            let a = addons.get("coredns").await.ok()?;
+            condition(a.status.as_ref().map(|s| &s.conditions), type_)
+        }
+    };
+    wait_for("Addon coredns waiting for its cluster", &world, || async {
+        says(
+            addon_condition("Synced").await,
+            ConditionStatus::False,
+            "EKS cluster demo does not exist yet",
+        )
+    })
+    .await;
+    assert_eq!(world.proxy.count("POST /clusters/*/addons"), 1);
+
+    world
+        .clusters()
+        .create(&PostParams::default(), &world.cluster("demo"))
+        .await
+        .unwrap();
+    wait_for("Cluster demo Ready and Synced", &world, || {
+        cluster_ready(&world, "demo")
+    })
+    .await;
+    // Well inside the 600 s retry: the Addon must be woken by its Cluster turning Ready.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let ready = addon_condition("Ready").await;
+        let synced = addon_condition("Synced").await;
+        let is = |c: Option<Condition>| c.is_some_and(|c| c.status == ConditionStatus::True);
+        if is(ready) && is(synced) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Addon coredns not Ready after its Cluster turned Ready\n{}",
+            world.log()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // One try at the start, one per change of the Cluster the Addon cares about (created, Creating, Ready):
+    // neither the Addon's nor the Cluster's own status writes wake it again.
+    let creates = world.proxy.count("POST /clusters/*/addons");
+    assert!((2..=4).contains(&creates), "{creates} CreateAddon calls");
+    let listed = world
+        .eks()
+        .list_addons()
+        .cluster_name("demo")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.addons(), ["coredns".to_owned()]);
 }

@@ -341,13 +341,11 @@ async fn a_node_pool_waits_for_its_cluster_to_be_ready() {
     );
 }
 
-#[tokio::test]
-async fn a_deleted_capacity_block_pool_leaves_no_launch_template() {
-    let moto = moto();
-    let moto = moto.lock().await;
-    support::reset_moto(&moto);
-    let cluster = ready_cluster("efa", vec!["subnet-a".into(), "subnet-b".into()]);
-    let cache = Arc::new(ClientCache::new(kube_with(&moto, vec![cluster.clone()]).await));
+/// A Ready Cluster `name` (on subnets moto does not check) made in moto, the client cache that knows it, and an
+/// EC2 client on the same moto.
+async fn made_cluster(moto: &Peer, name: &str) -> (Arc<ClientCache>, aws_sdk_ec2::Client) {
+    let cluster = ready_cluster(name, vec!["subnet-a".into(), "subnet-b".into()]);
+    let cache = Arc::new(ClientCache::new(kube_with(moto, vec![cluster.clone()]).await));
     ClusterConnector { cache: cache.clone() }
         .connect(&cluster)
         .await
@@ -355,6 +353,20 @@ async fn a_deleted_capacity_block_pool_leaves_no_launch_template() {
         .create(&cluster)
         .await
         .unwrap();
+    let ec2 = cache
+        .clients(&cluster.spec.resource.provider_config_ref, NS, REGION)
+        .await
+        .unwrap()
+        .ec2;
+    (cache, ec2)
+}
+
+#[tokio::test]
+async fn a_deleted_capacity_block_pool_leaves_no_launch_template() {
+    let moto = moto();
+    let moto = moto.lock().await;
+    support::reset_moto(&moto);
+    let (cache, ec2) = made_cluster(&moto, "efa").await;
     let mut pool = pool_mr("block-pool", "efa");
     // moto has no placement groups, so the pool that needs a template here is a capacity block, not EFA.
     pool.spec.for_provider.capacity_type = CapacityType::CapacityBlock;
@@ -364,11 +376,6 @@ async fn a_deleted_capacity_block_pool_leaves_no_launch_template() {
         .await
         .unwrap();
     client.create(&pool).await.unwrap();
-    let ec2 = cache
-        .clients(&pool.spec.resource.provider_config_ref, NS, REGION)
-        .await
-        .unwrap()
-        .ec2;
     let templates = ec2.describe_launch_templates().send().await.unwrap();
     assert_eq!(templates.launch_templates().len(), 1);
 
@@ -385,4 +392,91 @@ async fn a_deleted_capacity_block_pool_leaves_no_launch_template() {
     assert!(rounds >= 2, "the template goes only after the node group");
     let templates = ec2.describe_launch_templates().send().await.unwrap();
     assert!(templates.launch_templates().is_empty(), "{templates:?}");
+}
+
+/// Two security groups in a fresh VPC.
+async fn two_groups(ec2: &aws_sdk_ec2::Client) -> (String, String) {
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block("10.9.0.0/16")
+        .send()
+        .await
+        .unwrap()
+        .vpc
+        .unwrap()
+        .vpc_id
+        .unwrap();
+    let mut ids = Vec::new();
+    for name in ["nodes-a", "nodes-b"] {
+        let out = ec2
+            .create_security_group()
+            .group_name(name)
+            .description("test")
+            .vpc_id(&vpc)
+            .send()
+            .await
+            .unwrap();
+        ids.push(out.group_id.unwrap());
+    }
+    (ids[0].clone(), ids[1].clone())
+}
+
+#[tokio::test]
+async fn changing_a_pools_security_groups_is_refused_by_name_and_the_template_is_left_alone() {
+    let moto = moto();
+    let moto = moto.lock().await;
+    support::reset_moto(&moto);
+    let (cache, ec2) = made_cluster(&moto, "sg").await;
+    let (first, second) = two_groups(&ec2).await;
+    let mut pool = pool_mr("sg-pool", "sg");
+    pool.spec.for_provider.security_group_ids = vec![first.clone()];
+    let client = NodePoolConnector { cache: cache.clone() }
+        .connect(&pool)
+        .await
+        .unwrap();
+    client.create(&pool).await.unwrap();
+    let seen = client.observe(&pool).await.unwrap();
+    assert!(seen.exists && seen.up_to_date, "{seen:?}");
+
+    let refused =
+        "cannot change spec.forProvider.securityGroupIds of existing EKS node group sg-pool in place";
+    for groups in [vec![second.clone()], vec![first.clone(), second.clone()], vec![]] {
+        let mut changed = pool.clone();
+        changed.spec.for_provider.security_group_ids = groups.clone();
+        changed.metadata.generation = Some(2);
+        let drifted = client.observe(&changed).await.unwrap();
+        assert!(!drifted.up_to_date, "{groups:?}: {drifted:?}");
+        let err = client.update(&changed, &drifted.at_provider).await.unwrap_err();
+        assert!(
+            matches!(&err, ExternalError::Rejected(m) if m.starts_with(refused)),
+            "{groups:?}: {err}"
+        );
+    }
+    // The template still holds the group the pool was made with.
+    let template = seen.at_provider.launch_template_id.clone().unwrap();
+    let versions = ec2
+        .describe_launch_template_versions()
+        .launch_template_id(&template)
+        .versions("$Latest")
+        .send()
+        .await
+        .unwrap();
+    let data = versions.launch_template_versions()[0]
+        .launch_template_data()
+        .unwrap();
+    assert_eq!(data.security_group_ids(), [first.clone()]);
+
+    // A pool made without groups (no launch template) that is given some is refused too.
+    let plain = pool_mr("plain-pool", "sg");
+    client.create(&plain).await.unwrap();
+    assert!(client.observe(&plain).await.unwrap().up_to_date);
+    let mut grouped = plain.clone();
+    grouped.spec.for_provider.security_group_ids = vec![first];
+    grouped.metadata.generation = Some(2);
+    let drifted = client.observe(&grouped).await.unwrap();
+    let err = client.update(&grouped, &drifted.at_provider).await.unwrap_err();
+    assert!(
+        matches!(&err, ExternalError::Rejected(m) if m.contains("spec.forProvider.securityGroupIds")),
+        "{err}"
+    );
 }

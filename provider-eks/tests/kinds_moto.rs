@@ -14,6 +14,8 @@ mod addon;
 mod events;
 #[path = "kinds_moto/file_system.rs"]
 mod file_system;
+#[path = "kinds_moto/file_system_polls.rs"]
+mod file_system_polls;
 #[path = "kinds_moto/network.rs"]
 mod network;
 #[path = "kinds_moto/network_polls.rs"]
@@ -133,4 +135,21 @@ pub async fn cache_at(endpoint: String) -> Arc<ClientCache> {
 /// Raw AWS clients on the same moto, for arranging and checking what the clients under test did.
 pub async fn aws(cache: &ClientCache) -> AwsClients {
     cache.clients(&provider_config_ref(), NS, REGION).await.unwrap()
+}
+
+/// The status the reconciler leaves after a successful poll at generation 1: `at` recorded, Ready and Synced.
+pub fn steady_status<O: Default>(at: O) -> ResourceStatus<O> {
+    let condition = |type_: &str| Condition {
+        type_: type_.into(),
+        status: ConditionStatus::True,
+        reason: "Available".into(),
+        message: None,
+        last_transition_time: k8s_openapi::jiff::Timestamp::now().to_string(),
+        observed_generation: Some(1),
+    };
+    ResourceStatus {
+        at_provider: at,
+        conditions: vec![condition("Ready"), condition("Synced")],
+        observed_generation: Some(1),
+    }
 }

@@ -223,6 +223,9 @@ pub struct ObservedNodeGroup {
     pub capacity_type: Option<String>,
     pub node_role: Option<String>,
     pub subnets: Vec<String>,
+    /// The nodes' security groups as the group's launch template holds them (none without a template); None
+    /// when not looked at this time (a steady pool between full looks, see `full_look`).
+    pub security_group_ids: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -259,9 +262,9 @@ pub fn capacity_type_name(capacity: CapacityType) -> &'static str {
 }
 
 /// Labels and taints on a node group are owned by the spec: extra ones are removed. Instance types, capacity
-/// type, node role, subnets, AMI type and disk size are fixed at creation: a difference is reported as
-/// unchangeable. `desired_subnets` is None when the pool's subnets cannot be worked out now (its Cluster object
-/// is gone or not Ready): subnets are then not compared.
+/// type, node role, subnets, AMI type, disk size and the launch template's security groups are fixed at
+/// creation: a difference is reported as unchangeable. `desired_subnets` is None when the pool's subnets
+/// cannot be worked out now (its Cluster object is gone or not Ready): subnets are then not compared.
 pub fn nodegroup_drift(
     desired: &NodePoolParameters,
     observed: &ObservedNodeGroup,
@@ -300,6 +303,13 @@ pub fn nodegroup_drift(
     unchangeable.check(
         "diskSize",
         matches!((desired.disk_size, observed.disk_size), (Some(d), Some(o)) if d != o),
+    );
+    unchangeable.check(
+        "securityGroupIds",
+        observed
+            .security_group_ids
+            .as_ref()
+            .is_some_and(|o| !same_set(&desired.security_group_ids, o)),
     );
     NodeGroupDrift {
         unchangeable,

@@ -305,6 +305,27 @@ fn fields_fixed_at_creation_are_named_not_silently_accepted() {
 }
 
 #[test]
+fn a_pools_security_groups_are_compared_with_its_launch_template_when_looked_at() {
+    let mut desired = pool();
+    desired.security_group_ids = vec!["sg-b".into(), "sg-a".into()];
+    let held = |groups: &[&str]| ObservedNodeGroup {
+        security_group_ids: Some(groups.iter().map(|g| g.to_string()).collect()),
+        ..group()
+    };
+    assert!(nodegroup_drift(&desired, &held(&["sg-a", "sg-b"]), None).up_to_date());
+    for other in [held(&["sg-a"]), held(&[]), held(&["sg-a", "sg-b", "sg-c"])] {
+        let drift = nodegroup_drift(&desired, &other, None);
+        assert_eq!(
+            drift.unchangeable.0,
+            vec!["spec.forProvider.securityGroupIds"],
+            "{other:?}"
+        );
+    }
+    // Not looked at this time (a steady pool between full looks): not compared.
+    assert!(nodegroup_drift(&desired, &group(), None).up_to_date());
+}
+
+#[test]
 fn a_cluster_refuses_a_downgrade_a_new_role_new_subnets_and_new_security_groups() {
     let mut desired = cluster("1.33");
     desired.networking.subnet_ids = vec!["subnet-c".into(), "subnet-d".into()];

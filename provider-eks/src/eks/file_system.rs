@@ -1,7 +1,8 @@
 //! `FileSystem` <-> an encrypted EFS file system, a mount target in each of its subnets, and the security group
 //! that admits the nodes (or the VPC) on NFS. EFS's own idempotency key (the creation token) is derived from the managed
 //! resource, so a lost CreateFileSystem answer is found again by that token; the security group carries the
-//! ownership tag and is found by it. Deleting goes mount targets, then the file system, then the group.
+//! ownership tag and is found by it. Deleting goes mount targets, then the file system, then the group. A full
+//! Observe is three calls (file system, mount targets, group); a steady one is the first alone (`full_look`).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -14,8 +15,10 @@ use super::clients::AwsClients;
 use super::errors::{classify, is_code};
 use super::file_system_group::{self, NfsSources};
 use super::file_system_plan::{
-    creation_token, efs_tags, efs_throughput, file_system_phase, from_efs_throughput, mount_target_plan,
+    as_recorded, creation_token, efs_tags, efs_throughput, file_system_phase, from_efs_throughput,
+    mount_target_plan,
 };
+use super::full_look;
 use super::owned::{connector, owner, owner_tags};
 use crate::managed::conditions::Readiness;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
@@ -142,6 +145,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
         let owner = owner(mr);
         let deleting = mr.metadata.deletion_timestamp.is_some();
         let Some(fs) = self.find(&creation_token(&owner)).await? else {
+            full_look::FILE_SYSTEM.forget(&owner);
             // The group outlives the file system by one step of a delete: it still has to go.
             if deleting && let Some((group, _)) = file_system_group::find(&self.clients.ec2, &owner).await? {
                 let at_provider = FileSystemObservation {
@@ -155,6 +159,13 @@ impl ExternalClient<FileSystem> for FileSystemClient {
             }
             return Ok(Observation::missing());
         };
+        // A steady file system is polled with this one call (see `full_look`): found, and as last recorded.
+        if full_look::FILE_SYSTEM.may_skip(mr, &owner)
+            && let Some(recorded) = mr.status.as_ref().map(|s| &s.at_provider)
+            && as_recorded(&mr.spec.for_provider, recorded, &fs)
+        {
+            return Ok(Observation::available(recorded.clone()));
+        }
         let id = fs.file_system_id().to_owned();
         let state = fs.life_cycle_state().as_str().to_owned();
         let mount_targets = if state == "deleted" {
@@ -163,6 +174,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
             self.mount_targets(&id).await?
         };
         let security_group = file_system_group::find(&self.clients.ec2, &owner).await?;
+        full_look::FILE_SYSTEM.looked(&owner);
         let spec = &mr.spec.for_provider;
         let seen = Seen {
             file_system_id: id.clone(),

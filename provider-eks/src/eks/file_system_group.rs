@@ -1,6 +1,7 @@
 //! The security group of a `FileSystem`: found by its ownership tag, made in the subnets' VPC, admitting NFS
 //! from the spec's node security groups (or, when it names none, from the VPC's CIDR). The rule's sources are
-//! read on every Observe, so a source added or revoked outside the provider is put back.
+//! read on every full Observe (a steady one skips them, see `full_look`), so a source added or revoked outside
+//! the provider is put back.
 
 use std::collections::BTreeMap;
 

@@ -1,8 +1,8 @@
 //! The pure half of `FileSystem`: its EFS creation token, which mount targets to make or drop, and what the
 //! file system's state means for readiness.
 
-use aws_sdk_efs::types::ThroughputMode as EfsThroughput;
-use modelplane_eks_api::{MountTarget, ThroughputMode};
+use aws_sdk_efs::types::{FileSystemDescription, LifeCycleState, ThroughputMode as EfsThroughput};
+use modelplane_eks_api::{FileSystemObservation, FileSystemParameters, MountTarget, ThroughputMode};
 use sha2::{Digest, Sha256};
 
 use crate::managed::conditions::Readiness;
@@ -73,6 +73,34 @@ pub fn file_system_phase(state: &str, mount_targets: &[MountTarget], wanted: &[S
         other => Readiness::Unavailable(format!("EFS file system state is {other}")),
     };
     (readiness, busy)
+}
+
+/// Whether the one DescribeFileSystems of a steady poll shows the file system as the last full look recorded
+/// it: the same file system, available, with the spec's throughput mode and tags, and as many mount targets as
+/// were recorded, each available in one of the spec's subnets. What it cannot show (which subnets the mount
+/// targets are in now, their states, the NFS security group's rule) waits for the next full look.
+pub fn as_recorded(
+    spec: &FileSystemParameters,
+    recorded: &FileSystemObservation,
+    fs: &FileSystemDescription,
+) -> bool {
+    let tags_match = spec.tags.iter().all(|(k, v)| {
+        fs.tags()
+            .iter()
+            .any(|t| t.key() == k.as_str() && t.value() == v.as_str())
+    });
+    let (create, delete) = mount_target_plan(&spec.subnet_ids, &recorded.mount_targets);
+    recorded.file_system_id.as_deref() == Some(fs.file_system_id())
+        && *fs.life_cycle_state() == LifeCycleState::Available
+        && fs.throughput_mode().and_then(from_efs_throughput) == Some(spec.throughput_mode)
+        && tags_match
+        && usize::try_from(fs.number_of_mount_targets()).ok() == Some(recorded.mount_targets.len())
+        && create.is_empty()
+        && delete.is_empty()
+        && recorded
+            .mount_targets
+            .iter()
+            .all(|m| m.life_cycle_state == "available")
 }
 
 pub fn efs_tags(pairs: Vec<(String, String)>) -> Result<Vec<aws_sdk_efs::types::Tag>, ExternalError> {

@@ -144,6 +144,41 @@ pub async fn ensure(
     }
 }
 
+/// The security groups version `version` of launch template `id` puts the nodes in: the instance's, or (with
+/// EFA) those on its network interfaces. Sorted, without repeats.
+pub async fn security_groups(
+    ec2: &aws_sdk_ec2::Client,
+    id: &str,
+    version: &str,
+) -> Result<Vec<String>, ExternalError> {
+    let out = ec2
+        .describe_launch_template_versions()
+        .launch_template_id(id)
+        .versions(version)
+        .send()
+        .await
+        .map_err(|e| {
+            classify(
+                &format!("cannot describe launch template {id} version {version}"),
+                &e,
+            )
+        })?;
+    let data = out
+        .launch_template_versions()
+        .first()
+        .and_then(|v| v.launch_template_data())
+        .ok_or_else(|| ExternalError::Transient(format!("launch template {id} has no version {version}")))?;
+    let mut groups: Vec<String> = data
+        .security_group_ids()
+        .iter()
+        .chain(data.network_interfaces().iter().flat_map(|n| n.groups()))
+        .cloned()
+        .collect();
+    groups.sort();
+    groups.dedup();
+    Ok(groups)
+}
+
 /// Whether the launch template named `name` is still there (a deleted pool's leftover). It is deleted last,
 /// so while it exists the placement group may too.
 pub async fn leftover(ec2: &aws_sdk_ec2::Client, name: &str) -> Result<bool, ExternalError> {

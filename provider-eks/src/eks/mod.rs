@@ -9,6 +9,7 @@ pub mod errors;
 pub mod file_system;
 pub mod file_system_group;
 pub mod file_system_plan;
+pub mod full_look;
 pub mod kubeconfig;
 pub mod launch_template;
 pub mod network;

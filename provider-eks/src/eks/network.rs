@@ -15,6 +15,7 @@ use modelplane_eks_api::{Network, NetworkObservation, Subnet};
 
 use super::clients::AwsClients;
 use super::errors::{classify, is_code};
+use super::full_look;
 use super::network_find;
 use super::network_group;
 use super::network_parts::{Parts, SeenSubnet};
@@ -295,11 +296,11 @@ impl ExternalClient<Network> for NetworkClient {
             return Ok(steady);
         }
         let parts = network_find::find(&self.clients.ec2, &owner(mr)).await?;
-        network_find::full_look(&owner(mr), Some(std::time::Instant::now()));
+        full_look::NETWORK.looked(&owner(mr));
         let deleting = mr.metadata.deletion_timestamp.is_some();
         let leftovers = parts.internet_gateway.is_some() || parts.elastic_ip.is_some();
         if parts.vpc.is_none() && !(deleting && leftovers) {
-            network_find::full_look(&owner(mr), None);
+            full_look::NETWORK.forget(&owner(mr));
             return Ok(Observation::missing());
         }
         let spec = &mr.spec.for_provider;

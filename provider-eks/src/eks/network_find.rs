@@ -1,19 +1,17 @@
 //! Finding a `Network`'s parts in EC2 by their ownership and part tags: every part in full (seven describes),
 //! or, for a steady network, only whether the set of its parts is still the recorded one (one call).
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{LazyLock, Mutex};
-use std::time::{Duration, Instant};
+use std::collections::BTreeSet;
 
 use aws_sdk_ec2::types::{Filter, NatGatewayState, Tag};
 use modelplane_eks_api::{Network, NetworkObservation};
 
 use super::errors::classify;
+use super::full_look;
 use super::network_parts::{Parts, SeenRouteTable, SeenSubnet};
 use super::network_plan::{DEFAULT_ROUTE, PART_TAG};
 use super::owned::{OWNER_TAG, owner};
 use crate::managed::external::{ExternalError, Observation};
-use crate::managed::pacing::in_steady_state;
 
 fn tag_value<'a>(tags: &'a [Tag], key: &str) -> Option<&'a str> {
     tags.iter().find(|t| t.key() == Some(key)).and_then(|t| t.value())
@@ -43,51 +41,24 @@ pub async fn owned_ids(ec2: &aws_sdk_ec2::Client, owner: &str) -> Result<BTreeSe
         .collect())
 }
 
-/// How long a steady network goes on one call per poll before it is described in full again: long enough that
-/// polls cost about one call each, short enough that a change the one call cannot see is corrected within it.
-pub const FULL_LOOK_EVERY: Duration = Duration::from_secs(30 * 60);
-
-/// When each network (by owner) was last described in full by this process.
-static FULL_LOOKS: LazyLock<Mutex<HashMap<String, Instant>>> = LazyLock::new(Mutex::default);
-
-fn full_looks() -> std::sync::MutexGuard<'static, HashMap<String, Instant>> {
-    FULL_LOOKS.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Notes a full describe of `owner`'s network (or, with `None`, forgets it: the network is gone, or a test
-/// stands for the window passing).
-pub fn full_look(owner: &str, at: Option<Instant>) {
-    match at {
-        Some(at) => full_looks().insert(owner.to_owned(), at),
-        None => full_looks().remove(owner),
-    };
-}
-
-/// A steady network (in sync, Ready, its spec unchanged since) that this process described in full within
-/// [`FULL_LOOK_EVERY`] is checked with one call instead of seven: the IDs carrying its ownership tag must be
-/// exactly the ones recorded. Any difference (a part made outside the provider; on EC2, whose tags go with
-/// their resource, a part deleted) or any other state falls back to the full describe. What one call cannot
-/// see (a route, attachment or rule changed inside a part that still exists) is seen at the next full describe:
-/// after a spec change, a restart, any other change, or at the latest [`FULL_LOOK_EVERY`] after the last one.
+/// A steady network (see [`full_look`]) is checked with one call instead of seven: the IDs carrying its
+/// ownership tag must be exactly the ones recorded. Any difference (a part made outside the provider; on EC2,
+/// whose tags go with their resource, a part deleted) or any other state falls back to the full describe. What
+/// one call cannot see (a route, attachment or rule changed inside a part that still exists) is seen at the
+/// next full describe: after a spec change, a restart, any other change, or at the latest
+/// [`full_look::FULL_LOOK_EVERY`] after the last one.
 pub async fn unchanged(
     ec2: &aws_sdk_ec2::Client,
     mr: &Network,
 ) -> Result<Option<Observation<NetworkObservation>>, ExternalError> {
-    let Some(status) = &mr.status else {
+    let owner = owner(mr);
+    let Some(recorded) = mr.status.as_ref().map(|s| &s.at_provider) else {
         return Ok(None);
     };
-    let recorded = &status.at_provider;
-    if !in_steady_state(mr, &status.conditions, status.observed_generation) {
-        return Ok(None);
-    }
     let Some(expected) = recorded_ids(recorded) else {
         return Ok(None);
     };
-    let owner = owner(mr);
-    let recent = full_looks()
-        .get(&owner)
-        .is_some_and(|at| at.elapsed() < FULL_LOOK_EVERY);
-    if !recent {
+    if !full_look::NETWORK.may_skip(mr, &owner) {
         return Ok(None);
     }
     let found = owned_ids(ec2, &owner).await?;

@@ -20,7 +20,8 @@ use super::convert::{
     nodegroup_phase, region_change, requested_size,
 };
 use super::errors::{classify, is_code};
-use super::{external_name, launch_template, request_token};
+use super::owned::owner;
+use super::{external_name, full_look, launch_template, request_token};
 use crate::managed::conditions::READY;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
 use crate::managed::reconciler::Connector;
@@ -154,6 +155,35 @@ impl NodePoolClient {
         launch_template::leftover(&self.clients.ec2, name).await
     }
 
+    /// The security groups the node group's launch template gives its nodes (none without a template), to
+    /// compare with the spec. A template version never changes, so a steady pool skips the read between full
+    /// looks (see `full_look`): None, not compared. A spec change, a restart or the window passing reads it
+    /// again.
+    async fn template_groups(
+        &self,
+        mr: &NodePool,
+        group: &aws_sdk_eks::types::Nodegroup,
+    ) -> Result<Option<Vec<String>>, ExternalError> {
+        let owner = owner(mr);
+        // A pool being deleted has nothing left to change.
+        if mr.metadata.deletion_timestamp.is_some() || full_look::NODE_POOL_TEMPLATE.may_skip(mr, &owner) {
+            return Ok(None);
+        }
+        let groups = match group.launch_template.as_ref().and_then(|t| t.id()) {
+            None => Vec::new(),
+            Some(id) => {
+                let version = group
+                    .launch_template
+                    .as_ref()
+                    .and_then(|t| t.version())
+                    .unwrap_or("$Default");
+                launch_template::security_groups(&self.clients.ec2, id, version).await?
+            }
+        };
+        full_look::NODE_POOL_TEMPLATE.looked(&owner);
+        Ok(Some(groups))
+    }
+
     fn cluster(&self) -> Result<&ClusterTarget, ExternalError> {
         self.cluster
             .as_ref()
@@ -261,6 +291,7 @@ impl ExternalClient<NodePool> for NodePoolClient {
             Err(e) => return Err(classify(&format!("cannot describe EKS node group {name}"), &e)),
         };
         let Some(group) = group else {
+            full_look::NODE_POOL_TEMPLATE.forget(&owner(mr));
             // A deleted pool's launch template outlives its node group by one step: report it so Delete runs.
             if self.template_left(mr, &name).await? {
                 return Ok(Observation {
@@ -304,6 +335,7 @@ impl ExternalClient<NodePool> for NodePoolClient {
             capacity_type: group.capacity_type.as_ref().map(|c| c.as_str().to_string()),
             node_role: group.node_role.clone(),
             subnets: group.subnets.clone().unwrap_or_default(),
+            security_group_ids: self.template_groups(mr, &group).await?,
         };
         let issues: Vec<String> = group
             .health

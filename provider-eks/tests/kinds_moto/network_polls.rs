@@ -4,36 +4,20 @@
 //! (moto keeps the tags of deleted resources, so the one call alone cannot notice a deletion here; on EC2 it
 //! does.)
 
-use k8s_openapi::jiff::Timestamp;
 use modelplane_eks_api::*;
+use modelplane_provider_eks::eks::full_look;
 use modelplane_provider_eks::eks::network::NetworkConnector;
-use modelplane_provider_eks::eks::network_find;
 use modelplane_provider_eks::managed::external::ExternalClient;
 use modelplane_provider_eks::managed::reconciler::Connector;
 
 use super::network::network_mr;
 use super::support::proxy::FaultProxy;
-use super::{NS, cache_at, moto};
+use super::{NS, cache_at, moto, steady_status};
 
-fn condition(type_: &str) -> Condition {
-    Condition {
-        type_: type_.into(),
-        status: ConditionStatus::True,
-        reason: "Available".into(),
-        message: None,
-        last_transition_time: Timestamp::now().to_string(),
-        observed_generation: Some(1),
-    }
-}
-
-/// `mr` as the reconciler leaves it after a successful poll: `at` recorded, Ready and Synced at generation 1.
+/// `mr` as the reconciler leaves it after a successful poll.
 fn steady(mr: &Network, at: NetworkObservation) -> Network {
     let mut steady = mr.clone();
-    steady.status = Some(NetworkStatus {
-        at_provider: at,
-        conditions: vec![condition("Ready"), condition("Synced")],
-        observed_generation: Some(1),
-    });
+    steady.status = Some(steady_status(at));
     steady
 }
 
@@ -66,7 +50,7 @@ async fn a_steady_network_poll_is_one_call_and_a_part_removed_outside_is_still_n
     let ec2 = super::aws(&cache).await.ec2;
     let group = full.at_provider.security_group_id.clone().unwrap();
     ec2.delete_security_group().group_id(&group).send().await.unwrap();
-    network_find::full_look(&format!("{NS}/polled"), None);
+    full_look::NETWORK.forget(&format!("{NS}/polled"));
     let before = proxy.requests().len();
     let drifted = client.observe(&mr).await.unwrap();
     let calls = proxy.requests().len() - before;
