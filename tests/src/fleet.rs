@@ -1,10 +1,12 @@
 //! Deterministic `RunFunctionRequest`s for the benchmark: what Crossplane sends for a trivial composite, for one
-//! replica of a two-node gang, and for a ModelDeployment scheduled over a fleet of 100 clusters.
+//! replica of a two-node gang, and for a ModelDeployment scheduled over a fleet of 100 clusters; and, in
+//! [`scale`], one ModelDeployment reconcile among thousands of other deployments.
 //!
 //! Requests are built with the function crate's `RequestBuilder` (the request `render` sends), then encoded
 //! once; the benchmark sends those bytes as they are, so no client spends time on protobuf while it measures.
 
 mod objects;
+pub mod scale;
 
 use modelplane_function::{proto::v1::RunFunctionRequest, render::RequestBuilder};
 use prost::Message;
@@ -39,6 +41,9 @@ pub enum Scenario {
     /// The same ModelDeployment with ten replicas, `clusters` InferenceClusters of 8 pools and their classes
     /// required.
     Fleet { clusters: usize },
+    /// One ModelDeployment reconcile in [`scale`]'s 100-cluster fleet with `others` other deployments: settled
+    /// (its home cluster required by name) or waiting (the candidate set required).
+    FleetScale { others: usize, waiting: bool },
 }
 
 impl Scenario {
@@ -53,11 +58,22 @@ impl Scenario {
         },
     ];
 
+    /// The fleet-scale reconciles, settled then waiting at each count of [`scale::OTHER_DEPLOYMENTS`].
+    pub fn fleet_scale() -> impl Iterator<Item = Scenario> {
+        scale::OTHER_DEPLOYMENTS
+            .into_iter()
+            .flat_map(|others| [false, true].map(|waiting| Scenario::FleetScale { others, waiting }))
+    }
+
     pub fn label(self) -> String {
         match self {
             Scenario::Trivial => "trivial XR".into(),
             Scenario::Gang => "1-replica 2-node gang".into(),
             Scenario::Fleet { clusters } => format!("fleet {clusters}x{POOLS_PER_CLUSTER} pools"),
+            Scenario::FleetScale { others, waiting } => format!(
+                "fleet-scale {}, {others} others",
+                if waiting { "waiting" } else { "settled" }
+            ),
         }
     }
 
@@ -66,6 +82,14 @@ impl Scenario {
             Scenario::Trivial => request(&tiny_class(), Vec::new()),
             Scenario::Gang => request(&model_deployment(1), Vec::new()),
             Scenario::Fleet { clusters } => fleet_request(clusters, POOLS_PER_CLUSTER),
+            Scenario::FleetScale {
+                others,
+                waiting: false,
+            } => scale::settled(others),
+            Scenario::FleetScale {
+                others,
+                waiting: true,
+            } => scale::waiting(others),
         }
     }
 
@@ -120,7 +144,7 @@ fn request(composite: &Value, required: Vec<(&str, Vec<Value>)>) -> RunFunctionR
 }
 
 /// Crossplane tags a request with the sha256 of its encoding; any 64 hex digits that differ per composite do here.
-fn tag_for(composite: &Value) -> String {
+pub(crate) fn tag_for(composite: &Value) -> String {
     let name = composite["metadata"]["name"].as_str().unwrap_or_default();
     let seed = name
         .bytes()
@@ -180,7 +204,7 @@ mod tests {
 
     #[test]
     fn the_same_scenario_always_encodes_to_the_same_bytes() {
-        for scenario in Scenario::ALL {
+        for scenario in Scenario::ALL.into_iter().chain(Scenario::fleet_scale()) {
             assert_eq!(scenario.encoded(), scenario.encoded(), "{scenario:?}");
         }
     }

@@ -1,5 +1,6 @@
 //! RunFunction round trips over loopback: our server against no-op functions on Crossplane's Rust and Python
-//! SDKs, in one run, at 1 and 16 concurrent callers, for the requests in `modelplane_tests::fleet`.
+//! SDKs, in one run, at 1 and 16 concurrent callers, for the requests in `modelplane_tests::fleet` (`--requests`
+//! picks the standard set, the fleet-scale reconciles of `modelplane_tests::fleet::scale`, or both).
 //!
 //! Run it through `tests/bench.sh`, which builds the three servers and the Python venv. Every call count and the
 //! time spent per measurement are bounded, and only loopback addresses are used.
@@ -14,7 +15,7 @@ mod servers;
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use bytes::Bytes;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use modelplane_tests::fleet::{FLEET_CLUSTERS, Scenario};
 use tonic::transport::Channel;
 
@@ -39,6 +40,9 @@ struct Cli {
     /// The Python no-op function (tests/peers/noop_python.py).
     #[arg(long, required_unless_present_any = ["micro_only", "instructions"])]
     python_noop: Option<PathBuf>,
+    /// Which requests to send.
+    #[arg(long, value_enum, default_value_t = RequestSet::Standard)]
+    requests: RequestSet,
     /// Multiplies every call count; 0.1 gives a quick smoke run.
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
@@ -60,6 +64,27 @@ struct Cli {
     log_dir: PathBuf,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RequestSet {
+    /// The trivial XR, the gang's first call and the two fleets (`Scenario::ALL`).
+    Standard,
+    /// One ModelDeployment reconcile, settled and waiting, with 0, 1,000 and 10,000 other deployments.
+    FleetScale,
+    /// Both.
+    All,
+}
+
+impl RequestSet {
+    fn scenarios(self) -> Vec<Scenario> {
+        let standard = || Scenario::ALL.into_iter();
+        match self {
+            RequestSet::Standard => standard().collect(),
+            RequestSet::FleetScale => Scenario::fleet_scale().collect(),
+            RequestSet::All => standard().chain(Scenario::fleet_scale()).collect(),
+        }
+    }
+}
+
 /// Calls per measurement. Small requests take ~0.2-0.6 ms, fleet requests 5-30 ms, so the counts differ to keep
 /// the whole run to a few minutes; `TIME_LIMIT` caps any one measurement regardless.
 struct Plan {
@@ -73,7 +98,8 @@ const TIME_LIMIT: Duration = Duration::from_secs(20);
 
 fn plan(scenario: Scenario) -> Plan {
     match scenario {
-        Scenario::Trivial | Scenario::Gang => Plan {
+        // A settled fleet-scale reconcile is 6-15 KB and composes one replica: a small request.
+        Scenario::Trivial | Scenario::Gang | Scenario::FleetScale { waiting: false, .. } => Plan {
             warmup: 300,
             sequential: 2_000,
             concurrent: 20_000,
@@ -83,7 +109,16 @@ fn plan(scenario: Scenario) -> Plan {
             sequential: 300,
             concurrent: 1_600,
         },
-        Scenario::Fleet { .. } => Plan {
+        // Waiting reconciles carry every cluster's ledger: 88 KB with no others, ~900 KB with 10,000.
+        Scenario::FleetScale {
+            others,
+            waiting: true,
+        } if others < 10_000 => Plan {
+            warmup: 30,
+            sequential: 300,
+            concurrent: 1_600,
+        },
+        Scenario::Fleet { .. } | Scenario::FleetScale { .. } => Plan {
             warmup: 15,
             sequential: 150,
             concurrent: 800,
@@ -97,8 +132,8 @@ struct Request {
     bytes: Bytes,
 }
 
-fn requests() -> Vec<Request> {
-    Scenario::ALL
+fn requests(set: RequestSet) -> Vec<Request> {
+    set.scenarios()
         .into_iter()
         .map(|scenario| {
             let request = scenario.request();
@@ -155,7 +190,7 @@ async fn run(cli: &Cli) -> Result<bool, String> {
     if cli.instructions {
         return count_instructions(cli).await.map(|()| true);
     }
-    let requests = requests();
+    let requests = requests(cli.requests);
 
     // In-process numbers first, while no server competes for the cores.
     for request in &requests {
@@ -228,6 +263,7 @@ async fn run(cli: &Cli) -> Result<bool, String> {
                 samples.push(load::measure(channel, &request.bytes, load).await);
             }
             rows.push(Row {
+                scenario: request.scenario,
                 request: request.scenario.label(),
                 request_bytes: request.bytes.len(),
                 concurrency,
@@ -249,6 +285,7 @@ async fn run(cli: &Cli) -> Result<bool, String> {
     let names: Vec<&str> = specs.iter().map(|spec| spec.name).collect();
     println!();
     report::print_table(&names, &rows);
+    report::print_fleet_scale(&names, &rows);
     println!("\nWhat each server answered (one response per request, decoded after warm-up):");
     for answer in &answers {
         println!("{answer}");

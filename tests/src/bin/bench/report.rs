@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use modelplane_function::proto::v1::{RunFunctionResponse, Severity};
+use modelplane_tests::fleet::{Scenario, scale};
 use prost::Message;
 
 use crate::load::Sample;
@@ -13,6 +14,7 @@ pub const OURS: usize = 0;
 
 /// The measurements of one request at one concurrency, one sample per server.
 pub struct Row {
+    pub scenario: Scenario,
     pub request: String,
     pub request_bytes: usize,
     pub concurrency: usize,
@@ -83,6 +85,66 @@ pub fn print_table(servers: &[&str], rows: &[Row]) {
         "\nRatios are ours ÷ theirs: a p50 ratio under 1 means we answer faster, a req/s ratio over 1 means we \
          serve more."
     );
+}
+
+/// The fleet-scale reconciles at one caller, as issue 16 asks for them: per server its p50 / p99 and its p50
+/// against the same reconcile with no other deployments, then ours against each no-op.
+pub fn print_fleet_scale(servers: &[&str], rows: &[Row]) {
+    let single: Vec<(usize, bool, &Row)> = rows
+        .iter()
+        .filter(|row| row.concurrency == 1)
+        .filter_map(|row| match row.scenario {
+            Scenario::FleetScale { others, waiting } => Some((others, waiting, row)),
+            _ => None,
+        })
+        .collect();
+    if single.is_empty() {
+        return;
+    }
+    let mut header = String::from("\n| reconcile | other deployments | request |");
+    let mut rule = String::from("|---|---:|---:|");
+    for name in servers {
+        header.push_str(&format!(" {name} p50 / p99 ms (p50 vs 0 others) |"));
+        rule.push_str("---|");
+    }
+    for name in &servers[OURS + 1..] {
+        header.push_str(&format!(" ours vs {name}: p50 |"));
+        rule.push_str("---:|");
+    }
+    header.push_str(" composites one replica change concerns, before / after |");
+    rule.push_str("---|");
+    println!("{header}\n{rule}");
+    for &(others, waiting, row) in &single {
+        let zero = single
+            .iter()
+            .find(|(o, w, _)| *o == 0 && *w == waiting)
+            .map(|(_, _, zero)| *zero);
+        let mut line = format!(
+            "| {} | {others} | {} |",
+            if waiting { "waiting" } else { "settled" },
+            size(row.request_bytes)
+        );
+        for (server, sample) in row.samples.iter().enumerate() {
+            let p50 = sample.percentile(50.0);
+            let against_zero = zero.map_or(String::from("?"), |zero| {
+                let base = zero.samples[server].percentile(50.0).as_secs_f64().max(1e-9);
+                format!("{:.2}x", p50.as_secs_f64() / base)
+            });
+            line.push_str(&format!(
+                " {} / {} ({against_zero}) |",
+                ms(p50),
+                ms(sample.percentile(99.0))
+            ));
+        }
+        let ours = row.samples[OURS].percentile(50.0).as_secs_f64();
+        for theirs in &row.samples[OURS + 1..] {
+            let ratio = ours / theirs.percentile(50.0).as_secs_f64().max(1e-9);
+            line.push_str(&format!(" {ratio:.2}x |"));
+        }
+        let (before, after) = scale::concerned(others);
+        line.push_str(&format!(" {before} / {after} |"));
+        println!("{line}");
+    }
 }
 
 /// A one-line account of a response: how big, whether the tag came back, and what the function decided.
