@@ -464,7 +464,7 @@ async fn changing_a_pools_security_groups_is_refused_by_name_and_the_template_is
     let data = versions.launch_template_versions()[0]
         .launch_template_data()
         .unwrap();
-    assert_eq!(data.security_group_ids(), [first.clone()]);
+    assert_eq!(data.security_group_ids(), std::slice::from_ref(&first));
 
     // A pool made without groups (no launch template) that is given some is refused too.
     let plain = pool_mr("plain-pool", "sg");

@@ -50,12 +50,7 @@ fn described(state: LifeCycleState, mount_targets: i32, tags: &[(&str, &str)]) -
         .creation_time(aws_sdk_efs::primitives::DateTime::from_secs(0))
         .life_cycle_state(state)
         .number_of_mount_targets(mount_targets)
-        .size_in_bytes(
-            aws_sdk_efs::types::FileSystemSize::builder()
-                .value(0)
-                .build()
-                .unwrap(),
-        )
+        .size_in_bytes(aws_sdk_efs::types::FileSystemSize::builder().value(0).build())
         .performance_mode(aws_sdk_efs::types::PerformanceMode::GeneralPurpose)
         .throughput_mode(EfsThroughput::Elastic)
         .set_tags(Some(
