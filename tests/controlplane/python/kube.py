@@ -182,9 +182,15 @@ class Kube:
         return result
 
     def ensure_namespace(self, name: str) -> None:
-        self.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
-                                                         "metadata": {"name": name}},
-                     ok=(409,), what=f"create namespace {name}")
+        # A namespace an earlier test deleted may still be terminating: nothing can be created in it until it is
+        # gone, so wait for that and create it again.
+        def active() -> bool | None:
+            self.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                             "metadata": {"name": name}},
+                         ok=(409,), what=f"create namespace {name}")
+            namespace = self.get("v1", "Namespace", name) or {}
+            return True if (namespace.get("status") or {}).get("phase") == "Active" else None
+        wait_for(f"namespace {name} active", active, 180)
 
 
 def describe(obj: dict) -> str:
