@@ -31,9 +31,14 @@ pub fn object(manifest: Value, provider_config: &str) -> Value {
 pub fn namespace_object(namespace: &str, provider_config: &str) -> Value {
     let manifest = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
     let mut object = object(manifest, provider_config);
-    object["spec"]["managementPolicies"] = json!(["Observe", "Create", "Update", "LateInitialize"]);
+    keep_on_delete(&mut object);
     object["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"});
     object
+}
+
+/// Management policies without `Delete`: deleting the Object (or its composite) leaves the remote object alone.
+pub fn keep_on_delete(object: &mut Value) {
+    object["spec"]["managementPolicies"] = json!(["Observe", "Create", "Update", "LateInitialize"]);
 }
 
 /// The parts of an observed composed resource readiness is judged on.

@@ -140,6 +140,10 @@ pub struct StackObject {
     pub suffix: &'static str,
     pub manifest: Value,
     pub readiness: Readiness,
+    /// Left on the workload cluster when the InferenceCluster goes: a namespace others may share. On a cluster
+    /// that is also the control plane, deleting `modelplane-system` would take the control plane's own Objects,
+    /// Releases and kubeconfig Secrets with it (and hang: the Objects' finalizers need those Secrets).
+    pub kept: bool,
 }
 
 /// When provider-kubernetes should call an object ready.
@@ -157,6 +161,15 @@ impl StackObject {
             suffix,
             manifest,
             readiness: Readiness::Created,
+            kept: false,
+        }
+    }
+
+    /// Created, ready once created, and never deleted (see `kept`).
+    pub fn kept(suffix: &'static str, manifest: Value) -> Self {
+        Self {
+            kept: true,
+            ..Self::created(suffix, manifest)
         }
     }
 
@@ -165,6 +178,7 @@ impl StackObject {
             suffix,
             manifest,
             readiness: Readiness::Available,
+            kept: false,
         }
     }
 }

@@ -86,7 +86,7 @@ pub fn inference_extension_crds() -> Vec<StackObject> {
 /// every replica's route attaches to, from any namespace (replicas run in their deployments' namespaces).
 pub fn cluster_gateway() -> Vec<StackObject> {
     vec![
-        StackObject::created(
+        StackObject::kept(
             "namespace",
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": GATEWAY_NAMESPACE}}),
         ),

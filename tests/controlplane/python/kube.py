@@ -190,7 +190,8 @@ class Kube:
                          ok=(409,), what=f"create namespace {name}")
             namespace = self.get("v1", "Namespace", name) or {}
             return True if (namespace.get("status") or {}).get("phase") == "Active" else None
-        wait_for(f"namespace {name} active", active, 180)
+        wait_for(f"namespace {name} active", active, 180,
+                 lambda: str((self.get("v1", "Namespace", name) or {}).get("status")))
 
 
 def describe(obj: dict) -> str:

@@ -205,3 +205,7 @@ def test_an_existing_cluster_and_a_gang_deployment_are_composed_applied_and_clea
     wait_for("the InferenceCluster's Releases removed", lambda: not composed_by(kube, RELEASE_API, "Release", name),
              CONVERGE_SECONDS)
     wait_for("the InferenceCluster removed", lambda: cluster_now() is None, CONVERGE_SECONDS)
+    # The stack's namespace is shared (here with the control plane itself: this API server is the "workload
+    # cluster"), so the teardown leaves it, and the kubeconfig Secret in it, alone.
+    assert (kube.get("v1", "Namespace", "modelplane-system") or {}).get("status", {}).get("phase") == "Active"
+    assert kube.get("v1", "Secret", secret_ref["name"], secret_namespace) is not None

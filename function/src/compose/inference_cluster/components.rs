@@ -156,5 +156,8 @@ fn wrap(cluster: &str, part: &str, object: &crate::stack::StackObject) -> Value 
     let mut wrapped = remote::object(object.manifest.clone(), &provider_config_name(cluster));
     wrapped["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});
     wrapped["spec"]["readiness"] = readiness;
+    if object.kept {
+        remote::keep_on_delete(&mut wrapped);
+    }
     wrapped
 }

@@ -715,3 +715,36 @@ mod security_groups;
 
 #[path = "tests_autoscaling.rs"]
 mod autoscaling;
+
+#[test]
+fn deleting_a_cluster_deletes_its_stack_but_never_the_shared_modelplane_system_namespace() {
+    let out = run(&existing("Standard"));
+    let wrapped: Vec<Value> = out
+        .resources
+        .values()
+        .filter(|c| c.object["kind"] == "Object")
+        .map(|c| Value::Object(c.object.clone()))
+        .collect();
+    let deletes = |o: &Value| {
+        o["spec"]
+            .get("managementPolicies")
+            .and_then(Value::as_array)
+            .is_none_or(|p| p.iter().any(|p| p == "*" || p == "Delete"))
+    };
+    let [gateway_namespace] = wrapped
+        .iter()
+        .filter(|o| {
+            o["spec"]["forProvider"]["manifest"]
+                == json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "modelplane-system"}})
+        })
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("no single modelplane-system Namespace Object");
+    };
+    assert!(!deletes(gateway_namespace), "{gateway_namespace}");
+    let gateway = wrapped
+        .iter()
+        .find(|o| o["spec"]["forProvider"]["manifest"]["kind"] == "Gateway")
+        .expect("the cluster gateway");
+    assert!(deletes(gateway), "the gateway itself goes with the cluster");
+}
