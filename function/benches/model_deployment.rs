@@ -37,6 +37,9 @@ use modelplane_function::{
 use prost::Message;
 use serde_json::{Value, json};
 
+/// The cluster gateways' published CA (a test CA; its key was never kept).
+const TEST_CA: &str = include_str!("../../tests/fixtures/tls/cluster-gateway-ca.pem");
+
 const CLASSES: [(&str, &str, &str); 4] = [
     ("h200", "141Gi", "9.0.0"),
     ("h100", "80Gi", "9.0.0"),
@@ -144,7 +147,9 @@ fn settled_fleet(routed: bool) -> (Vec<u8>, usize) {
         .map(|i| {
             let mut c = cluster(i, if i.is_multiple_of(2) { "Standard" } else { "Dynamo" });
             if routed {
-                c["status"]["gateway"] = json!({"address": format!("10.{}.0.1", i % 250)});
+                c["status"]["gateway"] = json!({"address": format!("10.{}.0.1", i % 250),
+                                                "serverName": "cluster-gateway.modelplane.internal",
+                                                "caCertificate": TEST_CA});
             }
             c
         })

@@ -41,7 +41,7 @@ fn both_gangs() -> Value {
 fn run(xr: &Value, stack: &str, cluster: &str) -> RunFunctionResponse {
     let mut cluster = document(&format!("tests/fixtures/clusters/{stack}/{cluster}.yaml"));
     cluster["status"]["pools"][0]["nodeCount"] = json!(4);
-    cluster["status"]["gateway"] = json!({"address": "203.0.113.7"});
+    cluster["status"]["gateway"] = schema::reachable_gateway("203.0.113.7");
     let req = RequestBuilder::new(xr)
         .required(CLUSTERS, &[cluster])
         .required(CACHE, &[])

@@ -21,7 +21,7 @@ use modelplane_function::{
     render::RequestBuilder,
     run_function,
 };
-use schema::{problems, read_documents, repo_root};
+use schema::{problems, reachable_gateway, read_documents, repo_root};
 use serde_json::{Value, json};
 
 const POOL_LABEL: &str = "modelplane.ai/inference-pool";
@@ -107,7 +107,7 @@ fn manifest(object: &Value) -> &Value {
 /// The deployment `path` placed on the `stack` fixture cluster, whose gateway answers at 203.0.113.7.
 fn deployment_on(path: &str, stack: &str, cluster: &str) -> BTreeMap<String, Value> {
     let mut cluster_xr = document(&format!("tests/fixtures/clusters/{stack}/{cluster}.yaml"));
-    cluster_xr["status"]["gateway"] = json!({"address": "203.0.113.7"});
+    cluster_xr["status"]["gateway"] = reachable_gateway("203.0.113.7");
     let cache = document(&format!("tests/fixtures/clusters/{stack}/qwen3-coder-cache.yaml"));
     let req = RequestBuilder::new(&document(path))
         .required(CLUSTERS, &[cluster_xr])
@@ -244,11 +244,111 @@ fn a_cluster_composes_its_gateway_and_the_inference_extension_crds_and_reports_t
     }
 }
 
+/// The cluster gateway serves HTTPS only, with a certificate cert-manager issues on the cluster from the
+/// cluster's own CA, and the CA's public certificate (published by trust-manager) reaches the status; every one
+/// of those objects is accepted by its vendored CRD, and a ConfigMap holding anything but one CA certificate is
+/// not trusted.
+#[test]
+fn the_cluster_gateway_serves_https_under_the_clusters_own_ca_and_reports_that_ca() {
+    let xr = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": "onprem"},
+                    "spec": {"stack": "Standard", "cluster": {"source": "Existing", "existing": {
+                                 "secretRef": {"name": "onprem-kubeconfig", "namespace": "platform"},
+                                 "cache": {"storageClassName": "cephfs"}}},
+                             "nodePools": [{"name": "gpu", "className": "eks-h200-8x", "nodeCount": 4}]}});
+    let class = document("examples/classes/eks-h200-8x.yaml");
+    let with = |observed: &[(&str, Value)]| {
+        let mut builder = RequestBuilder::new(&xr)
+            .required(&class_requirement("eks-h200-8x"), std::slice::from_ref(&class));
+        for (key, object) in observed {
+            builder = builder.observed(key, object);
+        }
+        desired(builder.build())
+    };
+    let (objects, status) = with(&[]);
+    let gateway = manifest(&objects["object-cluster-gateway-gateway"]);
+    assert_eq!(
+        gateway["spec"]["listeners"],
+        json!([{"name": "https", "protocol": "HTTPS", "port": 443,
+                "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret", "name": "cluster-gateway-tls"}]},
+                "allowedRoutes": {"namespaces": {"from": "All"}}}]),
+    );
+    assert!(status.get("gateway").is_none(), "{status}");
+    for (key, file) in [
+        (
+            "object-cluster-gateway-issuer-selfsigned",
+            "cert-manager/v1.17.2/crd-clusterissuers.yaml",
+        ),
+        (
+            "object-cluster-gateway-issuer-ca",
+            "cert-manager/v1.17.2/crd-clusterissuers.yaml",
+        ),
+        (
+            "object-cluster-gateway-ca",
+            "cert-manager/v1.17.2/crd-certificates.yaml",
+        ),
+        (
+            "object-cluster-gateway-serving-certificate",
+            "cert-manager/v1.17.2/crd-certificates.yaml",
+        ),
+        (
+            "object-cluster-gateway-ca-bundle",
+            "trust-manager/v0.25.0/trust.cert-manager.io_bundles.yaml",
+        ),
+    ] {
+        let object = manifest(&objects[key]);
+        let crd = document(&format!("tests/crds/{file}"));
+        let schema = schema::version_schema(&crd);
+        assert_eq!(problems(&schema, object, None), Vec::<String>::new(), "{key}");
+    }
+    let serving = manifest(&objects["object-cluster-gateway-serving-certificate"]);
+    assert_eq!(
+        serving["spec"]["dnsNames"],
+        json!(["cluster-gateway.modelplane.internal"])
+    );
+    let published = &objects["object-cluster-gateway-ca-published"];
+    assert_eq!(published["spec"]["managementPolicies"], json!(["Observe"]));
+
+    let observed_gateway = {
+        let mut o = objects["object-cluster-gateway-gateway"].clone();
+        o["status"] =
+            json!({"atProvider": {"manifest": {"status": {"addresses": [{"value": "198.51.100.4"}]}}}});
+        o
+    };
+    let observed_ca = |pem: &str| {
+        let mut o = published.clone();
+        o["status"] = json!({"atProvider": {"manifest": {"data": {"ca.crt": pem}}}});
+        o
+    };
+    let ca = std::fs::read_to_string(repo_root().join("tests/fixtures/tls/cluster-gateway-ca.pem")).unwrap();
+    let (_, status) = with(&[
+        ("object-cluster-gateway-gateway", observed_gateway.clone()),
+        ("object-cluster-gateway-ca-published", observed_ca(&ca)),
+    ]);
+    assert_eq!(status["gateway"], reachable_gateway("198.51.100.4"));
+    for hostile in [
+        "not a certificate".to_owned(),
+        format!("{ca}{ca}"),
+        "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".to_owned(),
+        "A".repeat(1 << 20),
+    ] {
+        let (_, status) = with(&[
+            ("object-cluster-gateway-gateway", observed_gateway.clone()),
+            ("object-cluster-gateway-ca-published", observed_ca(&hostile)),
+        ]);
+        assert_eq!(
+            status["gateway"],
+            json!({"address": "198.51.100.4"}),
+            "{:.40}",
+            hostile
+        );
+    }
+}
+
 #[test]
 fn the_endpoint_a_ready_replica_publishes_is_accepted_by_its_xrd_and_routed_by_the_example_service() {
     let xr = document("examples/deployments/qwen3-coder.yaml");
     let mut cluster = document("tests/fixtures/clusters/standard/eks-h200-us-west.yaml");
-    cluster["status"]["gateway"] = json!({"address": "203.0.113.7"});
+    cluster["status"]["gateway"] = reachable_gateway("203.0.113.7");
     let fleet = [
         cluster,
         document("tests/fixtures/clusters/standard/qwen3-coder-cache.yaml"),
@@ -291,7 +391,27 @@ fn the_endpoint_a_ready_replica_publishes_is_accepted_by_its_xrd_and_routed_by_t
     let backend = backends.iter().find(|m| m["kind"] == "Backend").unwrap();
     assert_eq!(
         backend["spec"]["endpoints"][0]["ip"],
-        json!({"address": "203.0.113.7", "port": 80})
+        json!({"address": "203.0.113.7", "port": 443})
+    );
+    // TLS to the cluster gateway, trusting its cluster's CA alone (copied beside the Backend), for the name that
+    // CA issued the gateway's certificate for.
+    let name = backend["metadata"]["name"].as_str().unwrap();
+    assert_eq!(
+        backend["spec"]["tls"],
+        json!({"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": format!("{name}-ca")}],
+               "sni": "cluster-gateway.modelplane.internal"})
+    );
+    let ca = objects
+        .values()
+        .map(manifest)
+        .find(|m| m["kind"] == "ConfigMap")
+        .expect("the CA copied to the gateway's cluster");
+    assert_eq!(ca["metadata"]["name"], format!("{name}-ca"));
+    assert_eq!(ca["data"]["ca.crt"], reachable_gateway("")["caCertificate"]);
+    let backend_crd = document("tests/crds/routing/envoy-gateway/v1.8.1/gateway.envoyproxy.io_backends.yaml");
+    assert_eq!(
+        problems(&schema::version_schema(&backend_crd), backend, None),
+        Vec::<String>::new()
     );
     let service_backend = backends.iter().find(|m| m["kind"] == "AIServiceBackend").unwrap();
     assert_eq!(

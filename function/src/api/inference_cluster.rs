@@ -315,9 +315,17 @@ pub struct InferenceClusterStatus {
 
 /// The cluster gateway every replica's route attaches to.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct GatewayStatus {
     /// The Gateway's first `status.addresses` value: an IP or a DNS name.
     pub address: String,
+    /// The name the gateway's certificate is issued for, which a client sends as SNI; with `caCertificate`, once
+    /// the cluster has published its CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// PEM of the cluster's own CA, the only one that signs the gateway's certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_certificate: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

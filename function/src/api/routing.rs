@@ -77,6 +77,20 @@ pub struct ModelEndpointSpec {
     /// The model name the backend expects, when it is not the `<namespace>/<service>` callers send.
     pub model: Option<String>,
     pub credential: Option<Credential>,
+    /// Ours: the CA and name an https backend's certificate is checked against when no public CA signs it (a
+    /// replica's cluster gateway). Without it the backend must present a publicly trusted certificate.
+    pub tls: Option<EndpointTls>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointTls {
+    /// Sent as SNI, and the name the certificate must be issued for.
+    #[serde(default)]
+    pub server_name: String,
+    /// PEM of the one CA that signs the backend's certificate.
+    #[serde(default)]
+    pub ca_certificate: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -112,6 +126,24 @@ pub const API_KEY_FIELD: &str = "apiKey";
 
 /// Where an endpoint answers and under which API prefix, or the field at fault and why.
 pub fn resolve_endpoint(spec: &ModelEndpointSpec) -> Result<(EndpointUrl, String), (&'static str, String)> {
+    let (url, prefix) = resolve_url(spec)?;
+    if let Some(tls) = &spec.tls {
+        if !url.tls {
+            return Err(("spec.tls", "is for an https backend; the origin is http".into()));
+        }
+        if tls.server_name.parse::<std::net::IpAddr>().is_ok() || !valid_host(&tls.server_name) {
+            return Err((
+                "spec.tls.serverName",
+                format!("{:?} is not a DNS name", tls.server_name),
+            ));
+        }
+        crate::stack::gateway_tls::valid_ca(&tls.ca_certificate)
+            .map_err(|why| ("spec.tls.caCertificate", why))?;
+    }
+    Ok((url, prefix))
+}
+
+fn resolve_url(spec: &ModelEndpointSpec) -> Result<(EndpointUrl, String), (&'static str, String)> {
     match (&spec.origin, &spec.url) {
         (Some(origin), None) => {
             let url = EndpointUrl::parse(origin).map_err(|why| ("spec.origin", why))?;

@@ -1,11 +1,20 @@
 //! Request builders for composer tests.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::{
     proto::v1::{Resource, Resources, RunFunctionRequest},
     wire::RawStruct,
 };
+
+/// A CA certificate for tests (`tests/fixtures/tls/cluster-gateway-ca.pem`; its key was never kept).
+pub const TEST_CA: &str = include_str!("../../../tests/fixtures/tls/cluster-gateway-ca.pem");
+
+/// `InferenceCluster.status.gateway` of a cluster whose gateway answers at `address` and has published its CA:
+/// what replicas there need to be published.
+pub fn reachable_gateway(address: &str) -> Value {
+    json!({"address": address, "serverName": crate::stack::gateway_tls::SERVER_NAME, "caCertificate": TEST_CA})
+}
 
 /// A request observing `xr`, as Crossplane sends it on the first call of a step.
 pub fn request(xr: Value) -> RunFunctionRequest {

@@ -212,6 +212,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         }
     }
     out.ready = Some(gateway_ready && policy_ready);
+    super::remote::secret_copy::retire_dropped(&mut out, req, &[pc.as_str()]);
     Ok(out)
 }
 

@@ -66,7 +66,7 @@ mod tests {
     use serde_json::json;
 
     use super::compose;
-    use crate::compose::fixtures::{request, run};
+    use crate::compose::fixtures::{TEST_CA, request, run};
 
     fn endpoint(spec: serde_json::Value) -> serde_json::Value {
         json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelEndpoint",
@@ -84,6 +84,12 @@ mod tests {
         .unwrap();
         assert_eq!(out.ready, Some(true));
         assert!(out.resources.is_empty());
+        let private = json!({"origin": "https://gw.example.com",
+                             "tls": {"serverName": "cluster-gateway.modelplane.internal", "caCertificate": TEST_CA}});
+        assert_eq!(
+            run(compose, &request(endpoint(private))).unwrap().ready,
+            Some(true)
+        );
     }
 
     #[test]
@@ -109,6 +115,22 @@ mod tests {
             (
                 json!({"origin": "https://h", "credential": {"method": "OAuth"}}),
                 "spec.credential.method",
+            ),
+            (
+                json!({"origin": "http://h", "tls": {"serverName": "h", "caCertificate": TEST_CA}}),
+                "spec.tls",
+            ),
+            (
+                json!({"origin": "https://h", "tls": {"serverName": "10.0.0.1", "caCertificate": TEST_CA}}),
+                "spec.tls.serverName",
+            ),
+            (
+                json!({"origin": "https://h", "tls": {"serverName": "h", "caCertificate": "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"}}),
+                "spec.tls.caCertificate",
+            ),
+            (
+                json!({"origin": "https://h", "tls": {"serverName": "h", "caCertificate": format!("{TEST_CA}{TEST_CA}")}}),
+                "spec.tls.caCertificate",
             ),
         ] {
             let err = run(compose, &request(endpoint(spec.clone()))).unwrap_err();

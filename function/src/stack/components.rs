@@ -104,6 +104,22 @@ pub const CERT_MANAGER: Component = Component {
     why: "webhook certificates for the gateway and scheduler controllers; AICR's EKS pin",
 };
 
+/// Installed where cert-manager runs: that namespace is its trust namespace (the chart's default), the only one
+/// it reads source Secrets from, and where the cluster gateway's CA lives.
+pub const TRUST_MANAGER: Component = Component {
+    name: "trust-manager",
+    version: "v0.25.0",
+    namespace: CERT_MANAGER.namespace,
+    install: Install::Chart {
+        repository: "https://charts.jetstack.io",
+        chart: "trust-manager",
+        values: |_| json!({"crds": {"enabled": true}}),
+    },
+    needs: Needs::Always,
+    why: "publishes the cluster gateway CA's public certificate, and nothing of its key, for the fleet gateway to \
+          trust; the release whose Bundle API (trust.cert-manager.io/v1alpha1) the tests validate against",
+};
+
 pub const NODE_FEATURE_DISCOVERY: Component = Component {
     name: "node-feature-discovery",
     version: "0.18.3",
@@ -283,6 +299,7 @@ pub fn common_objects() -> Vec<(&'static str, Vec<super::StackObject>)> {
 /// What every EKS cluster runs, whatever its stack.
 pub const EKS: &[Component] = &[
     CERT_MANAGER,
+    TRUST_MANAGER,
     NODE_FEATURE_DISCOVERY,
     DRA_DRIVER_NVIDIA_GPU,
     AWS_DRANET,
@@ -298,6 +315,7 @@ pub const EKS: &[Component] = &[
 /// What a cluster Modelplane did not provision runs: no cloud-specific autoscaler or fabric driver.
 pub const GENERIC: &[Component] = &[
     CERT_MANAGER,
+    TRUST_MANAGER,
     NODE_FEATURE_DISCOVERY,
     DRA_DRIVER_NVIDIA_GPU,
     KUBE_PROMETHEUS_STACK,

@@ -20,6 +20,7 @@ pub mod components;
 pub mod disaggregation;
 pub mod dynamo;
 pub mod engine_flags;
+pub mod gateway_tls;
 mod leader_worker_set;
 pub mod model_express;
 pub mod names;
@@ -140,10 +141,7 @@ pub struct StackObject {
     pub suffix: &'static str,
     pub manifest: Value,
     pub readiness: Readiness,
-    /// Left on the workload cluster when the InferenceCluster goes: a namespace others may share. On a cluster
-    /// that is also the control plane, deleting `modelplane-system` would take the control plane's own Objects,
-    /// Releases and kubeconfig Secrets with it (and hang: the Objects' finalizers need those Secrets).
-    pub kept: bool,
+    pub lifecycle: Lifecycle,
 }
 
 /// When provider-kubernetes should call an object ready.
@@ -153,6 +151,21 @@ pub enum Readiness {
     Created,
     /// When the workload reports `Available=True` (Deployments).
     Available,
+    /// When this CEL query holds on the remote object (`object.` is the object).
+    Holds(&'static str),
+}
+
+/// What provider-kubernetes does with the remote object over its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Created, kept as composed, deleted with the cluster's stack.
+    Owned,
+    /// Created but never deleted: a namespace others may share. On a cluster that is also the control plane,
+    /// deleting `modelplane-system` would take the control plane's own Objects, Releases and kubeconfig Secrets
+    /// with it (and hang: the Objects' finalizers need those Secrets).
+    Kept,
+    /// Only read, never written: another controller on the cluster makes it (trust-manager's CA ConfigMap).
+    Observed,
 }
 
 impl StackObject {
@@ -161,15 +174,25 @@ impl StackObject {
             suffix,
             manifest,
             readiness: Readiness::Created,
-            kept: false,
+            lifecycle: Lifecycle::Owned,
         }
     }
 
-    /// Created, ready once created, and never deleted (see `kept`).
+    /// Created, ready once created, and never deleted (see [`Lifecycle::Kept`]).
     pub fn kept(suffix: &'static str, manifest: Value) -> Self {
         Self {
-            kept: true,
+            lifecycle: Lifecycle::Kept,
             ..Self::created(suffix, manifest)
+        }
+    }
+
+    /// Read from the cluster, ready once `query` holds on it (see [`Lifecycle::Observed`]).
+    pub fn observed(suffix: &'static str, manifest: Value, query: &'static str) -> Self {
+        Self {
+            suffix,
+            manifest,
+            readiness: Readiness::Holds(query),
+            lifecycle: Lifecycle::Observed,
         }
     }
 
@@ -178,7 +201,7 @@ impl StackObject {
             suffix,
             manifest,
             readiness: Readiness::Available,
-            kept: false,
+            lifecycle: Lifecycle::Owned,
         }
     }
 }

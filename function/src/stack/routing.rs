@@ -82,8 +82,9 @@ pub fn inference_extension_crds() -> Vec<StackObject> {
         .collect()
 }
 
-/// The cluster gateway: its namespace, the GatewayClass the cluster's Envoy Gateway serves, and the Gateway
-/// every replica's route attaches to, from any namespace (replicas run in their deployments' namespaces).
+/// The cluster gateway: its namespace, the GatewayClass the cluster's Envoy Gateway serves, the Gateway every
+/// replica's route attaches to, from any namespace (replicas run in their deployments' namespaces), over HTTPS
+/// only, and the certificates it serves ([`super::gateway_tls`]).
 pub fn cluster_gateway() -> Vec<StackObject> {
     vec![
         StackObject::kept(
@@ -107,12 +108,14 @@ pub fn cluster_gateway() -> Vec<StackObject> {
                 "metadata": {"name": CLUSTER_GATEWAY, "namespace": GATEWAY_NAMESPACE},
                 "spec": {
                     "gatewayClassName": GATEWAY_CLASS,
-                    "listeners": [{"name": "http", "protocol": "HTTP", "port": 80,
-                                   "allowedRoutes": {"namespaces": {"from": "All"}}}],
+                    "listeners": [super::gateway_tls::listener()],
                 },
             }),
         ),
     ]
+    .into_iter()
+    .chain(super::gateway_tls::objects())
+    .collect()
 }
 
 /// One routing object of a replica: a key suffix, the manifest, and whether it is ready only once Available.

@@ -71,6 +71,15 @@ def play_provider_helm(kube: Kube, composite: str) -> list[dict]:
     return releases
 
 
+def play_trust_manager(kube: Kube) -> None:
+    """Writes the ConfigMap the cluster gateway CA's Bundle targets, as trust-manager does once cert-manager has
+    issued the CA, with a CA certificate whose key was never kept."""
+    kube.ensure_namespace("modelplane-system")
+    kube.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "modelplane-cluster-gateway-ca", "namespace": "modelplane-system"},
+                "data": {"ca.crt": (REPO_ROOT / "tests" / "fixtures" / "tls" / "cluster-gateway-ca.pem").read_text()}})
+
+
 def gang_deployment(cluster: dict) -> dict:
     """The seed's two-node gang, without its ModelCache (staging a cache runs a hydration Job, which needs a
     kubelet), tolerating the example cluster's taints."""
@@ -114,7 +123,10 @@ def test_an_existing_cluster_and_a_gang_deployment_are_composed_applied_and_clea
              lambda: str(conditions(cluster_now())))
     assert {r["metadata"]["namespace"] for r in releases} == {"modelplane-system"}
 
-    # Charts are composed in stages (some wait for others), so keep "installing" each new Release as it appears.
+    # Charts are composed in stages (some wait for others), so keep "installing" each new Release as it appears,
+    # and publish the cluster gateway's CA as trust-manager would (this API server is the "workload cluster").
+    play_trust_manager(kube)
+
     def installed_and_ready() -> dict | None:
         play_provider_helm(kube, name)
         return conditions(cluster_now()).get("Ready") == "True" and cluster_now()

@@ -8,7 +8,7 @@ use super::{CONTROL_NAMESPACE, eks};
 use crate::{
     api::inference_cluster::{Components, FabricType, InferenceClusterSpec, KubeconfigSecretRef, Source},
     compose::{Output, remote},
-    stack::{Cloud, ClusterFacts, Component, Install, Needs, Readiness, ServingStack, components},
+    stack::{Cloud, ClusterFacts, Component, Install, Lifecycle, Needs, Readiness, ServingStack, components},
 };
 
 const HELM_API_VERSION: &str = "helm.m.crossplane.io/v1beta1";
@@ -152,12 +152,15 @@ fn wrap(cluster: &str, part: &str, object: &crate::stack::StackObject) -> Value 
     let readiness = match object.readiness {
         Readiness::Created => json!({"policy": "SuccessfulCreate"}),
         Readiness::Available => json!({"policy": "DeriveFromCelQuery", "celQuery": DEPLOYMENT_AVAILABLE}),
+        Readiness::Holds(query) => json!({"policy": "DeriveFromCelQuery", "celQuery": query}),
     };
     let mut wrapped = remote::object(object.manifest.clone(), &provider_config_name(cluster));
     wrapped["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});
     wrapped["spec"]["readiness"] = readiness;
-    if object.kept {
-        remote::keep_on_delete(&mut wrapped);
+    match object.lifecycle {
+        Lifecycle::Owned => {}
+        Lifecycle::Kept => remote::keep_on_delete(&mut wrapped),
+        Lifecycle::Observed => wrapped["spec"]["managementPolicies"] = json!(["Observe"]),
     }
     wrapped
 }

@@ -20,7 +20,7 @@ use crate::{
     compose::Output,
     proto::v1::{RunFunctionRequest, Status},
     sdk::request,
-    stack::{ServingStack, components::CLUSTER_GATEWAY, routing::GATEWAY_SUFFIX},
+    stack::{ServingStack, components::CLUSTER_GATEWAY, gateway_tls, routing::GATEWAY_SUFFIX},
 };
 
 /// Kinds that never report conditions: existing is as ready as they get.
@@ -141,7 +141,7 @@ pub fn report(
         cache_storage_class: cache_storage_class(out, spec),
         model_express_address: stack.model_express_address(),
         kai_queue: stack.kai_queue().map(str::to_owned),
-        gateway: gateway_address(req).map(|address| GatewayStatus { address }),
+        gateway: gateway(req),
         pools,
         components,
         overcommitted,
@@ -153,20 +153,31 @@ pub fn report(
     out.ready = Some(all_ready);
 }
 
-/// Where the cluster gateway answers: the first address Envoy Gateway gave it, as observed on the cluster.
-/// Replicas here get endpoints only once it has one.
-fn gateway_address(req: &RunFunctionRequest) -> Option<String> {
-    let key = format!("object-{}-{GATEWAY_SUFFIX}", CLUSTER_GATEWAY.name);
-    let object = request::observed_composed(req, &key)?
-        .resource
-        .as_ref()?
-        .to_json()
-        .ok()?;
-    object
+/// Where the cluster gateway answers, as observed on the cluster: the first address Envoy Gateway gave it, and,
+/// once trust-manager has published it, the CA its certificate is checked against. Replicas here get endpoints
+/// only once it has both.
+fn gateway(req: &RunFunctionRequest) -> Option<GatewayStatus> {
+    let observed = |suffix: &str| {
+        let key = format!("object-{}-{suffix}", CLUSTER_GATEWAY.name);
+        request::observed_composed(req, &key)?
+            .resource
+            .as_ref()?
+            .to_json()
+            .ok()
+    };
+    let address = observed(GATEWAY_SUFFIX)?
         .pointer("/status/atProvider/manifest/status/addresses/0/value")
         .and_then(Value::as_str)
         .filter(|a| !a.is_empty())
-        .map(str::to_owned)
+        .map(str::to_owned)?;
+    let ca_certificate = observed(gateway_tls::CA_SUFFIX).and_then(|o| gateway_tls::published_ca(&o));
+    Some(GatewayStatus {
+        address,
+        server_name: ca_certificate
+            .as_ref()
+            .map(|_| gateway_tls::SERVER_NAME.to_owned()),
+        ca_certificate,
+    })
 }
 
 /// The class ModelCaches stage on: on an existing cluster the one the user names; on EKS Modelplane's own EFS

@@ -28,7 +28,7 @@ pub fn key(replica: u32, cluster: &str) -> String {
     format!("endpoint-{replica}-{cluster}")
 }
 
-/// The cluster's gateway address, when it has one: only then is a replica there reachable from outside.
+/// The cluster's gateway address, when it has one: the replica's routing objects go on the cluster only then.
 pub fn gateway_address(cluster: &ClusterView) -> Option<&str> {
     cluster
         .status
@@ -36,6 +36,24 @@ pub fn gateway_address(cluster: &ClusterView) -> Option<&str> {
         .as_ref()
         .map(|g| g.address.as_str())
         .filter(|a| !a.is_empty())
+}
+
+/// How the fleet gateway reaches a replica on `cluster` over TLS: the gateway's address, the name its
+/// certificate is issued for and the cluster's CA. None until the cluster has published its CA: a replica is
+/// never published behind a plaintext hop.
+pub struct Reach<'a> {
+    pub address: &'a str,
+    pub server_name: &'a str,
+    pub ca_certificate: &'a str,
+}
+
+pub fn reach(cluster: &ClusterView) -> Option<Reach<'_>> {
+    let gateway = cluster.status.gateway.as_ref()?;
+    Some(Reach {
+        address: gateway_address(cluster)?,
+        server_name: gateway.server_name.as_deref().filter(|n| !n.is_empty())?,
+        ca_certificate: gateway.ca_certificate.as_deref().filter(|c| !c.is_empty())?,
+    })
 }
 
 /// One replica placement whose engines serve.
@@ -50,23 +68,23 @@ pub struct Placement<'a> {
 /// Whether a serving placement is reachable by callers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Routed {
-    /// Its cluster's gateway has no address: nothing to publish, and nothing to wait for.
+    /// Its cluster's gateway has no address or no published CA yet: nothing to publish, and nothing to wait for.
     NoEndpoint,
     /// Its endpoint is composed but not observed Ready yet: ModelServices do not route it yet.
     Pending,
     Ready,
 }
 
-/// Composes the endpoint of a serving placement when its cluster's gateway has an address, and says whether it
-/// is routable yet.
+/// Composes the endpoint of a serving placement when its cluster's gateway is reachable over TLS, and says
+/// whether it is routable yet.
 pub fn publish(out: &mut Output, req: &RunFunctionRequest, s: &Placement) -> Routed {
-    let Some(address) = gateway_address(s.cluster) else {
+    let Some(reach) = reach(s.cluster) else {
         return Routed::NoEndpoint;
     };
     let key = key(s.replica, &s.cluster.metadata.name);
     let ready =
         remote::observed::<IgnoredAny>(request::observed_composed(req, &key)).is_some_and(|o| o.is_ready());
-    out.compose(key, endpoint(s, address), ready);
+    out.compose(key, endpoint(s, &reach), ready);
     if ready { Routed::Ready } else { Routed::Pending }
 }
 
@@ -95,18 +113,19 @@ pub fn labels(s: &Placement) -> BTreeMap<String, String> {
     labels
 }
 
-/// The ModelEndpoint for a serving placement: the cluster gateway's address, under the replica's path prefix
-/// (which the gateway strips), speaking OpenAI under `/v1`.
-fn endpoint(s: &Placement, address: &str) -> Value {
+/// The ModelEndpoint for a serving placement: the cluster gateway's address over HTTPS, checked against the
+/// cluster's own CA, under the replica's path prefix (which the gateway strips), speaking OpenAI under `/v1`.
+fn endpoint(s: &Placement, reach: &Reach) -> Value {
     let serving_name = routing::serving_name(s.deployment, s.replica);
-    let host = if address.contains(':') {
-        format!("[{address}]")
+    let host = if reach.address.contains(':') {
+        format!("[{}]", reach.address)
     } else {
-        address.to_owned()
+        reach.address.to_owned()
     };
     let mut spec = json!({
-        "origin": format!("http://{host}"),
+        "origin": format!("https://{host}"),
         "api": {"schema": "OpenAI", "prefix": format!("{}v1", routing::path_prefix(s.namespace, &serving_name))},
+        "tls": {"serverName": reach.server_name, "caCertificate": reach.ca_certificate},
     });
     if let Some(model) = served_model_name(s.spec) {
         spec["model"] = json!(model);

@@ -39,7 +39,7 @@ impl Replicas<'_> {
 
     /// Whether a ModelService may still route replica `index`'s endpoint on `cluster` (where it had one).
     pub(super) fn still_routed(&self, index: u32, cluster: &ClusterView) -> bool {
-        endpoint::gateway_address(cluster).is_some()
+        endpoint::reach(cluster).is_some()
             && self
                 .services
                 .as_ref()

@@ -37,7 +37,7 @@ fn pd_gang() -> Value {
 /// `cluster` with room for both engines of a gang variant and a gateway address, so the replica is routed.
 fn roomy(mut cluster: Value) -> Value {
     cluster["status"]["pools"][0]["nodeCount"] = json!(4);
-    cluster["status"]["gateway"] = json!({"address": "203.0.113.7"});
+    cluster["status"]["gateway"] = crate::compose::fixtures::reachable_gateway("203.0.113.7");
     cluster
 }
 

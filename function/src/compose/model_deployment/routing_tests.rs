@@ -17,7 +17,7 @@ const EAST: &str = "eks-h200-us-east";
 
 /// `cluster` whose gateway answers at `address`.
 fn with_gateway(mut cluster: Value, address: &str) -> Value {
-    cluster["status"]["gateway"] = json!({"address": address});
+    cluster["status"]["gateway"] = crate::compose::fixtures::reachable_gateway(address);
     cluster
 }
 
@@ -63,9 +63,11 @@ fn a_ready_replica_publishes_its_endpoint_through_its_clusters_gateway() {
     assert_eq!(object["metadata"]["namespace"], "ml-team");
     assert_eq!(
         object["spec"],
-        json!({"origin": "http://203.0.113.10",
+        json!({"origin": "https://203.0.113.10",
                "api": {"schema": "OpenAI", "prefix": "/ml-team/qwen3-coder-0/v1"},
-               "model": "qwen3-coder"})
+               "model": "qwen3-coder",
+               "tls": {"serverName": "cluster-gateway.modelplane.internal",
+                       "caCertificate": crate::compose::fixtures::TEST_CA}})
     );
     let labels = &object["metadata"]["labels"];
     assert_eq!(labels["modelplane.ai/deployment"], "qwen3-coder");
@@ -78,7 +80,7 @@ fn a_ready_replica_publishes_its_endpoint_through_its_clusters_gateway() {
 }
 
 #[test]
-fn a_cluster_without_a_gateway_address_gets_no_endpoint_and_an_ipv6_address_is_bracketed() {
+fn a_cluster_without_a_gateway_address_or_ca_gets_no_endpoint_and_an_ipv6_address_is_bracketed() {
     let placed = compose_on(seed(), &[standard()]);
     let ready = step(&placed, &[standard()], |_| true);
     assert_eq!(endpoints(&ready), Vec::<&str>::new());
@@ -91,8 +93,15 @@ fn a_cluster_without_a_gateway_address_gets_no_endpoint_and_an_ipv6_address_is_b
     let ready = step(&placed, std::slice::from_ref(&v6), |_| true);
     assert_eq!(
         ready.resources["endpoint-0-eks-h200-us-west"].object["spec"]["origin"],
-        "http://[fd00::7]"
+        "https://[fd00::7]"
     );
+    // An address, but no CA published yet: no endpoint, never one behind a plaintext hop.
+    let mut unverified = standard();
+    unverified["status"]["gateway"] = json!({"address": "203.0.113.10"});
+    let placed = compose_on(seed(), std::slice::from_ref(&unverified));
+    let ready = step(&placed, std::slice::from_ref(&unverified), |_| true);
+    assert_eq!(endpoints(&ready), Vec::<&str>::new());
+    assert_eq!(ready.status["readyReplicas"], 1);
 }
 
 /// A ModelService selecting the deployment whose applied routes list `routed`.
@@ -149,7 +158,7 @@ fn a_moving_deployment_keeps_serving_the_new_endpoint_is_routed_before_the_old_o
     assert_eq!(endpoints(&overlap), both);
     assert_eq!(
         overlap.resources["endpoint-0-eks-h200-us-east"].object["spec"]["origin"],
-        "http://eks-east-gw.example.com"
+        "https://eks-east-gw.example.com"
     );
     // Its endpoint is Ready, but no service routes it yet: everything stays.
     let unrouted = step_served(&overlap, &fleet, |_| true, &[WEST_ENDPOINT]);

@@ -162,6 +162,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                     .as_ref()
                     .and_then(|c| c.api_key.as_ref())
                     .map(|k| k.secret_ref.name.as_str()),
+                tls: view.spec.tls.as_ref(),
             })
         })
         .collect();
@@ -210,13 +211,21 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         );
         for r in &routed {
             let object_name = route::backend_name(&name, &r.backend.endpoint);
+            let private_ca = r.tls.filter(|_| r.url.tls);
+            let ca = private_ca.map(|tls| ("ca", route::ca_config_map(&object_name, &namespace, tls)));
             for (what, manifest) in [
-                ("backend", route::backend(&object_name, &namespace, r.url)),
+                (
+                    "backend",
+                    route::backend(&object_name, &namespace, r.url, private_ca),
+                ),
                 (
                     "service-backend",
                     route::service_backend(&object_name, &namespace, r.schema, &r.prefix),
                 ),
-            ] {
+            ]
+            .into_iter()
+            .chain(ca)
+            {
                 let k = key(&format!("{what}-{}", r.backend.endpoint));
                 let ready = observed_ready(req, &k);
                 routes_ready &= ready;
@@ -292,6 +301,11 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     }
     report::routing(&mut out, serving.is_empty(), routed.is_empty(), &waiting);
     out.ready = Some(routes_ready && !serving.is_empty());
+    let reachable: Vec<&str> = serving
+        .iter()
+        .filter_map(|g| g.provider_config.as_deref())
+        .collect();
+    remote::secret_copy::retire_dropped(&mut out, req, &reachable);
     Ok(out)
 }
 

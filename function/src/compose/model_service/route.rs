@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::weights::Backend;
 use crate::{
-    api::routing::{API_KEY_FIELD, EndpointUrl},
+    api::routing::{API_KEY_FIELD, EndpointTls, EndpointUrl},
     proto::v1::Resource,
 };
 
@@ -29,6 +29,8 @@ pub struct Routed<'a> {
     pub model_override: Option<&'a str>,
     /// The provider key, in a Secret of the service's namespace on the control plane.
     pub api_key: Option<&'a str>,
+    /// The private CA and server name an https backend is checked against (a replica's cluster gateway).
+    pub tls: Option<&'a EndpointTls>,
 }
 
 /// The Secret on the gateway's cluster that holds an endpoint's provider key, copied there by reference
@@ -77,7 +79,21 @@ fn fnv1a(bytes: &[u8]) -> u32 {
     })
 }
 
-pub fn backend(name: &str, namespace: &str, url: &EndpointUrl) -> Value {
+/// The ConfigMap on the gateway's cluster holding the CA a backend with a private CA is checked against.
+pub fn ca_config_map_name(name: &str) -> String {
+    format!("{name}-ca")
+}
+
+/// The CA of a backend with a private one, in the key Envoy Gateway reads a trust anchor from.
+pub fn ca_config_map(name: &str, namespace: &str, tls: &EndpointTls) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": ca_config_map_name(name), "namespace": namespace},
+        "data": {crate::stack::gateway_tls::CA_KEY: tls.ca_certificate},
+    })
+}
+
+pub fn backend(name: &str, namespace: &str, url: &EndpointUrl, private_ca: Option<&EndpointTls>) -> Value {
     let endpoint = if url.is_ip() {
         json!({"ip": {"address": url.host, "port": url.port}})
     } else {
@@ -89,13 +105,23 @@ pub fn backend(name: &str, namespace: &str, url: &EndpointUrl) -> Value {
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"endpoints": [endpoint]},
     });
-    if url.tls {
-        // An external provider presents a publicly trusted certificate for its own name.
-        let mut tls = json!({"wellKnownCACertificates": "System"});
-        if !url.is_ip() {
-            tls["sni"] = json!(url.host);
+    match (url.tls, private_ca) {
+        // A cluster gateway: trusted only under its own cluster's CA, for the name that CA issued it.
+        (true, Some(tls)) => {
+            object["spec"]["tls"] = json!({
+                "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": ca_config_map_name(name)}],
+                "sni": tls.server_name,
+            });
         }
-        object["spec"]["tls"] = tls;
+        // An external provider presents a publicly trusted certificate for its own name.
+        (true, None) => {
+            let mut tls = json!({"wellKnownCACertificates": "System"});
+            if !url.is_ip() {
+                tls["sni"] = json!(url.host);
+            }
+            object["spec"]["tls"] = tls;
+        }
+        (false, _) => {}
     }
     object
 }

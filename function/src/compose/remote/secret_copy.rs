@@ -18,14 +18,21 @@
 //!    by hand is put back by the update (server-side apply creates what is missing), still without a spec write.
 //!
 //! Without the marker the references are never added and the copy says why; the key stays where it is.
-//! The cost: an Object in the fill step has no `Delete` policy (provider-kubernetes accepts no
-//! Observe+Update+Delete set), so removing it leaves the remote Secret in place on its cluster.
+//!
+//! An Object in the fill step has no `Delete` policy (provider-kubernetes accepts no Observe+Update+Delete set),
+//! so dropping it would leave the remote Secret, key and all, on its cluster. A copy the composer no longer wants
+//! is therefore retired in a third step ([`retire_dropped`]): composed once more with every policy and without
+//! references, then dropped once observed that way, so its deletion deletes the remote Secret. A composite that
+//! is deleted still leaves its copies: Crossplane does not call the function on deletion.
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{ConditionView, object};
-use crate::proto::v1::Resource;
+use crate::{
+    compose::Output,
+    proto::v1::{Resource, RunFunctionRequest},
+};
 
 /// The finalizer provider-kubernetes puts on an Object it manages; on, it never adds it again.
 const PROVIDER_FINALIZER: &str = "finalizer.managedresource.crossplane.io";
@@ -104,6 +111,57 @@ pub fn secret_copy(
         CopyState::Filling
     };
     (wrapped, state)
+}
+
+/// Retires the copies the composer no longer wants: each observed copy in its fill step that the desired state
+/// lacks is composed again with every management policy and no references (ready, as it is on its way out), so
+/// that leaving it out on a later call deletes its remote Secret. Only copies on clusters the composer reaches
+/// now (by `reachable` provider config): on a cluster that is gone, a copy with `Delete` could never finish
+/// deleting. Call it last, with everything else composed.
+pub fn retire_dropped(out: &mut Output, req: &RunFunctionRequest, reachable: &[&str]) {
+    let Some(observed) = req.observed.as_ref() else {
+        return;
+    };
+    let mut retired: Vec<(String, Value)> = observed
+        .resources
+        .iter()
+        .filter(|(key, _)| !out.resources.contains_key(*key))
+        .filter_map(|(key, r)| Some((key.clone(), retired(&r.resource.as_ref()?.to_json().ok()?)?)))
+        .filter(|(_, object)| {
+            object
+                .pointer("/spec/providerConfigRef/name")
+                .and_then(Value::as_str)
+                .is_some_and(|pc| reachable.contains(&pc))
+        })
+        .collect();
+    retired.sort_by(|a, b| a.0.cmp(&b.0));
+    for (key, object) in retired {
+        out.compose(key, object, true);
+    }
+}
+
+/// What to compose in place of an observed copy in its fill step; None for any other object, including a copy
+/// already retired (every policy), which is then left out and deleted along with its remote Secret.
+fn retired(observed: &Value) -> Option<Value> {
+    let spec = observed.get("spec")?;
+    let manifest = spec.pointer("/forProvider/manifest")?;
+    let filling = spec.get("managementPolicies") == Some(&json!(FILL_POLICIES));
+    if observed.get("kind")? != "Object" || manifest.get("kind")? != "Secret" || !filling {
+        return None;
+    }
+    let mut secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": manifest.pointer("/metadata/name")?, "namespace": manifest.pointer("/metadata/namespace")?},
+    });
+    if let Some(secret_type) = manifest.get("type") {
+        secret["type"] = secret_type.clone();
+    }
+    let mut retired = object(secret, spec.pointer("/providerConfigRef/name")?.as_str()?);
+    retired["spec"]["managementPolicies"] = json!(["*"]);
+    if let Some(namespace) = observed.pointer("/metadata/namespace") {
+        retired["metadata"] = json!({"namespace": namespace});
+    }
+    Some(retired)
 }
 
 #[derive(Default, Deserialize)]

@@ -1,7 +1,10 @@
 use serde_json::{Value, json};
 
-use super::{CopyState, reference, secret_copy};
-use crate::compose::fixtures::resource;
+use super::{CopyState, reference, retire_dropped, secret_copy};
+use crate::compose::{
+    Output,
+    fixtures::{request, resource},
+};
 
 fn refs() -> Vec<Value> {
     vec![reference("modelplane-system", "callers", "data")]
@@ -93,4 +96,86 @@ fn references_name_a_field_inside_the_manifest() {
     assert_eq!(r["patchesFrom"]["fieldPath"], "data.apiKey");
     assert_eq!(r["toFieldPath"], "data.apiKey");
     assert_eq!(r["patchesFrom"]["namespace"], "ml-team");
+}
+
+/// A copy in its fill step as Crossplane observes it (kind, namespace and all).
+fn filling(name: &str) -> Value {
+    json!({
+        "apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+        "metadata": {"name": format!("gw-{name}"), "namespace": "modelplane-system",
+                     "finalizers": ["finalizer.managedresource.crossplane.io"]},
+        "spec": {
+            "forProvider": {"manifest": {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                                         "metadata": {"name": name, "namespace": "modelplane-system"}}},
+            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": "use1"},
+            "references": refs(),
+            "managementPolicies": ["Observe", "Update"],
+        },
+    })
+}
+
+fn retire(observed: &[(&str, Value)], desired: &[&str]) -> Output {
+    let mut req = request(
+        json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceGateway",
+                                 "metadata": {"name": "gw"}}),
+    );
+    let resources = &mut req.observed.get_or_insert_with(Default::default).resources;
+    for (key, object) in observed {
+        resources.insert((*key).to_owned(), resource(object));
+    }
+    let mut out = Output::default();
+    for key in desired {
+        out.compose(*key, json!({"kind": "Object"}), true);
+    }
+    retire_dropped(&mut out, &req, &["use1"]);
+    out
+}
+
+#[test]
+fn a_dropped_copy_is_retired_with_every_policy_and_no_reference_so_its_deletion_reaches_the_cluster() {
+    let mut retired_already = filling("old");
+    retired_already["spec"]["managementPolicies"] = json!(["*"]);
+    retired_already["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("references");
+    let mut other = filling("tls");
+    other["spec"]["forProvider"]["manifest"]["kind"] = json!("ConfigMap");
+    let mut gone = filling("on-a-cluster-gone");
+    gone["spec"]["providerConfigRef"]["name"] = json!("deleted-cluster");
+    let out = retire(
+        &[
+            ("kept", filling("kept")),
+            ("dropped", filling("dropped")),
+            ("retired", retired_already),
+            ("configmap", other),
+            ("gone", gone),
+        ],
+        &["kept"],
+    );
+    assert_eq!(
+        out.resources.keys().collect::<Vec<_>>(),
+        ["dropped", "kept"],
+        "a copy already retired, one on a cluster not reached now, and anything that is not a copy in its fill \
+         step, is left out"
+    );
+    let retired = &out.resources["dropped"];
+    assert!(retired.ready);
+    assert_eq!(
+        Value::Object(retired.object.clone()),
+        json!({
+            "apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+            "metadata": {"namespace": "modelplane-system"},
+            "spec": {
+                "forProvider": {"manifest": {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                                             "metadata": {"name": "dropped", "namespace": "modelplane-system"}}},
+                "providerConfigRef": {"kind": "ClusterProviderConfig", "name": "use1"},
+                "managementPolicies": ["*"],
+            },
+        })
+    );
+    assert_eq!(
+        out.resources["kept"].object["kind"], "Object",
+        "a wanted copy is the composer's own"
+    );
 }

@@ -1,0 +1,161 @@
+//! TLS on the hop from the fleet gateway to a cluster gateway, which may cross the internet. Each workload cluster
+//! is its own certificate authority: cert-manager issues, from a self-signed issuer, a CA certificate, and from that
+//! CA the cluster gateway's serving certificate for [`SERVER_NAME`], the name the fleet gateway sends as SNI. Both
+//! private keys are generated on the cluster and never leave it. Only the CA's public certificate travels:
+//! trust-manager republishes `ca.crt` alone into a ConfigMap, which the InferenceCluster observes and reports in
+//! its status, and each endpoint's Backend on the fleet gateway's cluster trusts exactly that CA.
+//!
+//! Why a ConfigMap and not the CA's Secret: observing the Secret would put its `tls.key` into an Object's status
+//! (provider-kubernetes redacts it only with `--sanitize-secrets`, and then `ca.crt` is gone too).
+
+use rustls::{
+    RootCertStore,
+    pki_types::{CertificateDer, pem::PemObject},
+};
+use serde_json::{Value, json};
+
+use super::{StackObject, components::CERT_MANAGER, routing::GATEWAY_NAMESPACE};
+
+/// The name the cluster gateway's certificate is issued for and the fleet gateway asks for. It resolves
+/// nowhere: the fleet gateway connects to the gateway's address and only sends this name, and every cluster has
+/// its own CA, so one cluster's certificate is never trusted for another.
+pub const SERVER_NAME: &str = "cluster-gateway.modelplane.internal";
+/// The `kubernetes.io/tls` Secret the cluster gateway's HTTPS listener serves, next to the Gateway.
+pub const SERVING_SECRET: &str = "cluster-gateway-tls";
+/// The CA: its Certificate and Secret (in cert-manager's namespace, which is trust-manager's trust namespace and
+/// where a ClusterIssuer reads its CA from), its ClusterIssuer, its trust-manager Bundle and the ConfigMap the
+/// Bundle writes into the gateway's namespace.
+const CA: &str = "modelplane-cluster-gateway-ca";
+const SELF_SIGNED_ISSUER: &str = "modelplane-selfsigned";
+/// The key of the CA's public certificate, in the CA's Secret and in the published ConfigMap alike.
+pub const CA_KEY: &str = "ca.crt";
+/// The suffix of the observed ConfigMap's object in the cluster-gateway component.
+pub const CA_SUFFIX: &str = "ca-published";
+/// A CA certificate is well under 4 KiB; anything bigger in the ConfigMap is not one we issued.
+const MAX_CA_BYTES: usize = 16 * 1024;
+/// Ten years: the fleet side trusts this CA and nothing else, so it rotates rarely; the serving certificate under
+/// it renews every 60 days (cert-manager's default 90-day life, renewed at two thirds).
+const CA_DURATION: &str = "87600h";
+const CERT_MANAGER_API: &str = "cert-manager.io/v1";
+
+fn issuer_ref(name: &str) -> Value {
+    json!({"group": "cert-manager.io", "kind": "ClusterIssuer", "name": name})
+}
+
+/// ECDSA P-256, a new key on every renewal.
+fn private_key() -> Value {
+    json!({"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"})
+}
+
+/// The CA chain, the serving certificate, the Bundle that publishes the CA, and the published ConfigMap, read.
+pub fn objects() -> Vec<StackObject> {
+    vec![
+        StackObject::created(
+            "issuer-selfsigned",
+            json!({
+                "apiVersion": CERT_MANAGER_API, "kind": "ClusterIssuer",
+                "metadata": {"name": SELF_SIGNED_ISSUER},
+                "spec": {"selfSigned": {}},
+            }),
+        ),
+        StackObject::created(
+            "ca",
+            json!({
+                "apiVersion": CERT_MANAGER_API, "kind": "Certificate",
+                "metadata": {"name": CA, "namespace": CERT_MANAGER.namespace},
+                "spec": {
+                    "isCA": true,
+                    "commonName": "Modelplane cluster gateway CA",
+                    "secretName": CA,
+                    "duration": CA_DURATION,
+                    "privateKey": private_key(),
+                    "issuerRef": issuer_ref(SELF_SIGNED_ISSUER),
+                },
+            }),
+        ),
+        StackObject::created(
+            "issuer-ca",
+            json!({
+                "apiVersion": CERT_MANAGER_API, "kind": "ClusterIssuer",
+                "metadata": {"name": CA},
+                "spec": {"ca": {"secretName": CA}},
+            }),
+        ),
+        StackObject::created(
+            "serving-certificate",
+            json!({
+                "apiVersion": CERT_MANAGER_API, "kind": "Certificate",
+                "metadata": {"name": SERVING_SECRET, "namespace": GATEWAY_NAMESPACE},
+                "spec": {
+                    "secretName": SERVING_SECRET,
+                    "dnsNames": [SERVER_NAME],
+                    "usages": ["server auth", "digital signature"],
+                    "privateKey": private_key(),
+                    "issuerRef": issuer_ref(CA),
+                },
+            }),
+        ),
+        StackObject::created(
+            "ca-bundle",
+            json!({
+                "apiVersion": "trust.cert-manager.io/v1alpha1", "kind": "Bundle",
+                "metadata": {"name": CA},
+                "spec": {
+                    "sources": [{"secret": {"name": CA, "key": CA_KEY}}],
+                    "target": {
+                        "configMap": {"key": CA_KEY},
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": GATEWAY_NAMESPACE}},
+                    },
+                },
+            }),
+        ),
+        StackObject::observed(
+            CA_SUFFIX,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CA, "namespace": GATEWAY_NAMESPACE}}),
+            "has(object.data) && 'ca.crt' in object.data",
+        ),
+    ]
+}
+
+/// The HTTPS listener of the cluster gateway: the only one it has, so no replica is reachable in plaintext.
+pub fn listener() -> Value {
+    json!({
+        "name": "https", "protocol": "HTTPS", "port": 443,
+        "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret", "name": SERVING_SECRET}]},
+        "allowedRoutes": {"namespaces": {"from": "All"}},
+    })
+}
+
+/// The CA certificate the published ConfigMap holds, as observed (`status.atProvider.manifest` of its Object):
+/// one PEM certificate that parses as a trust anchor, or nothing. Whatever else a ConfigMap of that name holds is
+/// not trusted.
+pub fn published_ca(observed_object: &Value) -> Option<String> {
+    let pem = observed_object
+        .pointer("/status/atProvider/manifest/data")?
+        .get(CA_KEY)?
+        .as_str()?;
+    valid_ca(pem).ok().map(|()| pem.to_owned())
+}
+
+/// Whether `pem` is exactly one PEM certificate a TLS client can trust (bounded before parsing). The error says
+/// what is wrong, for a message naming the field it came from.
+pub fn valid_ca(pem: &str) -> Result<(), String> {
+    if pem.len() > MAX_CA_BYTES {
+        return Err(format!(
+            "is {} bytes; a CA certificate is at most {MAX_CA_BYTES}",
+            pem.len()
+        ));
+    }
+    let certificates: Vec<CertificateDer<'_>> = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("is not PEM: {e}"))?;
+    let [certificate] = &certificates[..] else {
+        return Err(format!(
+            "holds {} PEM certificates; one CA certificate is expected",
+            certificates.len()
+        ));
+    };
+    RootCertStore::empty()
+        .add(certificate.clone())
+        .map_err(|e| format!("is not a usable CA certificate: {e}"))
+}
