@@ -211,13 +211,12 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         );
         for r in &routed {
             let object_name = route::backend_name(&name, &r.backend.endpoint);
-            let private_ca = r.tls.filter(|_| r.url.tls);
-            let ca = private_ca.map(|tls| ("ca", route::ca_config_map(&object_name, &namespace, tls)));
+            // A ModelEndpoint with `tls` is https (resolve_endpoint refuses it otherwise, so it is not routed).
+            let ca = r
+                .tls
+                .map(|tls| ("ca", route::ca_config_map(&object_name, &namespace, tls)));
             for (what, manifest) in [
-                (
-                    "backend",
-                    route::backend(&object_name, &namespace, r.url, private_ca),
-                ),
+                ("backend", route::backend(&object_name, &namespace, r.url, r.tls)),
                 (
                     "service-backend",
                     route::service_backend(&object_name, &namespace, r.schema, &r.prefix),

@@ -122,27 +122,25 @@ pub fn retire_dropped(out: &mut Output, req: &RunFunctionRequest, reachable: &[&
     let Some(observed) = req.observed.as_ref() else {
         return;
     };
-    let mut retired: Vec<(String, Value)> = observed
+    // Collected first: the filter reads `out.resources`, which composing writes (a BTreeMap, so order is moot).
+    let retired: Vec<(String, Value)> = observed
         .resources
         .iter()
         .filter(|(key, _)| !out.resources.contains_key(*key))
-        .filter_map(|(key, r)| Some((key.clone(), retired(&r.resource.as_ref()?.to_json().ok()?)?)))
-        .filter(|(_, object)| {
-            object
-                .pointer("/spec/providerConfigRef/name")
-                .and_then(Value::as_str)
-                .is_some_and(|pc| reachable.contains(&pc))
+        .filter_map(|(key, r)| {
+            let observed = r.resource.as_ref()?.to_json().ok()?;
+            Some((key.clone(), retired(&observed, reachable)?))
         })
         .collect();
-    retired.sort_by(|a, b| a.0.cmp(&b.0));
     for (key, object) in retired {
         out.compose(key, object, true);
     }
 }
 
 /// What to compose in place of an observed copy in its fill step; None for any other object, including a copy
-/// already retired (every policy), which is then left out and deleted along with its remote Secret.
-fn retired(observed: &Value) -> Option<Value> {
+/// already retired (every policy), which is then left out and deleted along with its remote Secret, and for a
+/// copy on a cluster not `reachable` now.
+fn retired(observed: &Value, reachable: &[&str]) -> Option<Value> {
     let spec = observed.get("spec")?;
     let manifest = spec.pointer("/forProvider/manifest")?;
     let filling = spec.get("managementPolicies") == Some(&json!(FILL_POLICIES));
@@ -156,7 +154,11 @@ fn retired(observed: &Value) -> Option<Value> {
     if let Some(secret_type) = manifest.get("type") {
         secret["type"] = secret_type.clone();
     }
-    let mut retired = object(secret, spec.pointer("/providerConfigRef/name")?.as_str()?);
+    let provider_config = spec.pointer("/providerConfigRef/name")?.as_str()?;
+    if !reachable.contains(&provider_config) {
+        return None;
+    }
+    let mut retired = object(secret, provider_config);
     retired["spec"]["managementPolicies"] = json!(["*"]);
     if let Some(namespace) = observed.pointer("/metadata/namespace") {
         retired["metadata"] = json!({"namespace": namespace});
