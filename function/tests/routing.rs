@@ -183,13 +183,23 @@ fn gateway_cluster() -> Value {
            "status": {"providerConfigName": "eks-h200-us-east", "stack": "Standard"}})
 }
 
-/// A Secret copy as provider-kubernetes (with `--sanitize-secrets`) reports it once created.
+const OWNER_UID: &str = "0e5d3c1a-7f42-4b8e-a1d6-9c3b2e4f5a60";
+
+/// A Secret copy as provider-kubernetes (with `--sanitize-secrets`) reports it once created, owned by the
+/// ConfigMap [`created_owner`] reports; any other Object as merely created.
 fn created_copy(key: &str, object: &Value) -> Value {
+    let manifest = &object["spec"]["forProvider"]["manifest"];
+    let remote = match manifest["kind"].as_str() {
+        Some("Secret") => json!({"data": {"redacted": null}, "metadata": {"ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "inference-gateway-secret-owner", "uid": OWNER_UID}]}}),
+        Some("ConfigMap") => json!({"metadata": {"name": manifest["metadata"]["name"], "uid": OWNER_UID}}),
+        _ => json!({}),
+    };
     observed(
         key,
         object,
         json!({"metadata": {"finalizers": ["finalizer.managedresource.crossplane.io"], "generation": 1},
-               "status": {"atProvider": {"manifest": {"data": {"redacted": null}}}}}),
+               "status": {"atProvider": {"manifest": remote}}}),
     )
 }
 
@@ -209,8 +219,8 @@ fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crd
     kinds.sort_unstable();
     assert_eq!(
         kinds,
-        ["Secret", "Secret", "SecurityPolicy"],
-        "copies and the deny-all policy first; no listener yet"
+        ["ConfigMap", "Secret", "Secret", "SecurityPolicy"],
+        "the copies, their owner and the deny-all policy first; no listener yet"
     );
     assert_valid(&first);
     // Once every copy exists and the policy is in place: the listener, and the copies' references.
@@ -224,7 +234,10 @@ fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crd
     let objects = desired(&render_observed(&gateway, vec![gateway_cluster()], seen));
     let mut kinds = manifest_kinds(&objects);
     kinds.sort_unstable();
-    assert_eq!(kinds, ["Gateway", "Secret", "Secret", "SecurityPolicy"]);
+    assert_eq!(
+        kinds,
+        ["ConfigMap", "Gateway", "Secret", "Secret", "SecurityPolicy"]
+    );
     assert!(
         objects
             .iter()

@@ -16,6 +16,25 @@ pub fn reachable_gateway(address: &str) -> Value {
     json!({"address": address, "serverName": crate::stack::gateway_tls::SERVER_NAME, "caCertificate": TEST_CA})
 }
 
+/// The UID of the remote ConfigMap that owns a composite's Secret copies, in tests.
+pub const OWNER_UID: &str = "6f1c2a4e-0b7d-4c1e-9a53-2f8d7e61b0aa";
+
+/// A copy owner's Object as provider-kubernetes reports the remote ConfigMap `name` once it exists.
+pub fn observed_owner(name: &str) -> Value {
+    json!({"status": {
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "atProvider": {"manifest": {"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": name, "uid": OWNER_UID}}},
+    }})
+}
+
+/// What provider-kubernetes (with `--sanitize-secrets`) reports of a remote Secret copy owned by
+/// [`observed_owner`]'s ConfigMap `owner`.
+pub fn sanitized_owned_secret(owner: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "data": {"redacted": null}, "metadata": {
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner, "uid": OWNER_UID}]}})
+}
+
 /// A request observing `xr`, as Crossplane sends it on the first call of a step.
 pub fn request(xr: Value) -> RunFunctionRequest {
     crate::render::RequestBuilder::new(&xr).build()

@@ -21,7 +21,7 @@ use super::{
     inference_cluster::CONTROL_NAMESPACE,
     remote::{
         self,
-        secret_copy::{CopyState, secret_copy},
+        secret_copy::{CopyOwner, CopyState, copy_owner, secret_copy},
     },
 };
 use crate::{
@@ -126,16 +126,30 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         remote::observed::<Value>(request::observed_composed(req, key)).is_some_and(|o| o.is_ready())
     };
     let (callers, certificates) = front_door::copies(&gateway.spec);
+    let owner = (!callers.is_empty() || !certificates.is_empty()).then(|| {
+        let (object, owner) = copy_owner(
+            OWNER_NAME,
+            GATEWAY_NAMESPACE,
+            &pc,
+            request::observed_composed(req, OWNER_KEY),
+        );
+        out.compose(OWNER_KEY, in_control_namespace(object), owner.is_some());
+        owner
+    });
+    let owner = owner.flatten();
+    let copy = |out: &mut Output, c: &front_door::SecretToCopy, waiting: &mut Vec<String>| {
+        compose_copy(out, req, &pc, owner.as_ref(), c, waiting)
+    };
     let mut waiting = Vec::new();
     let filled: Vec<&str> = callers
         .iter()
-        .filter(|c| compose_copy(&mut out, req, &pc, c, &mut waiting))
+        .filter(|c| copy(&mut out, c, &mut waiting))
         .map(|c| c.remote_name.as_str())
         .collect();
     let mut certificates_waiting = Vec::new();
     let certificates_filled = certificates
         .iter()
-        .filter(|c| compose_copy(&mut out, req, &pc, c, &mut certificates_waiting))
+        .filter(|c| copy(&mut out, c, &mut certificates_waiting))
         .count()
         == certificates.len();
     let policy_ready = ready(CALLERS_KEY);
@@ -217,12 +231,16 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
 }
 
 const CALLERS_KEY: &str = "callers-policy";
+const OWNER_KEY: &str = "secret-owner";
+/// The ConfigMap on the gateway's cluster that owns the copies (one gateway a cluster, like its other objects).
+const OWNER_NAME: &str = "inference-gateway-secret-owner";
 
 /// Composes the copy of one Secret onto the gateway's cluster; true once it holds the data.
 fn compose_copy(
     out: &mut Output,
     req: &RunFunctionRequest,
     provider_config: &str,
+    owner: Option<&CopyOwner>,
     copy: &front_door::SecretToCopy,
     waiting: &mut Vec<String>,
 ) -> bool {
@@ -232,6 +250,7 @@ fn compose_copy(
         copy.secret_type,
         provider_config,
         vec![front_door::whole_secret(copy)],
+        owner,
         request::observed_composed(req, &copy.key),
     );
     if let Some(why) = state.waiting() {

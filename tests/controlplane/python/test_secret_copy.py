@@ -1,9 +1,11 @@
 """A provider key copied to a workload cluster by provider-kubernetes reference, with the function's own Objects:
-the ModelService example renders the copy of the together endpoint's key empty, provider-kubernetes creates it,
-the function (given that Object as observed) adds the reference, and provider-kubernetes fills the remote Secret
-from the control-plane Secret. The key must end up on the "workload cluster" (this same API server) and nowhere
-in the Object: not in its spec (provider-kubernetes writes a resolved spec back on create, its issue #223, which
-the two steps avoid) and not in its status (it runs with --sanitize-secrets)."""
+the ModelService example renders the copy of the together endpoint's key empty, with the ConfigMap that owns it;
+provider-kubernetes creates both; the function (given those Objects as observed) names the owner in the copy, and
+once the remote Secret carries it, adds the reference; provider-kubernetes fills the remote Secret from the
+control-plane Secret. The key must end up on the "workload cluster" (this same API server) and nowhere in the
+Object: not in its spec (provider-kubernetes writes a resolved spec back on create, its issue #223, which the steps
+avoid) and not in its status (it runs with --sanitize-secrets). Deleting the Objects, as deleting the composite
+does, must take the remote Secret with them (kube-controller-manager's garbage collector runs here)."""
 
 from __future__ import annotations
 
@@ -22,9 +24,9 @@ KEY = "sk-together-never-in-an-object"
 SECONDS = 120
 
 
-def copy_of_the_key(composed: list[dict]) -> dict:
+def composed_kind(composed: list[dict], kind: str) -> dict:
     [found] = [o for o in composed
-               if o.get("kind") == "Object" and o["spec"]["forProvider"]["manifest"]["kind"] == "Secret"]
+               if o.get("kind") == "Object" and o["spec"]["forProvider"]["manifest"]["kind"] == kind]
     return found
 
 
@@ -38,7 +40,41 @@ def as_crossplane_applies(obj: dict, name: str) -> dict:
     return obj
 
 
-def test_a_provider_key_reaches_the_cluster_by_reference_and_never_enters_the_object(platform: Kube, tmp_path):
+class Copy:
+    """The key's copy and its owner, applied as Crossplane applies composed resources and rendered again with
+    what provider-kubernetes reports of them, the way Crossplane calls the function."""
+
+    def __init__(self, kube: Kube, tmp_path):
+        self.kube, self.tmp_path = kube, tmp_path
+        suffix = uuid.uuid4().hex[:8]
+        self.names = {"Secret": f"secret-copy-{suffix}", "ConfigMap": f"secret-owner-{suffix}"}
+        self.rendered = 0
+
+    def observed(self, kind: str) -> dict:
+        return self.kube.get(OBJECT_API, "Object", self.names[kind], "ml-team") or {}
+
+    def render(self) -> tuple[dict, dict]:
+        files = []
+        for kind in self.names:
+            seen = self.observed(kind)
+            if seen:
+                self.rendered += 1
+                path = self.tmp_path / f"observed-{self.rendered}.yaml"
+                path.write_text(yaml.safe_dump(seen))
+                files.append(path)
+        composed = installs.render(SERVICE, FIXTURE, observed=tuple(files))[1:]
+        return composed_kind(composed, "Secret"), composed_kind(composed, "ConfigMap")
+
+    def apply(self, copy: dict, owner: dict) -> None:
+        self.kube.apply(as_crossplane_applies(owner, self.names["ConfigMap"]))
+        self.kube.apply(as_crossplane_applies(copy, self.names["Secret"]))
+
+    def remote(self, kind: str) -> dict:
+        return self.observed(kind).get("status", {}).get("atProvider", {}).get("manifest") or {}
+
+
+def test_a_provider_key_reaches_the_cluster_by_reference_never_enters_the_object_and_goes_with_its_owner(
+        platform: Kube, tmp_path):
     kube = platform
     cluster = load_yaml_documents(FIXTURE)[0]
     provider_config = cluster["status"]["providerConfigName"]
@@ -53,29 +89,39 @@ def test_a_provider_key_reaches_the_cluster_by_reference_and_never_enters_the_ob
     kube.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "together-api-key", "namespace": "ml-team"},
                 "stringData": {"apiKey": KEY}})
 
-    first = copy_of_the_key(installs.render(SERVICE, FIXTURE)[1:])
+    copy = Copy(kube, tmp_path)
+    first, owner = copy.render()
     assert "references" not in first["spec"], "step 1 carries no reference"
+    assert "ownerReferences" not in first["spec"]["forProvider"]["manifest"]["metadata"], "no owner known yet"
+    assert "managementPolicies" not in owner["spec"], "the owner has every policy: it goes with the composite"
     key = first["metadata"]["annotations"]["crossplane.io/composition-resource-name"]
-    name = f"secret-copy-{uuid.uuid4().hex[:8]}"
-    kube.apply(as_crossplane_applies(first, name))
+    copy.apply(first, owner)
 
     def created() -> dict | None:
-        obj = kube.get(OBJECT_API, "Object", name, "ml-team") or {}
-        manifest = ((obj.get("status") or {}).get("atProvider") or {}).get("manifest")
-        return manifest and "finalizer.managedresource.crossplane.io" in obj["metadata"].get("finalizers", []) and obj
+        obj = copy.observed("Secret")
+        return (copy.remote("Secret") and copy.remote("ConfigMap").get("metadata", {}).get("uid")
+                and "finalizer.managedresource.crossplane.io" in obj["metadata"].get("finalizers", []) and obj)
 
-    observed = wait_for("the empty copy created", created, SECONDS)
+    observed = wait_for("the empty copy and its owner created", created, SECONDS)
     assert observed["status"]["atProvider"]["manifest"]["data"] == {"redacted": None}, "--sanitize-secrets is on"
+    owner_uid = copy.remote("ConfigMap")["metadata"]["uid"]
 
-    observed_file = tmp_path / "observed.yaml"
-    observed_file.write_text(yaml.safe_dump(observed))
-    second = copy_of_the_key(installs.render(SERVICE, FIXTURE, observed=(observed_file,))[1:])
-    reference = second["spec"]["references"][0]["patchesFrom"]
+    second, owner = copy.render()
+    assert "references" not in second["spec"], "no key before the remote Secret carries its owner"
+    [owner_reference] = second["spec"]["forProvider"]["manifest"]["metadata"]["ownerReferences"]
+    assert (owner_reference["kind"], owner_reference["uid"]) == ("ConfigMap", owner_uid)
+    copy.apply(second, owner)
+    wait_for("the remote Secret owned", lambda: any(
+        r.get("uid") == owner_uid for r in copy.remote("Secret").get("metadata", {}).get("ownerReferences", [])),
+        SECONDS, lambda: json.dumps(copy.remote("Secret")))
+
+    third, owner = copy.render()
+    reference = third["spec"]["references"][0]["patchesFrom"]
     assert (reference["namespace"], reference["name"], reference["fieldPath"]) == (
         "ml-team", "together-api-key", "data.apiKey")
-    assert second["spec"]["managementPolicies"] == ["Observe", "Update"]
-    assert second["metadata"]["annotations"]["crossplane.io/composition-resource-name"] == key
-    kube.apply(as_crossplane_applies(second, name))
+    assert third["spec"]["managementPolicies"] == ["Observe", "Update"]
+    assert third["metadata"]["annotations"]["crossplane.io/composition-resource-name"] == key
+    copy.apply(third, owner)
 
     remote = first["spec"]["forProvider"]["manifest"]["metadata"]
 
@@ -84,10 +130,17 @@ def test_a_provider_key_reaches_the_cluster_by_reference_and_never_enters_the_ob
         return (secret.get("data") or {}).get("apiKey") == base64.b64encode(KEY.encode()).decode() and secret
 
     wait_for("the remote Secret filled from the control plane", filled, SECONDS,
-             lambda: json.dumps((kube.get(OBJECT_API, "Object", name, "ml-team") or {}).get("status")))
-    settled = kube.get(OBJECT_API, "Object", name, "ml-team")
+             lambda: json.dumps(copy.observed("Secret").get("status")))
+    settled = copy.observed("Secret")
     assert "data" not in settled["spec"]["forProvider"]["manifest"], "the resolved key was written into the spec"
     assert settled["status"]["atProvider"]["manifest"]["data"] == {"redacted": None}
     text = json.dumps(settled)
     assert KEY not in text and base64.b64encode(KEY.encode()).decode() not in text
-    kube.delete(OBJECT_API, "Object", name, "ml-team")
+
+    # Deleting the composite deletes its composed resources: the owner's Object, whose Delete policy deletes the
+    # remote ConfigMap, and the copy's, whose policies leave its Secret; the garbage collector deletes that.
+    kube.delete(OBJECT_API, "Object", copy.names["ConfigMap"], "ml-team")
+    kube.delete(OBJECT_API, "Object", copy.names["Secret"], "ml-team")
+    wait_for("the key's copy deleted with its owner",
+             lambda: kube.get("v1", "Secret", remote["name"], remote["namespace"]) is None, SECONDS,
+             lambda: json.dumps(kube.get("v1", "Secret", remote["name"], remote["namespace"])))

@@ -1,7 +1,9 @@
 use serde_json::{Value, json};
 
 use super::compose;
-use crate::compose::fixtures::{request, run, with_observed, with_required};
+use crate::compose::fixtures::{
+    observed_owner, request, run, sanitized_owned_secret, with_observed, with_required,
+};
 use crate::proto::v1::Status;
 
 fn gateway(spec: Value, status: Value) -> Value {
@@ -84,9 +86,11 @@ fn filled_copy() -> Value {
         "metadata": {"finalizers": ["finalizer.managedresource.crossplane.io"], "generation": 2},
         "spec": {"references": [{"patchesFrom": {"name": "team-a"}}]},
         "status": {"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 2}],
-                   "atProvider": {"manifest": {"data": {"redacted": null}}}},
+                   "atProvider": {"manifest": sanitized_owned_secret(OWNER)}},
     })
 }
+
+const OWNER: &str = "inference-gateway-secret-owner";
 
 fn with_auth() -> Value {
     gateway(
@@ -127,13 +131,25 @@ fn caller_secrets_are_copied_by_reference_and_only_filled_copies_are_trusted() {
         assert_eq!(copy["spec"]["forProvider"]["manifest"]["kind"], "Secret");
         assert!(copy["spec"]["forProvider"]["manifest"].get("data").is_none());
     }
+    let owner = &out.resources["secret-owner"].object;
+    assert_eq!(owner["spec"]["forProvider"]["manifest"]["kind"], "ConfigMap");
+    assert_eq!(
+        owner["spec"]["forProvider"]["manifest"]["metadata"]["name"],
+        OWNER
+    );
     let req = with_observed(
         with_observed(req, "callers-team-a", &filled_copy()),
         "callers-policy",
         &ready_object(),
     );
+    let req = with_observed(req, "secret-owner", &observed_owner(OWNER));
     let out = run(compose, &req).unwrap();
     let copy = &out.resources["callers-team-a"].object;
+    assert_eq!(
+        copy["spec"]["forProvider"]["manifest"]["metadata"]["ownerReferences"][0]["uid"],
+        crate::compose::fixtures::OWNER_UID,
+        "deleting the gateway deletes the owner, and the cluster's garbage collector the copy"
+    );
     assert_eq!(
         copy["spec"]["references"][0]["patchesFrom"],
         json!({"apiVersion": "v1", "kind": "Secret", "name": "team-a", "namespace": "modelplane-system",

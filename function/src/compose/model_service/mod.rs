@@ -209,6 +209,18 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             remote::namespace_object(&namespace, pc),
             observed_ready(req, &key("namespace")),
         );
+        let owner = routed.iter().any(|r| r.api_key.is_some()).then(|| {
+            let owner_key = key("secret-owner");
+            let (object, owner) = remote::secret_copy::copy_owner(
+                &route::secret_owner_name(&name),
+                &namespace,
+                pc,
+                request::observed_composed(req, &owner_key),
+            );
+            out.compose(owner_key, object, owner.is_some());
+            owner
+        });
+        let owner = owner.flatten();
         for r in &routed {
             let object_name = route::backend_name(&name, &r.backend.endpoint);
             // A ModelEndpoint with `tls` is https (resolve_endpoint refuses it otherwise, so it is not routed).
@@ -238,6 +250,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                     "Opaque",
                     pc,
                     vec![route::api_key_reference(&namespace, api_key)],
+                    owner.as_ref(),
                     request::observed_composed(req, &secret_key),
                 );
                 if let Some(why) = copied.waiting() {

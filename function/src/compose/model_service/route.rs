@@ -39,6 +39,12 @@ pub fn api_key_secret_name(name: &str) -> String {
     format!("{name}-api-key")
 }
 
+/// The ConfigMap on the gateway's cluster that owns the service's key copies there
+/// ([`remote::secret_copy::copy_owner`](crate::compose::remote::secret_copy::copy_owner)).
+pub fn secret_owner_name(service: &str) -> String {
+    format!("{service}-secret-owner")
+}
+
 /// `secret` is the endpoint's Secret in its namespace on the control plane; its `apiKey` is what is sent.
 pub fn api_key_reference(namespace: &str, secret: &str) -> Value {
     crate::compose::remote::secret_copy::reference(namespace, secret, &format!("data.{API_KEY_FIELD}"))

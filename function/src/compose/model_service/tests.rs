@@ -376,3 +376,46 @@ fn routed_lists_only_the_endpoints_the_applied_route_lists() {
     let out = run(compose, &req).unwrap();
     assert_eq!(out.status["endpoints"]["routed"], json!(["qwen-a"]));
 }
+
+#[test]
+fn a_provider_key_copy_is_owned_by_a_configmap_that_goes_with_the_service() {
+    use crate::compose::fixtures::{OWNER_UID, observed_owner, sanitized_owned_secret, with_observed};
+    let mut keyed = together();
+    keyed["spec"]["credential"] = json!({"apiKey": {"secretRef": {"name": "together-api-key"}}});
+    let req = resolved(service(failover_entries()), &[keyed], &[gateway(None)]);
+    let out = run(compose, &req).unwrap();
+    let owner = &out.resources["fleet-secret-owner"].object["spec"]["forProvider"]["manifest"];
+    assert_eq!(owner["kind"], "ConfigMap");
+    assert_eq!(
+        owner["metadata"],
+        json!({"name": "qwen-secret-owner", "namespace": "ml-team"})
+    );
+
+    let copy_key = "fleet-api-key-together";
+    let mut copy = Value::Object(out.resources[copy_key].object.clone());
+    copy["metadata"]["finalizers"] = json!(["finalizer.managedresource.crossplane.io"]);
+    copy["status"] = json!({"atProvider": {"manifest": {"data": {"redacted": null}}}});
+    let req = with_observed(
+        with_observed(req, "fleet-secret-owner", &observed_owner("qwen-secret-owner")),
+        copy_key,
+        &copy,
+    );
+    let out = run(compose, &req).unwrap();
+    let copy = &out.resources[copy_key].object;
+    assert_eq!(
+        copy["spec"]["forProvider"]["manifest"]["metadata"]["ownerReferences"][0]["uid"],
+        OWNER_UID
+    );
+    assert!(
+        copy["spec"].get("references").is_none(),
+        "the remote Secret does not carry its owner yet"
+    );
+    let (_, _, message) = condition(&out, "RoutingReady");
+    assert!(message.contains("owner ConfigMap"), "{message}");
+
+    let mut owned = Value::Object(copy.clone());
+    owned["metadata"]["finalizers"] = json!(["finalizer.managedresource.crossplane.io"]);
+    owned["status"] = json!({"atProvider": {"manifest": sanitized_owned_secret("qwen-secret-owner")}});
+    let out = run(compose, &with_observed(req, copy_key, &owned)).unwrap();
+    assert!(out.resources[copy_key].object["spec"]["references"].is_array());
+}

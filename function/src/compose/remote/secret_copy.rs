@@ -20,10 +20,14 @@
 //! Without the marker the references are never added and the copy says why; the key stays where it is.
 //!
 //! An Object in the fill step has no `Delete` policy (provider-kubernetes accepts no Observe+Update+Delete set),
-//! so dropping it would leave the remote Secret, key and all, on its cluster. A copy the composer no longer wants
-//! is therefore retired in a third step ([`retire_dropped`]): composed once more with every policy and without
-//! references, then dropped once observed that way, so its deletion deletes the remote Secret. A composite that
-//! is deleted still leaves its copies: Crossplane does not call the function on deletion.
+//! so dropping it would leave the remote Secret, key and all, on its cluster. Two things make sure it goes:
+//! - A copy the composer no longer wants is retired in a third step ([`retire_dropped`]): composed once more with
+//!   every policy and without references, then dropped once observed that way, so its deletion deletes the
+//!   remote Secret.
+//! - A composite that is deleted cannot do that (Crossplane does not call the function on deletion), so every
+//!   copy on a cluster names an owner there ([`copy_owner`]): a ConfigMap composed with every policy, which
+//!   Crossplane deletes with the composite; the cluster's garbage collector then deletes the Secrets it owns.
+//!   References wait until the remote Secret carries that owner, so no key lands on a cluster without one.
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -48,6 +52,8 @@ pub enum CopyState {
     Creating,
     /// provider-kubernetes does not redact Secret data in status: no reference is added.
     Unsanitized,
+    /// The remote Secret does not carry its owner reference yet: no key goes where nothing would delete it.
+    AwaitingOwner,
     /// The references are in; the provider has not yet applied the data.
     Filling,
     /// The remote Secret holds the referenced data.
@@ -62,6 +68,9 @@ impl CopyState {
             Self::Unsanitized => Some(
                 "provider-kubernetes does not run with --sanitize-secrets, so the key would be written into the \
                  Object's status; it is not copied",
+            ),
+            Self::AwaitingOwner => Some(
+                "its owner ConfigMap (deleted with the composite, and the copy with it) is not on the cluster yet",
             ),
             Self::Filling => Some("its key is being copied by reference"),
             Self::Filled => None,
@@ -79,20 +88,72 @@ pub fn reference(namespace: &str, name: &str, field: &str) -> Value {
     })
 }
 
-/// The Object for the remote Secret `name` in `namespace` (of `secret_type`, which cannot change later), and how far the copy has come given the Object as last
-/// observed.
+/// The owner of a composite's copies on one cluster, once its remote ConfigMap exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyOwner {
+    name: String,
+    uid: String,
+}
+
+impl CopyOwner {
+    fn reference(&self) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "name": self.name, "uid": self.uid})
+    }
+}
+
+/// A Kubernetes UID is a UUID (36 characters); anything else observed is not trusted as one.
+const MAX_UID_LEN: usize = 64;
+
+/// The Object for the ConfigMap `name` in `namespace` that a composite's copies there belong to, with every
+/// management policy so deleting the composite deletes it, and its owner reference once the remote ConfigMap
+/// is observed (its UID is what the garbage collector matches).
+pub fn copy_owner(
+    name: &str,
+    namespace: &str,
+    provider_config: &str,
+    observed: Option<&Resource>,
+) -> (Value, Option<CopyOwner>) {
+    let manifest = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"purpose": "owns the Secrets Modelplane copies into this namespace for one composite; \
+                             deleting it deletes them"},
+    });
+    let owner = observed
+        .and_then(|r| r.resource.as_ref())
+        .and_then(|r| r.parse::<ObservedCopy>().ok())
+        .and_then(|seen| {
+            let meta = seen.remote()?.get("metadata")?;
+            let uid = meta.get("uid")?.as_str()?;
+            let valid = !uid.is_empty()
+                && uid.len() <= MAX_UID_LEN
+                && uid.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+            (valid && meta.get("name")?.as_str()? == name).then(|| CopyOwner {
+                name: name.to_owned(),
+                uid: uid.to_owned(),
+            })
+        });
+    (object(manifest, provider_config), owner)
+}
+
+/// The Object for the remote Secret `name` in `namespace` (of `secret_type`, which cannot change later), owned
+/// by `owner` once that is known, and how far the copy has come given the Object as last observed.
 pub fn secret_copy(
     name: &str,
     namespace: &str,
     secret_type: &str,
     provider_config: &str,
     references: Vec<Value>,
+    owner: Option<&CopyOwner>,
     observed: Option<&Resource>,
 ) -> (Value, CopyState) {
-    let manifest = json!({
+    let mut manifest = json!({
         "apiVersion": "v1", "kind": "Secret", "type": secret_type,
         "metadata": {"name": name, "namespace": namespace},
     });
+    if let Some(owner) = owner {
+        manifest["metadata"]["ownerReferences"] = json!([owner.reference()]);
+    }
     let mut wrapped = object(manifest, provider_config);
     let seen = observed
         .and_then(|r| r.resource.as_ref())
@@ -102,6 +163,9 @@ pub fn secret_copy(
     };
     if !seen.sanitized() {
         return (wrapped, CopyState::Unsanitized);
+    }
+    if !owner.is_some_and(|o| seen.owned_by(o)) {
+        return (wrapped, CopyState::AwaitingOwner);
     }
     wrapped["spec"]["references"] = Value::Array(references);
     wrapped["spec"]["managementPolicies"] = json!(FILL_POLICIES);
@@ -227,6 +291,16 @@ impl ObservedCopy {
             .and_then(|m| m.get("data"))
             .and_then(Value::as_object)
             .is_some_and(|data| data.len() == 1 && data.get(REDACTION_MARKER).is_some_and(Value::is_null))
+    }
+
+    /// The remote Secret lists `owner`, by UID.
+    fn owned_by(&self, owner: &CopyOwner) -> bool {
+        self.remote()
+            .and_then(|m| m.get("metadata")?.get("ownerReferences")?.as_array())
+            .is_some_and(|refs| {
+                refs.iter()
+                    .any(|r| r.get("uid").and_then(Value::as_str) == Some(&owner.uid))
+            })
     }
 
     /// The references are applied: Ready for the generation that carries them.

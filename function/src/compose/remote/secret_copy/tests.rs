@@ -1,28 +1,37 @@
 use serde_json::{Value, json};
 
-use super::{CopyState, reference, retire_dropped, secret_copy};
+use super::{CopyOwner, CopyState, copy_owner, reference, retire_dropped, secret_copy};
 use crate::compose::{
     Output,
-    fixtures::{request, resource},
+    fixtures::{OWNER_UID, request, resource, sanitized_owned_secret},
 };
 
 fn refs() -> Vec<Value> {
     vec![reference("modelplane-system", "callers", "data")]
 }
 
-/// The Object as provider-kubernetes leaves it after creating the remote Secret.
+fn owner() -> CopyOwner {
+    CopyOwner {
+        name: "gw-secret-owner".into(),
+        uid: OWNER_UID.into(),
+    }
+}
+
+/// The Object as provider-kubernetes leaves it after creating the remote Secret, owned by [`owner`].
 fn created(data: Value) -> Value {
+    let mut remote = sanitized_owned_secret("gw-secret-owner");
+    remote["data"] = data;
     json!({
         "metadata": {"finalizers": ["finalizer.managedresource.crossplane.io"], "generation": 1},
         "spec": {},
         "status": {
             "conditions": [{"type": "Ready", "status": "True", "observedGeneration": 1}],
-            "atProvider": {"manifest": {"apiVersion": "v1", "kind": "Secret", "data": data}},
+            "atProvider": {"manifest": remote},
         },
     })
 }
 
-fn copy(observed: Option<&Value>) -> (Value, CopyState) {
+fn copy_owned_by(owner: Option<&CopyOwner>, observed: Option<&Value>) -> (Value, CopyState) {
     let observed = observed.map(resource);
     secret_copy(
         "callers",
@@ -30,8 +39,75 @@ fn copy(observed: Option<&Value>) -> (Value, CopyState) {
         "Opaque",
         "use1",
         refs(),
+        owner,
         observed.as_ref(),
     )
+}
+
+fn copy(observed: Option<&Value>) -> (Value, CopyState) {
+    copy_owned_by(Some(&owner()), observed)
+}
+
+/// The owner's Object as provider-kubernetes reports the remote ConfigMap, with any UID.
+fn observed_owner(name: &str, uid: Value) -> Value {
+    json!({"status": {"atProvider": {"manifest": {"apiVersion": "v1", "kind": "ConfigMap",
+                                                  "metadata": {"name": name, "uid": uid}}}}})
+}
+
+#[test]
+fn the_owner_is_a_configmap_deleted_with_its_composite_and_known_by_its_observed_uid() {
+    let (object, known) = copy_owner("gw-secret-owner", "modelplane-system", "use1", None);
+    assert_eq!(known, None, "no UID before the ConfigMap is observed");
+    assert_eq!(object["spec"]["forProvider"]["manifest"]["kind"], "ConfigMap");
+    assert!(
+        object["spec"].get("managementPolicies").is_none(),
+        "every policy, Delete included: deleting the composite deletes the ConfigMap"
+    );
+    let seen = resource(&observed_owner("gw-secret-owner", json!(OWNER_UID)));
+    let (_, known) = copy_owner("gw-secret-owner", "modelplane-system", "use1", Some(&seen));
+    assert_eq!(known, Some(owner()));
+}
+
+#[test]
+fn an_owner_observed_under_another_name_or_with_a_strange_uid_is_not_trusted() {
+    let long = "a".repeat(65);
+    for (name, uid) in [
+        ("other", json!(OWNER_UID)),
+        ("gw-secret-owner", json!("")),
+        ("gw-secret-owner", json!(long)),
+        ("gw-secret-owner", json!("uid\"}, {\"x")),
+        ("gw-secret-owner", json!(7)),
+    ] {
+        let seen = resource(&observed_owner(name, uid.clone()));
+        let (_, known) = copy_owner("gw-secret-owner", "modelplane-system", "use1", Some(&seen));
+        assert_eq!(known, None, "{name} {uid}");
+    }
+}
+
+#[test]
+fn a_copy_names_its_owner_and_gets_no_key_until_the_remote_secret_carries_it() {
+    let (object, state) = copy_owned_by(None, None);
+    assert_eq!(state, CopyState::Creating);
+    assert!(
+        object["spec"]["forProvider"]["manifest"]["metadata"]
+            .get("ownerReferences")
+            .is_none()
+    );
+
+    let mut observed = created(json!({"redacted": null}));
+    let (object, state) = copy_owned_by(None, Some(&observed));
+    assert_eq!(state, CopyState::AwaitingOwner, "no owner known");
+    assert!(object["spec"].get("references").is_none());
+    assert!(state.waiting().unwrap().contains("owner ConfigMap"));
+
+    observed["status"]["atProvider"]["manifest"]["metadata"] = json!({});
+    let (object, state) = copy(Some(&observed));
+    assert_eq!(state, CopyState::AwaitingOwner, "the owner is not applied yet");
+    assert!(object["spec"].get("references").is_none());
+    assert_eq!(
+        object["spec"]["forProvider"]["manifest"]["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "gw-secret-owner", "uid": OWNER_UID}])
+    );
 }
 
 #[test]
