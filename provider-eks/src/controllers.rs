@@ -7,7 +7,7 @@ use std::hash::{Hash, Hasher};
 
 use futures::StreamExt;
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, controller, watcher};
 use kube::{Api, ResourceExt};
 use modelplane_eks_api::{Addon, Cluster, NodePool, PodIdentityAssociation};
 
@@ -36,6 +36,8 @@ pub struct Shared {
     pub aws: Arc<ClientCache>,
     pub metrics: Arc<Metrics>,
     pub timing: Timing,
+    /// Reconciles of one kind in flight at once, 0 for unbounded (`--max-concurrent-reconciles`).
+    pub concurrency: u16,
 }
 
 async fn run<M, C>(shared: Shared, controller: Controller<M>, connector: C, kind: &'static str)
@@ -56,6 +58,7 @@ where
     );
     shared.metrics.controller_started();
     controller
+        .with_config(controller::Config::default().concurrency(shared.concurrency))
         .run(reconcile::<M, C>, error_policy::<M, C>, reconciler)
         .for_each(|_| async {})
         .await;

@@ -73,6 +73,11 @@ struct RunArgs {
     ec2_write_rate: f64,
     #[arg(long, env = "EC2_WRITE_BURST", default_value_t = 50.0)]
     ec2_write_burst: f64,
+    /// Reconciles of one kind in flight at once (the rest wait their turn in its queue), 0 for unbounded: caps
+    /// the memory a whole fleet's activation takes, but a bound below the fleet's size queues creates behind busy
+    /// polls before they reach the rate limiter, which serves creates first (see the README).
+    #[arg(long, env = "MAX_CONCURRENT_RECONCILES", default_value_t = 0)]
+    max_concurrent_reconciles: u16,
     /// Start every controller once its CRD is Established, without waiting for ManagedResourceDefinitions
     /// (Crossplane < v2).
     #[arg(long, env = "ACTIVATE_ALL")]
@@ -151,6 +156,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             // is left for creates, updates and deletes.
             steady_rate: args.eks_rate * 0.8,
         },
+        concurrency: args.max_concurrent_reconciles,
     };
     let server = tokio::spawn(metrics::serve(args.metrics_address, metrics));
     if args.leader_election {
