@@ -126,17 +126,18 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         remote::observed::<Value>(request::observed_composed(req, key)).is_some_and(|o| o.is_ready())
     };
     let (callers, certificates) = front_door::copies(&gateway.spec);
-    let owner = (!callers.is_empty() || !certificates.is_empty()).then(|| {
-        let (object, owner) = copy_owner(
-            OWNER_NAME,
-            GATEWAY_NAMESPACE,
-            &pc,
-            request::observed_composed(req, OWNER_KEY),
-        );
-        out.compose(OWNER_KEY, in_control_namespace(object), owner.is_some());
-        owner
-    });
-    let owner = owner.flatten();
+    let owner = (!callers.is_empty() || !certificates.is_empty())
+        .then(|| {
+            let (object, owner) = copy_owner(
+                OWNER_NAME,
+                GATEWAY_NAMESPACE,
+                &pc,
+                request::observed_composed(req, OWNER_KEY),
+            );
+            out.compose(OWNER_KEY, in_control_namespace(object), owner.is_some());
+            owner
+        })
+        .flatten();
     let copy = |out: &mut Output, c: &front_door::SecretToCopy, waiting: &mut Vec<String>| {
         compose_copy(out, req, &pc, owner.as_ref(), c, waiting)
     };

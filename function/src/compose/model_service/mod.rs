@@ -209,18 +209,21 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             remote::namespace_object(&namespace, pc),
             observed_ready(req, &key("namespace")),
         );
-        let owner = routed.iter().any(|r| r.api_key.is_some()).then(|| {
-            let owner_key = key("secret-owner");
-            let (object, owner) = remote::secret_copy::copy_owner(
-                &route::secret_owner_name(&name),
-                &namespace,
-                pc,
-                request::observed_composed(req, &owner_key),
-            );
-            out.compose(owner_key, object, owner.is_some());
-            owner
-        });
-        let owner = owner.flatten();
+        let owner = routed
+            .iter()
+            .any(|r| r.api_key.is_some())
+            .then(|| {
+                let owner_key = key("secret-owner");
+                let (object, owner) = remote::secret_copy::copy_owner(
+                    &route::secret_owner_name(&name),
+                    &namespace,
+                    pc,
+                    request::observed_composed(req, &owner_key),
+                );
+                out.compose(owner_key, object, owner.is_some());
+                owner
+            })
+            .flatten();
         for r in &routed {
             let object_name = route::backend_name(&name, &r.backend.endpoint);
             // A ModelEndpoint with `tls` is https (resolve_endpoint refuses it otherwise, so it is not routed).

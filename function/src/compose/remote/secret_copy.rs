@@ -101,6 +101,18 @@ impl CopyOwner {
     }
 }
 
+/// The remote ConfigMap as an observed owner Object reports it.
+#[derive(Deserialize)]
+struct OwnerView {
+    metadata: OwnerMeta,
+}
+
+#[derive(Clone, Deserialize)]
+struct OwnerMeta {
+    name: String,
+    uid: String,
+}
+
 /// A Kubernetes UID is a UUID (36 characters); anything else observed is not trusted as one.
 const MAX_UID_LEN: usize = 64;
 
@@ -119,19 +131,17 @@ pub fn copy_owner(
         "data": {"purpose": "owns the Secrets Modelplane copies into this namespace for one composite; \
                              deleting it deletes them"},
     });
-    let owner = observed
-        .and_then(|r| r.resource.as_ref())
-        .and_then(|r| r.parse::<ObservedCopy>().ok())
-        .and_then(|seen| {
-            let meta = seen.remote()?.get("metadata")?;
-            let uid = meta.get("uid")?.as_str()?;
-            let valid = !uid.is_empty()
-                && uid.len() <= MAX_UID_LEN
-                && uid.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
-            (valid && meta.get("name")?.as_str()? == name).then(|| CopyOwner {
-                name: name.to_owned(),
-                uid: uid.to_owned(),
-            })
+    let owner = super::observed::<OwnerView>(observed)
+        .and_then(|seen| seen.manifest().map(|m| m.metadata.clone()))
+        .filter(|meta| {
+            meta.name == name
+                && !meta.uid.is_empty()
+                && meta.uid.len() <= MAX_UID_LEN
+                && meta.uid.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+        .map(|meta| CopyOwner {
+            name: meta.name,
+            uid: meta.uid,
         });
     (object(manifest, provider_config), owner)
 }
