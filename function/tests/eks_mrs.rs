@@ -6,16 +6,16 @@
 // Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod schema;
+mod common;
 mod stages;
 
 use std::{collections::BTreeMap, path::Path};
 
+use common::{problems, read_documents, repo_root, structural_problems, yaml_files};
 use modelplane_function::{
     compose::inference_cluster::{CONTROL_NAMESPACE, class_requirement},
     render::RequestBuilder,
 };
-use schema::{problems, read_documents, repo_root, structural_problems, yaml_files};
 use serde_json::{Value, json};
 
 /// Every object composed at every stage of bringing `xr` up, keyed by composition resource name.

@@ -7,15 +7,15 @@
 // Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod schema;
+mod common;
 
+use common::{fatal, problems, read_documents, repo_root, yaml_files};
 use modelplane_function::{
     compose::model_deployment::{CACHE, CLUSTERS},
-    proto::v1::{RunFunctionResponse, Severity},
+    proto::v1::RunFunctionResponse,
     render::RequestBuilder,
     run_function,
 };
-use schema::{problems, read_documents, repo_root, yaml_files};
 use serde_json::{Value, json};
 
 const EXAMPLE: &str = "examples/deployments/qwen3-235b-pd.yaml";
@@ -41,20 +41,12 @@ fn both_gangs() -> Value {
 fn run(xr: &Value, stack: &str, cluster: &str) -> RunFunctionResponse {
     let mut cluster = document(&format!("tests/fixtures/clusters/{stack}/{cluster}.yaml"));
     cluster["status"]["pools"][0]["nodeCount"] = json!(4);
-    cluster["status"]["gateway"] = schema::reachable_gateway("203.0.113.7");
+    cluster["status"]["gateway"] = common::reachable_gateway("203.0.113.7");
     let req = RequestBuilder::new(xr)
         .required(CLUSTERS, &[cluster])
         .required(CACHE, &[])
         .build();
     run_function(req)
-}
-
-fn fatal(rsp: &RunFunctionResponse) -> Vec<String> {
-    rsp.results
-        .iter()
-        .filter(|r| r.severity == Severity::Fatal as i32)
-        .map(|r| r.message.clone())
-        .collect()
 }
 
 /// The manifests composed for the workload cluster.

@@ -6,14 +6,14 @@
 // Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod schema;
+mod common;
 
+use common::{fatal, problems, read_documents, repo_root, xrd_schema};
 use modelplane_function::{
-    proto::v1::{RunFunctionResponse, Severity},
+    proto::v1::RunFunctionResponse,
     render::{self, Inputs},
     run_function,
 };
-use schema::{problems, read_documents, repo_root, version_schema};
 use serde_json::{Value, json};
 
 /// The `openAPIV3Schema` of `version` in the CRD at `path` (repo-relative).
@@ -61,10 +61,6 @@ fn schema_for(object: &Value) -> Value {
     };
     let version = object["apiVersion"].as_str().unwrap().rsplit('/').next().unwrap();
     crd_schema(path, version)
-}
-
-fn xrd_schema(file: &str) -> Value {
-    version_schema(&read_documents(&repo_root().join("package/configuration/xrds").join(file)).remove(0))
 }
 
 fn example(file: &str) -> Value {
@@ -115,14 +111,6 @@ fn desired(rsp: &RunFunctionResponse) -> Vec<(String, Value)> {
         .resources
         .iter()
         .map(|(key, r)| (key.clone(), r.resource.as_ref().unwrap().to_json().unwrap()))
-        .collect()
-}
-
-fn fatal(rsp: &RunFunctionResponse) -> Vec<&str> {
-    rsp.results
-        .iter()
-        .filter(|r| r.severity == Severity::Fatal as i32)
-        .map(|r| r.message.as_str())
         .collect()
 }
 
@@ -429,7 +417,7 @@ fn upstream_documentation_manifests_validate_and_render_without_a_fatal() {
     fleet_for_eu.push(json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
                              "metadata": {"name": "gw-gcp-eu"}, "status": {"providerConfigName": "gw-gcp-eu"}}));
     let mut rendered = 0;
-    for file in schema::yaml_files(&dir) {
+    for file in common::yaml_files(&dir) {
         for doc in read_documents(&file) {
             let xrd = match doc["kind"].as_str().unwrap() {
                 "ModelService" => "modelservices.yaml",

@@ -5,18 +5,18 @@
 // Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod schema;
+mod common;
 mod stages;
 
 use std::path::{Path, PathBuf};
 
+use common::{problems, read_documents, yaml_files};
 use modelplane_function::{
     compose::inference_cluster::class_requirement,
     proto::v1::{RunFunctionResponse, Severity},
     render::{self, Inputs, RequestBuilder},
     run_function,
 };
-use schema::{problems, read_documents, repo_root, version_schema, yaml_files};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -42,8 +42,7 @@ fn xrd_schema(kind: &str) -> Value {
         "ModelCache" => "modelcaches.yaml",
         other => panic!("no XRD for {other}"),
     };
-    let xrd = read_documents(&repo_root().join("package/configuration/xrds").join(file)).remove(0);
-    version_schema(&xrd)
+    common::xrd_schema(file)
 }
 
 /// Every class a vendored cluster may name: upstream's own and our stand-ins for the ones its docs lack.

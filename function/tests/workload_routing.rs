@@ -8,10 +8,11 @@
 // Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod schema;
+mod common;
 
 use std::collections::BTreeMap;
 
+use common::{problems, reachable_gateway, read_documents, repo_root};
 use modelplane_function::{
     compose::{
         inference_cluster::class_requirement,
@@ -21,7 +22,6 @@ use modelplane_function::{
     render::RequestBuilder,
     run_function,
 };
-use schema::{problems, reachable_gateway, read_documents, repo_root};
 use serde_json::{Value, json};
 
 const POOL_LABEL: &str = "modelplane.ai/inference-pool";
@@ -39,7 +39,7 @@ fn schemas_for(api_version: &str, kind: &str) -> Vec<(String, Value)> {
         "gateway-api/v1.4.1",
         "gateway-api/v1.5.1",
     ] {
-        for file in schema::yaml_files(&repo_root().join("tests/crds/routing").join(dir)) {
+        for file in common::yaml_files(&repo_root().join("tests/crds/routing").join(dir)) {
             let crd = read_documents(&file).remove(0);
             if crd["spec"]["names"]["kind"] != kind {
                 continue;
@@ -297,7 +297,7 @@ fn the_cluster_gateway_serves_https_under_the_clusters_own_ca_and_reports_that_c
     ] {
         let object = manifest(&objects[key]);
         let crd = document(&format!("tests/crds/{file}"));
-        let schema = schema::version_schema(&crd);
+        let schema = common::version_schema(&crd);
         assert_eq!(problems(&schema, object, None), Vec::<String>::new(), "{key}");
     }
     let serving = manifest(&objects["object-cluster-gateway-serving-certificate"]);
@@ -366,7 +366,7 @@ fn the_endpoint_a_ready_replica_publishes_is_accepted_by_its_xrd_and_routed_by_t
     }
     let (objects, _) = desired(builder.build());
     let endpoint = &objects["endpoint-0-eks-h200-us-west"];
-    let xrd = schema::version_schema(&document("package/configuration/xrds/modelendpoints.yaml"));
+    let xrd = common::version_schema(&document("package/configuration/xrds/modelendpoints.yaml"));
     assert_eq!(problems(&xrd, endpoint, None), Vec::<String>::new());
     assert_eq!(endpoint["spec"]["model"], "qwen3-coder");
 
@@ -410,7 +410,7 @@ fn the_endpoint_a_ready_replica_publishes_is_accepted_by_its_xrd_and_routed_by_t
     assert_eq!(ca["data"]["ca.crt"], reachable_gateway("")["caCertificate"]);
     let backend_crd = document("tests/crds/routing/envoy-gateway/v1.8.1/gateway.envoyproxy.io_backends.yaml");
     assert_eq!(
-        problems(&schema::version_schema(&backend_crd), backend, None),
+        problems(&common::version_schema(&backend_crd), backend, None),
         Vec::<String>::new()
     );
     let service_backend = backends.iter().find(|m| m["kind"] == "AIServiceBackend").unwrap();

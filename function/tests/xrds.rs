@@ -5,17 +5,18 @@
 // Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod schema;
+mod common;
 mod stages;
 
+use common::{problems, read_documents, repo_root, version_schema, yaml_files};
 use modelplane_function::api::{
     Composite, inference_class::InferenceClassSpec, inference_cluster::InferenceClusterSpec,
 };
-use schema::{problems, read_documents, repo_root, version_schema, yaml_files};
 use serde_json::{Value, json};
 
+/// A cluster-scoped XRD's schema.
 fn xrd_schema(file: &str) -> Value {
-    let xrd = read_documents(&repo_root().join("package/configuration/xrds").join(file)).remove(0);
+    let xrd = common::xrd(file);
     assert_eq!(xrd["apiVersion"], "apiextensions.crossplane.io/v2");
     assert_eq!(xrd["spec"]["scope"], "Cluster");
     version_schema(&xrd)

@@ -8,11 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-/// Bounds the XRDs declare; the composers check them again so a request that skipped the API server (render,
-/// tests, an older XRD) still gets an error naming the field.
+/// The largest entry weight the ModelService XRD admits (`maximum`), which reduced route weights stay within.
 pub const MAX_WEIGHT: u64 = 1_000_000;
-pub const MAX_PRIORITY: u64 = 63;
-pub const MAX_ENTRIES: usize = 32;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -232,9 +229,6 @@ impl GatewayAuth {
         }
     }
 }
-
-/// At most this many caller and certificate Secrets per gateway: each is one Object on the gateway's cluster.
-pub const MAX_GATEWAY_SECRETS: usize = 16;
 
 /// What other composers read of an InferenceGateway's status.
 #[derive(Debug, Clone, Default, Deserialize)]

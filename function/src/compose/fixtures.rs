@@ -66,7 +66,8 @@ pub fn with_observed(mut req: RunFunctionRequest, key: &str, object: &Value) -> 
     req
 }
 
-/// Runs a composer on a request.
+/// Runs a composer on a request as `dispatch` does: the composite is checked against its XRD first, so a test of
+/// bad input sees the same error a user would.
 pub fn run(
     compose: super::ComposeFn,
     req: &RunFunctionRequest,
@@ -74,5 +75,6 @@ pub fn run(
     let xr = crate::sdk::request::observed_composite(req)
         .cloned()
         .unwrap_or_default();
+    crate::validate::object_on_the_wire(&xr)?;
     compose(req, &xr)
 }

@@ -5,15 +5,13 @@
 //! the scheduler's CEL evaluation: device attribute names that are not CEL identifiers, duplicate device names,
 //! attributes with zero or several typed values.
 
-use std::collections::BTreeSet;
-
 use serde_json::{Value, json};
 
 use super::{ComposeError, Output};
 use crate::{
     api::{
         Composite,
-        inference_class::{Attribute, Claim, Device, EksProvisioning, InferenceClassSpec},
+        inference_class::{Device, EksProvisioning, InferenceClassSpec},
     },
     proto::v1::{RunFunctionRequest, Status},
     wire::RawStruct,
@@ -36,62 +34,11 @@ fn summary(device: &Device) -> Value {
     json!({"name": device.name, "count": device.count, "claim": device.claim})
 }
 
-/// Checks what the scheduler relies on.
+/// What the InferenceClass XRD cannot say (it is enforced before composing, `crate::validate`, and on every class
+/// read as a required resource): a blank instance type, and EFA interfaces against the instance type's table.
 pub fn validate(spec: &InferenceClassSpec) -> Result<(), ComposeError> {
-    if spec.devices.is_empty() {
-        return Err(ComposeError::new(
-            "spec.devices",
-            "a class must describe at least one device",
-        ));
-    }
-    let mut names = BTreeSet::new();
-    for (i, device) in spec.devices.iter().enumerate() {
-        let path = format!("spec.devices[{i}]");
-        if !is_dns_label(&device.name) {
-            return Err(ComposeError::new(
-                format!("{path}.name"),
-                format!("{:?} is not a DNS label", device.name),
-            ));
-        }
-        if !names.insert(device.name.as_str()) {
-            return Err(ComposeError::new(
-                format!("{path}.name"),
-                format!("duplicate device name {:?}", device.name),
-            ));
-        }
-        if device.count == 0 {
-            return Err(ComposeError::new(format!("{path}.count"), "must be at least 1"));
-        }
-        if device.claim == Claim::Dra && (device.driver.is_empty() || device.device_class_name.is_empty()) {
-            return Err(ComposeError::new(
-                path,
-                "a DRA device needs driver and deviceClassName (the DeviceClass its claims use)",
-            ));
-        }
-        for (name, attribute) in &device.attributes {
-            validate_attribute(&format!("{path}.attributes.{name}"), name, attribute)?;
-        }
-        for (name, capacity) in &device.capacity {
-            let at = format!("{path}.capacity.{name}");
-            if !is_cel_identifier(name) {
-                return Err(ComposeError::new(
-                    at,
-                    "capacity names must be C identifiers of at most 32 characters",
-                ));
-            }
-            if !is_quantity(&capacity.value) {
-                return Err(ComposeError::new(
-                    format!("{at}.value"),
-                    format!("{:?} is not a Kubernetes quantity", capacity.value),
-                ));
-            }
-        }
-    }
     validate_eks(spec.provisioning.eks.as_ref())
 }
-
-/// Smallest root volume EKS accepts for a managed node group.
-const MIN_DISK_GIB: u32 = 20;
 
 /// EFA-capable EC2 instance types Modelplane provisions GPU pools on, with the most EFA interfaces each takes
 /// (EC2's "Elastic Fabric Adapter for AI/ML and HPC workloads" tables). An EFA pool on any other type is refused:
@@ -163,97 +110,7 @@ fn validate_eks(eks: Option<&EksProvisioning>) -> Result<(), ComposeError> {
             Some(_) => {}
         }
     }
-    if eks.disk_size_gb < MIN_DISK_GIB {
-        return Err(ComposeError::new(
-            "spec.provisioning.eks.diskSizeGb",
-            format!("EKS node groups need at least {MIN_DISK_GIB} GB"),
-        ));
-    }
     Ok(())
-}
-
-fn validate_attribute(path: &str, name: &str, attribute: &Attribute) -> Result<(), ComposeError> {
-    if !is_cel_identifier(name) {
-        // DRA publishes attributes under the driver's domain; CEL reaches them as
-        // device.attributes["<driver>"].<name>, so the name must be an identifier.
-        return Err(ComposeError::new(
-            path,
-            "attribute names must be C identifiers of at most 32 characters",
-        ));
-    }
-    let set = [
-        attribute.string.is_some(),
-        attribute.version.is_some(),
-        attribute.bool.is_some(),
-        attribute.int.is_some(),
-    ]
-    .iter()
-    .filter(|set| **set)
-    .count();
-    if set != 1 {
-        return Err(ComposeError::new(
-            path,
-            "set exactly one of string, version, bool or int",
-        ));
-    }
-    if let Some(version) = &attribute.version
-        && !is_semver(version)
-    {
-        return Err(ComposeError::new(
-            format!("{path}.version"),
-            format!("{version:?} is not a semantic version (MAJOR.MINOR.PATCH)"),
-        ));
-    }
-    Ok(())
-}
-
-pub(crate) fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn is_cel_identifier(s: &str) -> bool {
-    let mut bytes = s.bytes();
-    s.len() <= 32
-        && bytes.next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-fn is_semver(s: &str) -> bool {
-    let core = s.split(['-', '+']).next().unwrap_or_default();
-    let parts: Vec<&str> = core.split('.').collect();
-    parts.len() == 3
-        && parts
-            .iter()
-            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// Accepts the forms Kubernetes quantities take: a decimal number with an optional binary (Ki..Ei), decimal
-/// (m, k, M..E) or exponent suffix.
-pub fn is_quantity(s: &str) -> bool {
-    let number_end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(number_end);
-    let digits = number.trim_start_matches(['+', '-']);
-    let valid_number = !digits.is_empty()
-        && digits.matches('.').count() <= 1
-        && digits.bytes().any(|b| b.is_ascii_digit())
-        && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.');
-    let valid_suffix = matches!(
-        suffix,
-        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "m" | "k" | "M" | "G" | "T" | "P" | "E"
-    ) || (suffix.starts_with(['e', 'E'])
-        && suffix[1..]
-            .trim_start_matches(['+', '-'])
-            .bytes()
-            .all(|b| b.is_ascii_digit())
-        && suffix.len() > 1);
-    valid_number && valid_suffix
 }
 
 #[cfg(test)]
@@ -276,8 +133,13 @@ mod tests {
                "capacity": {"memory": {"value": "141Gi"}}})
     }
 
+    /// Composes the class as `dispatch` does, after its XRD's check.
     fn compose_class(devices: Value) -> Result<Output, ComposeError> {
-        compose(&RunFunctionRequest::default(), &class(devices))
+        with_class(class(devices).to_json().unwrap())
+    }
+
+    fn with_class(xr: Value) -> Result<Output, ComposeError> {
+        crate::compose::fixtures::run(compose, &crate::compose::fixtures::request(xr))
     }
 
     #[test]
@@ -292,9 +154,10 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_device_names_are_rejected_at_the_second_one() {
+    fn duplicate_device_names_are_rejected() {
         let err = compose_class(json!([gpu(), gpu()])).unwrap_err();
-        assert_eq!(err.path, "spec.devices[1].name");
+        assert_eq!(err.path, "spec.devices");
+        assert!(err.reason.contains("unique"), "{err}");
     }
 
     #[test]
@@ -302,7 +165,8 @@ mod tests {
         let mut bad = gpu();
         bad["attributes"] = json!({"compute-capability": {"version": "9.0.0"}});
         let err = compose_class(json!([bad])).unwrap_err();
-        assert_eq!(err.path, "spec.devices[0].attributes.compute-capability");
+        assert_eq!(err.path, "spec.devices[0].attributes");
+        assert!(err.reason.contains("C identifiers"), "{err}");
     }
 
     #[test]
@@ -322,7 +186,7 @@ mod tests {
         let mut bad = gpu();
         bad["attributes"] = json!({"arch": {"text": "Hopper"}});
         let err = compose_class(json!([bad])).unwrap_err();
-        assert_eq!(err.path, "spec.devices[0].attributes.arch.text");
+        assert_eq!(err.path, "spec.devices[0].attributes.arch");
     }
 
     #[test]
@@ -340,10 +204,7 @@ mod tests {
         let with = |eks: Value| {
             let mut xr = class(json!([gpu()])).to_json().unwrap();
             xr["spec"]["provisioning"] = json!({"eks": eks});
-            compose(
-                &RunFunctionRequest::default(),
-                &RawStruct::from_value(&xr).unwrap(),
-            )
+            with_class(xr)
         };
         assert!(with(json!({"instanceType": "p5.48xlarge", "efaInterfaces": 32})).is_ok());
         let cases = [
@@ -371,12 +232,18 @@ mod tests {
     }
 
     #[test]
-    fn quantity_forms() {
+    fn capacities_take_every_quantity_form_and_nothing_else() {
+        let with_memory = |value: &str| {
+            let mut device = gpu();
+            device["capacity"] = json!({"memory": {"value": value}});
+            compose_class(json!([device]))
+        };
         for ok in ["141Gi", "1", "0.5", "100m", "1e3", "2E+2", "8k"] {
-            assert!(is_quantity(ok), "{ok}");
+            assert!(with_memory(ok).is_ok(), "{ok}");
         }
         for bad in ["", "Gi", "1.2.3", "12GB", "1e", "lots"] {
-            assert!(!is_quantity(bad), "{bad}");
+            let err = with_memory(bad).unwrap_err();
+            assert_eq!(err.path, "spec.devices[0].capacity.memory.value", "{bad}: {err}");
         }
     }
 }

@@ -156,12 +156,14 @@ fn classes(
                 format!("InferenceClass {:?} is invalid: {e}", pool.class_name),
             )
         })?;
-        inference_class::validate(&class.spec).map_err(|e| {
-            ComposeError::new(
-                &path,
-                format!("InferenceClass {:?} is invalid: {e}", pool.class_name),
-            )
-        })?;
+        crate::validate::object_on_the_wire(raw)
+            .and_then(|()| inference_class::validate(&class.spec))
+            .map_err(|e| {
+                ComposeError::new(
+                    &path,
+                    format!("InferenceClass {:?} is invalid: {e}", pool.class_name),
+                )
+            })?;
         classes.insert(pool.class_name.clone(), class.spec);
     }
     Ok(Some(classes))

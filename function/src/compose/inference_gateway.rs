@@ -67,7 +67,6 @@ struct AddressView {
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let gateway: InferenceGateway = xr.parse()?;
-    front_door::validate(&gateway.spec)?;
     let mut out = Output {
         requirements: BTreeMap::from([(
             CLUSTERS.to_owned(),

@@ -1,4 +1,5 @@
-//! Checks a `ModelEndpoint` and marks it routable. It composes nothing: the ModelServices that select it put it
+//! Checks a `ModelEndpoint` and marks it routable (its XRD has refused what a schema can state: the origin's
+//! shape, the credential's method and Secret). It composes nothing: the ModelServices that select it put it
 //! on their routes, on the fleet gateway's cluster. Its readiness is what they read, so an endpoint whose URL or
 //! credential reference is unusable never takes traffic, and says why here rather than in every service.
 
@@ -25,24 +26,6 @@ pub fn compose(_req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Comp
     let endpoint: ModelEndpoint = xr.parse()?;
     let (url, prefix) =
         resolve_endpoint(&endpoint.spec).map_err(|(field, why)| ComposeError::new(field, why))?;
-    if let Some(credential) = &endpoint.spec.credential {
-        if credential.method != "APIKey" {
-            return Err(ComposeError::new(
-                "spec.credential.method",
-                format!("{:?} is not supported; APIKey is", credential.method),
-            ));
-        }
-        if credential
-            .api_key
-            .as_ref()
-            .is_none_or(|k| k.secret_ref.name.is_empty())
-        {
-            return Err(ComposeError::new(
-                "spec.credential.apiKey.secretRef.name",
-                "names the Secret in this namespace holding the key (under apiKey)",
-            ));
-        }
-    }
     let mut out = Output::default();
     let scheme = if url.tls { "https" } else { "http" };
     out.condition(

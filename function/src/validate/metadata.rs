@@ -7,9 +7,9 @@ use serde_json::Value;
 use super::schema::Finding;
 use crate::limits::quote;
 
-/// Longest DNS-1123 subdomain, and the most annotation bytes one object may carry.
-const MAX_SUBDOMAIN: usize = 253;
-const MAX_LABEL: usize = 63;
+use modelplane_eks_api::names::{MAX_LABEL, MAX_SUBDOMAIN, is_dns_label, is_dns_subdomain, is_label_value};
+
+/// The most annotation bytes one object may carry.
 const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
 
 pub fn check(metadata: Option<&Value>) -> Vec<Finding> {
@@ -79,36 +79,6 @@ pub fn check(metadata: Option<&Value>) -> Vec<Finding> {
         ));
     }
     out
-}
-
-fn is_alnum(b: u8) -> bool {
-    b.is_ascii_lowercase() || b.is_ascii_digit()
-}
-
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
-pub fn is_dns_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= MAX_LABEL
-        && is_alnum(b[0])
-        && is_alnum(b[b.len() - 1])
-        && b.iter().all(|&c| is_alnum(c) || c == b'-')
-}
-
-/// Dot-separated DNS labels, at most 253 characters.
-pub fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= MAX_SUBDOMAIN && s.split('.').all(is_dns_label)
-}
-
-/// `(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?`, at most 63 characters.
-pub fn is_label_value(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.is_empty()
-        || (b.len() <= MAX_LABEL
-            && b[0].is_ascii_alphanumeric()
-            && b[b.len() - 1].is_ascii_alphanumeric()
-            && b.iter()
-                .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')))
 }
 
 /// Why `key` is not a qualified name (`[prefix/]name`, the prefix a DNS subdomain), if it is not.

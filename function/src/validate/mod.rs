@@ -22,7 +22,7 @@ pub mod schema;
 
 use schema::{Layout, ObjectSchema};
 
-/// The XRDs of `package/configuration`, as the package installs them.
+/// Every XRD of `package/configuration`, as the package installs them.
 const XRDS: &[(&str, &str)] = &[
     (
         "package/configuration/xrds/inferenceclasses.yaml",
@@ -33,12 +33,24 @@ const XRDS: &[(&str, &str)] = &[
         include_str!("../../../package/configuration/xrds/inferenceclusters.yaml"),
     ),
     (
+        "package/configuration/xrds/inferencegateways.yaml",
+        include_str!("../../../package/configuration/xrds/inferencegateways.yaml"),
+    ),
+    (
         "package/configuration/xrds/modelcaches.yaml",
         include_str!("../../../package/configuration/xrds/modelcaches.yaml"),
     ),
     (
         "package/configuration/xrds/modeldeployments.yaml",
         include_str!("../../../package/configuration/xrds/modeldeployments.yaml"),
+    ),
+    (
+        "package/configuration/xrds/modelendpoints.yaml",
+        include_str!("../../../package/configuration/xrds/modelendpoints.yaml"),
+    ),
+    (
+        "package/configuration/xrds/modelservices.yaml",
+        include_str!("../../../package/configuration/xrds/modelservices.yaml"),
     ),
 ];
 
@@ -113,6 +125,15 @@ static ACCEPTED: LazyLock<Accepted> = LazyLock::new(|| Accepted {
     hashers: (RandomState::new(), RandomState::new()),
     seen: Mutex::default(),
 });
+
+/// [`composite_on_the_wire`] for an object whose kind is read from its own `apiVersion` and `kind`: a composite
+/// another composer reads as a required resource is held to its XRD as its own composer holds it.
+pub fn object_on_the_wire(object: &RawStruct) -> Result<(), ComposeError> {
+    let type_meta: TypeMeta = object
+        .parse()
+        .map_err(|e| ComposeError::new("", format!("cannot read the object's kind: {e}")))?;
+    composite_on_the_wire(&type_meta, object)
+}
 
 /// [`composite`] for the composite as it came on the wire, skipping the check for bytes accepted before: the
 /// check is a pure function of the composite, so the same bytes get the same answer.

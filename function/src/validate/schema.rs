@@ -164,7 +164,8 @@ impl ObjectSchema {
     }
 
     fn structural(&self, defaulted: &Value) -> Vec<Finding> {
-        self.json
+        let mut out: Vec<Finding> = self
+            .json
             .iter_errors(defaulted)
             .map(|e| {
                 (
@@ -172,7 +173,9 @@ impl ObjectSchema {
                     e.masked().to_string(),
                 )
             })
-            .collect()
+            .collect();
+        duplicate_list_items(&self.full, defaulted, "", &mut out);
+        out
     }
 }
 
@@ -303,6 +306,66 @@ fn unknown_fields(schema: &Value, value: &Value, path: &str, out: &mut Vec<Findi
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
                     unknown_fields(item_schema, item, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Items a `map` or `set` list holds twice (`x-kubernetes-list-type`), which the API server refuses as duplicate
+/// values: a map list's items must differ in their `x-kubernetes-list-map-keys`, a set's items altogether.
+fn duplicate_list_items(schema: &Value, value: &Value, path: &str, out: &mut Vec<Finding>) {
+    match value {
+        Value::Object(fields) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (name, child) in fields {
+                if let Some(child_schema) = props.and_then(|p| p.get(name)).or(additional) {
+                    duplicate_list_items(child_schema, child, &join(path, name), out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            let keys: Option<Vec<&str>> = match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+                Some("map") => Some(
+                    schema
+                        .get("x-kubernetes-list-map-keys")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect(),
+                ),
+                Some("set") => Some(Vec::new()),
+                _ => None,
+            };
+            if let Some(keys) = keys {
+                let mut seen = BTreeSet::new();
+                for (i, item) in items.iter().enumerate() {
+                    let identity = if keys.is_empty() {
+                        item.to_string()
+                    } else {
+                        let key: Map<String, Value> = keys
+                            .iter()
+                            .map(|k| ((*k).to_owned(), item.get(*k).cloned().unwrap_or(Value::Null)))
+                            .collect();
+                        Value::Object(key).to_string()
+                    };
+                    if !seen.insert(identity.clone()) {
+                        out.push((
+                            format!("{path}[{i}]"),
+                            format!(
+                                "duplicate value: an earlier item is also {}",
+                                crate::limits::cut(&identity, 256)
+                            ),
+                        ));
+                    }
+                }
+            }
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    duplicate_list_items(item_schema, item, &format!("{path}[{i}]"), out);
                 }
             }
         }

@@ -19,8 +19,11 @@ fn every_embedded_xrd_loads() {
         [
             "InferenceClass",
             "InferenceCluster",
+            "InferenceGateway",
             "ModelCache",
-            "ModelDeployment"
+            "ModelDeployment",
+            "ModelEndpoint",
+            "ModelService"
         ]
     );
 }

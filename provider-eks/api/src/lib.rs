@@ -10,6 +10,7 @@ mod cluster;
 mod common;
 mod file_system;
 mod managed;
+pub mod names;
 mod network;
 mod node_pool;
 mod pod_identity;

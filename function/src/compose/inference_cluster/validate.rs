@@ -1,17 +1,17 @@
-//! What the XRD's CEL rules already reject, checked again here (a composite can reach the function through
-//! `render` or an older XRD), plus what needs the classes: every failure names the field.
+//! What the InferenceCluster XRD cannot say (it is enforced before composing, `crate::validate`): the name as a
+//! cloud resource name, a CIDR's host bits, zones against the region, and each pool against its class. Every
+//! failure names the field.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+
+use modelplane_eks_api::names::is_dns_label;
 
 use crate::{
     api::{
         inference_class::InferenceClassSpec,
         inference_cluster::{EksCluster, FabricType, InferenceClusterSpec, Source},
     },
-    compose::{
-        ComposeError,
-        inference_class::{efa_interfaces, is_dns_label},
-    },
+    compose::{ComposeError, inference_class::efa_interfaces},
 };
 
 /// Longest cluster name: node pool MRs are named `<cluster>-<pool>` (pools up to 20 characters) and must stay
@@ -21,143 +21,28 @@ pub const MAX_CLUSTER_NAME: usize = 40;
 pub const SYSTEM_POOL: &str = "system";
 
 pub fn cluster(name: &str, spec: &InferenceClusterSpec) -> Result<(), ComposeError> {
-    if name.is_empty() || name.len() > MAX_CLUSTER_NAME || !is_dns_label(name) {
+    // The API server admits any DNS subdomain as a name; this one also names AWS objects and node pool MRs.
+    if name.len() > MAX_CLUSTER_NAME || !is_dns_label(name) {
         return Err(ComposeError::new(
             "metadata.name",
             format!("{name:?} must be a DNS label of at most {MAX_CLUSTER_NAME} characters"),
         ));
     }
-    let eks = spec.cluster.source == Source::Eks;
-    match spec.cluster.source {
-        Source::Eks => {
-            let Some(cluster) = &spec.cluster.eks else {
-                return Err(ComposeError::new(
-                    "spec.cluster.eks",
-                    "required when source is EKS",
-                ));
-            };
-            eks_cluster(cluster, spec)?;
-        }
-        Source::Existing if spec.cluster.existing.is_none() => {
-            return Err(ComposeError::new(
-                "spec.cluster.existing",
-                "required when source is Existing",
-            ));
-        }
-        Source::Existing => {
-            if let Some(existing) = &spec.cluster.existing
-                && existing.secret_ref.name.is_empty()
-            {
-                return Err(ComposeError::new(
-                    "spec.cluster.existing.secretRef.name",
-                    "must name the Secret holding the cluster's kubeconfig",
-                ));
-            }
-        }
+    match (&spec.cluster.source, &spec.cluster.eks) {
+        (Source::Eks, Some(cluster)) => eks_cluster(cluster, spec),
+        _ => Ok(()),
     }
-    let mut names = BTreeSet::new();
-    for (i, pool) in spec.node_pools.iter().enumerate() {
-        let at = |field: &str| format!("spec.nodePools[{i}].{field}");
-        if !is_dns_label(&pool.name) || pool.name.len() > 20 {
-            return Err(ComposeError::new(
-                at("name"),
-                "must be a DNS label of at most 20 characters",
-            ));
-        }
-        if pool.name == SYSTEM_POOL {
-            return Err(ComposeError::new(
-                at("name"),
-                "system is reserved for the cluster's own system pool",
-            ));
-        }
-        if !names.insert(pool.name.as_str()) {
-            return Err(ComposeError::new(
-                at("name"),
-                format!("duplicate node pool {:?}", pool.name),
-            ));
-        }
-        if pool.min_node_count.is_some_and(|min| min > pool.node_count) {
-            return Err(ComposeError::new(at("minNodeCount"), "must not exceed nodeCount"));
-        }
-        if pool.max_node_count.is_some_and(|max| max < pool.node_count) {
-            return Err(ComposeError::new(
-                at("maxNodeCount"),
-                "must not be below nodeCount",
-            ));
-        }
-        if pool.fabric.type_ == FabricType::Efa && !eks {
-            return Err(ComposeError::new(
-                at("fabric.type"),
-                "EFA needs cluster.source EKS",
-            ));
-        }
-        if pool.capacity_block.is_some() {
-            if !eks {
-                return Err(ComposeError::new(
-                    at("capacityBlock"),
-                    "capacity blocks need cluster.source EKS",
-                ));
-            }
-            if pool.zones.len() != 1 {
-                return Err(ComposeError::new(
-                    at("zones"),
-                    "a capacity block needs exactly one zone, the capacity reservation's",
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
-/// What EKS would refuse only after the network or the IAM roles exist: checked before anything is created.
+/// What EKS would refuse only after the network or the IAM roles exist, and the XRD cannot state (a CIDR's host
+/// bits, zones against the region): checked before anything is created.
 fn eks_cluster(cluster: &EksCluster, spec: &InferenceClusterSpec) -> Result<(), ComposeError> {
-    if !is_region(&cluster.region) {
-        return Err(ComposeError::new(
-            "spec.cluster.eks.region",
-            format!("{:?} is not an AWS region such as us-east-1", cluster.region),
-        ));
-    }
-    for (field, arn) in [
-        ("clusterRoleArn", &cluster.cluster_role_arn),
-        ("nodeRoleArn", &cluster.node_role_arn),
-    ] {
-        if let Some(arn) = arn
-            && !is_role_arn(arn)
-        {
-            return Err(ComposeError::new(
-                format!("spec.cluster.eks.{field}"),
-                format!("{arn:?} is not an IAM role ARN"),
-            ));
-        }
-    }
-    let networking = &cluster.networking;
-    if !networking.subnet_ids.is_empty() && networking.vpc_cidr.is_some() {
-        return Err(ComposeError::new(
-            "spec.cluster.eks.networking",
-            "set subnetIds or vpcCidr, not both",
-        ));
-    }
-    for (i, subnet) in networking.subnet_ids.iter().enumerate() {
-        let hex = subnet.strip_prefix("subnet-").unwrap_or_default();
-        if hex.is_empty() || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(ComposeError::new(
-                format!("spec.cluster.eks.networking.subnetIds[{i}]"),
-                format!("{subnet:?} is not a subnet ID such as subnet-0123abcd"),
-            ));
-        }
-    }
-    if let Some(cidr) = &networking.vpc_cidr
+    if let Some(cidr) = &cluster.networking.vpc_cidr
         && let Err(reason) = vpc_cidr(cidr)
     {
         return Err(ComposeError::new(
             "spec.cluster.eks.networking.vpcCidr",
             format!("{cidr:?} {reason}"),
-        ));
-    }
-    if !networking.endpoint_public_access && !networking.endpoint_private_access {
-        return Err(ComposeError::new(
-            "spec.cluster.eks.networking",
-            "endpointPublicAccess and endpointPrivateAccess cannot both be false: nothing could reach the API",
         ));
     }
     for (i, pool) in spec.node_pools.iter().enumerate() {
@@ -171,32 +56,6 @@ fn eks_cluster(cluster: &EksCluster, spec: &InferenceClusterSpec) -> Result<(), 
         }
     }
     Ok(())
-}
-
-/// `us-east-1`, `ap-southeast-2`, `us-gov-west-1`.
-fn is_region(region: &str) -> bool {
-    let mut parts = region.split('-').peekable();
-    let mut words = 0;
-    let mut last = "";
-    while let Some(part) = parts.next() {
-        if parts.peek().is_none() {
-            last = part;
-        } else if part.is_empty() || !part.chars().all(|c| c.is_ascii_lowercase()) {
-            return false;
-        } else {
-            words += 1;
-        }
-    }
-    words >= 2 && !last.is_empty() && last.chars().all(|c| c.is_ascii_digit())
-}
-
-fn is_role_arn(arn: &str) -> bool {
-    let parts: Vec<&str> = arn.splitn(6, ':').collect();
-    matches!(parts.as_slice(), ["arn", partition, "iam", "", account, resource]
-        if partition.starts_with("aws")
-            && account.len() == 12
-            && account.chars().all(|c| c.is_ascii_digit())
-            && resource.strip_prefix("role/").is_some_and(|r| !r.is_empty()))
 }
 
 /// A zone of `region` by name: the region plus one letter (`us-east-1a`), or a Local Zone

@@ -2,15 +2,11 @@
 //! from control-plane Secrets by reference) and the certificate it presents (also copied by reference). Nothing
 //! here reads a Secret: the function only names them.
 
-use std::collections::BTreeSet;
-
 use serde_json::{Value, json};
 
 use crate::{
-    api::routing::{InferenceGatewaySpec, MAX_GATEWAY_SECRETS, NameRef},
-    compose::{
-        ComposeError, inference_cluster::CONTROL_NAMESPACE, model_service::is_dns_label, remote::secret_copy,
-    },
+    api::routing::{InferenceGatewaySpec, NameRef},
+    compose::{inference_cluster::CONTROL_NAMESPACE, remote::secret_copy},
 };
 
 /// The gateway's own name on its cluster, where routes attach.
@@ -22,66 +18,6 @@ pub const CALLER_HEADER: &str = "x-modelplane-caller";
 /// OpenAI clients send `Authorization: Bearer <key>`; Anthropic clients send `x-api-key`.
 const KEY_HEADERS: [&str; 2] = ["Authorization", "x-api-key"];
 const CALLERS_POLICY: &str = "inference-gateway-callers";
-
-/// Checks what the XRD's schema and CEL rules check, so a gateway that never passed an API server fails naming the
-/// field instead of composing a listener with no certificate or a policy nobody can pass.
-pub fn validate(spec: &InferenceGatewaySpec) -> Result<(), ComposeError> {
-    if let Some(auth) = &spec.auth {
-        let (at, keys) = auth.callers();
-        if auth.api_key.is_some()
-            && (auth.keys.secret_selector.is_some() || !auth.keys.secret_refs.is_empty())
-        {
-            return Err(ComposeError::new(
-                "spec.auth.apiKey",
-                "caller Secrets are set both here and directly under spec.auth; keep one",
-            ));
-        }
-        if keys.secret_selector.is_none() || !keys.secret_refs.is_empty() {
-            names(&format!("{at}.secretRefs"), &keys.secret_refs)?;
-        }
-    }
-    if let Some(tls) = &spec.tls {
-        if spec.hostname.is_none() {
-            return Err(ComposeError::new(
-                "spec.tls",
-                "needs spec.hostname: the certificate is presented for that name",
-            ));
-        }
-        names("spec.tls.certificateRefs", &tls.certificate_refs)?;
-    }
-    Ok(())
-}
-
-fn names(field: &str, refs: &[NameRef]) -> Result<(), ComposeError> {
-    if refs.is_empty() || refs.len() > MAX_GATEWAY_SECRETS {
-        return Err(ComposeError::new(
-            field,
-            format!(
-                "lists {} Secrets; between 1 and {MAX_GATEWAY_SECRETS}",
-                refs.len()
-            ),
-        ));
-    }
-    let mut seen = BTreeSet::new();
-    for (i, r) in refs.iter().enumerate() {
-        if !is_dns_label(&r.name) {
-            return Err(ComposeError::new(
-                format!("{field}[{i}].name"),
-                format!(
-                    "{:?} must be a Secret name of at most 63 lower-case letters, digits and '-'",
-                    r.name
-                ),
-            ));
-        }
-        if !seen.insert(&r.name) {
-            return Err(ComposeError::new(
-                format!("{field}[{i}].name"),
-                format!("{:?} is listed twice", r.name),
-            ));
-        }
-    }
-    Ok(())
-}
 
 /// One Secret to copy onto the gateway's cluster: its composed-resource key, its name there, and the control-plane
 /// Secret it is copied from.

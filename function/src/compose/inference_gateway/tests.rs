@@ -232,12 +232,14 @@ fn bad_auth_and_tls_are_fatal_naming_the_field() {
         ),
         (
             json!({"auth": {"apiKey": {"secretRefs": [{"name": "a"}, {"name": "a"}]}}}),
-            "spec.auth.apiKey.secretRefs[1].name",
+            "spec.auth.apiKey.secretRefs",
         ),
         (
             json!({"auth": {"apiKey": {"secretRefs": [{"name": "Not_A_Name"}]}}}),
             "spec.auth.apiKey.secretRefs[0].name",
         ),
+        (json!({"auth": {}}), "spec.auth.secretRefs"),
+        (json!({"auth": {"apiKey": {}}}), "spec.auth.apiKey.secretRefs"),
         (json!({"tls": {"certificateRefs": [{"name": "t"}]}}), "spec.tls"),
         (
             json!({"hostname": "h.example.com", "tls": {"certificateRefs": []}}),

@@ -1,16 +1,14 @@
-//! Checks the XRD's CEL rules make, repeated here so `render` and older API servers give the same answer, plus
-//! what the schema cannot say. Every error names the field.
-
-use std::collections::BTreeSet;
+//! What the ModelDeployment XRD cannot say; everything it can (engine count, names and their uniqueness, copies,
+//! an engine's member shape, device requests, a Worker's nodes, the one container named engine, the reserved
+//! label prefix) is enforced from the XRD itself before composing (`crate::validate`). Every error names the field.
 
 mod probe;
 
+use modelplane_eks_api::names::is_label_value;
+
 use crate::{
-    api::model_deployment::{
-        ENGINE_CONTAINER, Engine, ModelDeploymentSpec, Phase, RESERVED_PREFIX, ReplicaSpec, Role,
-        TemplateMetadata,
-    },
-    compose::{ComposeError, inference_class::is_dns_label},
+    api::model_deployment::{ModelDeploymentSpec, Phase, ReplicaSpec, Role, TemplateMetadata},
+    compose::ComposeError,
     limits::quote,
     stack::{
         disaggregation::{DEFAULT_DECODE_ENGINE_PORT, PORT_FLAG},
@@ -24,32 +22,19 @@ const PROBES: [&str; 3] = ["startupProbe", "readinessProbe", "livenessProbe"];
 
 pub fn validate(spec: &ModelDeploymentSpec) -> Result<(), ComposeError> {
     let template = &spec.template;
-    reserved("spec.template.metadata", &template.metadata)?;
-    if template.spec.engines.is_empty() {
-        return Err(ComposeError::new(
-            "spec.template.spec.engines",
-            "at least one engine is required",
-        ));
-    }
-    let mut names = BTreeSet::new();
+    label_syntax("spec.template.metadata", &template.metadata)?;
     for (e, engine) in template.spec.engines.iter().enumerate() {
-        let path = format!("spec.template.spec.engines[{e}]");
-        if !is_dns_label(&engine.name) {
-            return Err(ComposeError::new(
-                format!("{path}.name"),
-                format!("{:?} is not a DNS label", engine.name),
-            ));
+        for (m, member) in engine.members.iter().enumerate() {
+            let at = format!("spec.template.spec.engines[{e}].members[{m}]");
+            label_syntax(&format!("{at}.template.metadata"), &member.template.metadata)?;
+            for (c, container) in member.template.spec.containers.iter().enumerate() {
+                for field in PROBES {
+                    if let Some(probe) = container.get(field) {
+                        probe::validate(&format!("{at}.template.spec.containers[{c}].{field}"), probe)?;
+                    }
+                }
+            }
         }
-        if !names.insert(engine.name.as_str()) {
-            return Err(ComposeError::new(
-                format!("{path}.name"),
-                format!("duplicate engine {:?}", engine.name),
-            ));
-        }
-        if engine.copies == 0 {
-            return Err(ComposeError::new(format!("{path}.copies"), "must be at least 1"));
-        }
-        validate_engine(&path, engine)?;
     }
     validate_decode_port(&template.spec)
 }
@@ -109,63 +94,15 @@ pub fn warnings(spec: &ModelDeploymentSpec) -> Vec<String> {
     }
 }
 
-fn validate_engine(path: &str, engine: &Engine) -> Result<(), ComposeError> {
-    let roles: Vec<Role> = engine.members.iter().map(|m| m.role).collect();
-    let shape_ok = matches!(
-        roles.as_slice(),
-        [Role::Standalone] | [Role::Leader, Role::Worker] | [Role::Worker, Role::Leader]
-    );
-    if !shape_ok {
-        return Err(ComposeError::new(
-            format!("{path}.members"),
-            format!("an engine is one Standalone member, or one Leader and one Worker; found {roles:?}"),
-        ));
-    }
-    if engine.members.iter().all(|m| m.device_requests().is_empty()) {
-        return Err(ComposeError::new(
-            format!("{path}.members"),
-            "at least one member must request devices (nodeSelector.devices)",
-        ));
-    }
-    for (m, member) in engine.members.iter().enumerate() {
-        let at = format!("{path}.members[{m}]");
-        if member.role == Role::Worker && member.worker.as_ref().is_none_or(|w| w.nodes == 0) {
-            return Err(ComposeError::new(
-                format!("{at}.worker.nodes"),
-                "a Worker needs worker.nodes of at least 1",
-            ));
-        }
-        reserved(&format!("{at}.template.metadata"), &member.template.metadata)?;
-        let containers = &member.template.spec.containers;
-        let named = |c: &serde_json::Map<String, serde_json::Value>| {
-            c.get("name").and_then(|n| n.as_str()) == Some(ENGINE_CONTAINER)
-        };
-        if containers.len() != 1 || !containers.iter().all(named) {
-            return Err(ComposeError::new(
-                format!("{at}.template.spec.containers"),
-                format!("exactly one container, named {ENGINE_CONTAINER:?}, is required"),
-            ));
-        }
-        for (c, container) in containers.iter().enumerate() {
-            for field in PROBES {
-                if let Some(probe) = container.get(field) {
-                    probe::validate(&format!("{at}.template.spec.containers[{c}].{field}"), probe)?;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Template labels and annotations land on pods, so they must be what the API server accepts there; the XRD
 /// bounds their size but not their characters.
-fn reserved(path: &str, metadata: &TemplateMetadata) -> Result<(), ComposeError> {
+fn label_syntax(path: &str, metadata: &TemplateMetadata) -> Result<(), ComposeError> {
     for (key, value) in &metadata.labels {
         let at = || format!("{path}.labels");
         if let Some(why) = crate::validate::metadata::qualified_name(key) {
             return Err(ComposeError::new(at(), format!("key {}: {why}", quote(key, 64))));
         }
-        if !crate::validate::metadata::is_label_value(value) {
+        if !is_label_value(value) {
             return Err(ComposeError::new(
                 at(),
                 format!(
@@ -180,19 +117,6 @@ fn reserved(path: &str, metadata: &TemplateMetadata) -> Result<(), ComposeError>
             return Err(ComposeError::new(
                 format!("{path}.annotations"),
                 format!("key {}: {why}", quote(key, 64)),
-            ));
-        }
-    }
-    let keys = metadata
-        .labels
-        .keys()
-        .map(|k| ("labels", k))
-        .chain(metadata.annotations.keys().map(|k| ("annotations", k)));
-    for (field, key) in keys {
-        if key.starts_with(RESERVED_PREFIX) {
-            return Err(ComposeError::new(
-                format!("{path}.{field}"),
-                format!("{key:?} uses the reserved prefix {RESERVED_PREFIX:?}"),
             ));
         }
     }

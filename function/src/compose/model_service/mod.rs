@@ -33,8 +33,6 @@ pub mod route;
 mod validate;
 pub mod weights;
 
-pub use validate::{is_dns_label, is_duration};
-
 const ENDPOINTS: &str = "endpoints";
 const GATEWAYS: &str = "gateways";
 const CLUSTERS: &str = "clusters";

@@ -297,34 +297,39 @@ fn bad_entries_are_fatal_naming_the_field() {
         (
             json!([entry(json!({"weight": 0}))]),
             "spec.endpoints[0].weight",
-            "remove it",
+            "less than the minimum of 1",
         ),
         (
             json!([entry(json!({"weight": 1_000_001}))]),
             "spec.endpoints[0].weight",
-            "1..1000000",
+            "greater than the maximum of 1000000",
         ),
         (
             json!([entry(json!({"priority": 64}))]),
             "spec.endpoints[0].priority",
-            "0..63",
+            "greater than the maximum of 63",
         ),
         (
             json!([entry(json!({"name": "a"})), entry(json!({"name": "a"}))]),
-            "spec.endpoints[1].name",
+            "spec.endpoints",
             "unique",
         ),
         (
             json!([entry(json!({"name": "Bad_Name"}))]),
             "spec.endpoints[0].name",
-            "DNS label",
+            "does not match",
         ),
         (
             json!([{"selector": {"matchLabels": {}}}]),
             "spec.endpoints[0].selector.matchLabels",
-            "at least one",
+            "less than 1 property",
         ),
-        (json!([]), "spec.endpoints", "at least one"),
+        (json!([]), "spec.endpoints", "less than 1 item"),
+        (
+            json!([entry(json!({"name": "endpoints-1"})), entry(json!({}))]),
+            "spec.endpoints[1].name",
+            "unique",
+        ),
     ] {
         let err = run(compose, &request(service(entries.clone()))).unwrap_err();
         assert_eq!(err.path, field, "{entries}: {err}");

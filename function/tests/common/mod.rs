@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use modelplane_function::proto::v1::{RunFunctionResponse, Severity};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -104,4 +105,23 @@ pub fn undeclared(schema: &Value, value: &Value, path: &str, found: &mut Vec<Str
 /// The `openAPIV3Schema` of the first version of a CRD or XRD.
 pub fn version_schema(definition: &Value) -> Value {
     definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+}
+
+/// The XRD of `package/configuration/xrds/<file>`, whole.
+pub fn xrd(file: &str) -> Value {
+    read_documents(&repo_root().join("package/configuration/xrds").join(file)).remove(0)
+}
+
+/// The served version's schema of `package/configuration/xrds/<file>`.
+pub fn xrd_schema(file: &str) -> Value {
+    version_schema(&xrd(file))
+}
+
+/// The messages of every FATAL result of a response, in order.
+pub fn fatal(rsp: &RunFunctionResponse) -> Vec<String> {
+    rsp.results
+        .iter()
+        .filter(|r| r.severity == Severity::Fatal as i32)
+        .map(|r| r.message.clone())
+        .collect()
 }

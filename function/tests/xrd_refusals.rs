@@ -1,0 +1,149 @@
+//! One fixture of every kind the package defines, each broken in a way its XRD forbids, sent through the
+//! function as Crossplane sends it: the FATAL names the field and carries the XRD's own message, read from the
+//! XRD file, so the function refuses exactly what the API server would and says it in the same words.
+
+// Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{fatal, read_documents, repo_root, xrd};
+use modelplane_function::{render::RequestBuilder, run_function};
+use serde_json::{Value, json};
+
+fn example(path: &str) -> Value {
+    read_documents(&repo_root().join("examples").join(path)).remove(0)
+}
+
+/// The `message` of the XRD rule whose `rule` text is `rule`, so a test fails if the two drift apart.
+fn rule_message(file: &str, rule: &str) -> String {
+    fn find(node: &Value, rule: &str) -> Option<String> {
+        match node {
+            Value::Object(map) => {
+                if map.get("rule").and_then(Value::as_str) == Some(rule) {
+                    return map.get("message").and_then(Value::as_str).map(str::to_owned);
+                }
+                map.values().find_map(|v| find(v, rule))
+            }
+            Value::Array(items) => items.iter().find_map(|v| find(v, rule)),
+            _ => None,
+        }
+    }
+    find(&xrd(file), rule).unwrap_or_else(|| panic!("{file} has no rule {rule:?}"))
+}
+
+struct Case {
+    kind: &'static str,
+    object: Value,
+    path: &'static str,
+    /// What the FATAL must say after the path: the XRD's rule message, or the schema keyword's finding.
+    says: String,
+}
+
+fn cases() -> Vec<Case> {
+    let mut class = example("classes/eks-h200-8x.yaml");
+    class["spec"]["devices"][0]["count"] = json!(0);
+
+    let mut cluster = example("clusters/existing-onprem.yaml");
+    cluster["spec"]["cluster"]["eks"] = json!({"region": "us-east-1"});
+
+    let mut gateway = example("services/fleet-gateway.yaml");
+    gateway["spec"].as_object_mut().unwrap().remove("hostname");
+    gateway["spec"]["tls"] = json!({"certificateRefs": [{"name": "fleet-tls"}]});
+
+    let mut cache = example("caches/qwen3-coder.yaml");
+    cache["spec"]["source"] = json!("Ftp");
+
+    let mut deployment = example("deployments/qwen3-coder.yaml");
+    let copy = deployment["spec"]["template"]["spec"]["engines"][0].clone();
+    deployment["spec"]["template"]["spec"]["engines"]
+        .as_array_mut()
+        .unwrap()
+        .push(copy);
+
+    let mut endpoint = example("services/together-endpoint.yaml");
+    endpoint["spec"]["url"] = json!("https://api.together.xyz/v1");
+
+    let mut service = example("services/qwen3-coder.yaml");
+    service["spec"]["endpoints"] = json!([]);
+
+    vec![
+        Case {
+            kind: "InferenceClass",
+            object: class,
+            path: "spec.devices[0].count",
+            says: "value is less than the minimum of 1".into(),
+        },
+        Case {
+            kind: "InferenceCluster",
+            object: cluster,
+            path: "spec.cluster.eks",
+            says: rule_message("inferenceclusters.yaml", "self.source == 'EKS' || !has(self.eks)"),
+        },
+        Case {
+            kind: "InferenceGateway",
+            object: gateway,
+            path: "spec.tls",
+            says: rule_message("inferencegateways.yaml", "!has(self.tls) || has(self.hostname)"),
+        },
+        Case {
+            kind: "ModelCache",
+            object: cache,
+            path: "spec.source",
+            says: "value is not one of \"HuggingFace\"".into(),
+        },
+        Case {
+            kind: "ModelDeployment",
+            object: deployment,
+            path: "spec.template.spec.engines[1]",
+            says: "duplicate".into(),
+        },
+        Case {
+            kind: "ModelEndpoint",
+            object: endpoint,
+            path: "spec.origin",
+            says: rule_message("modelendpoints.yaml", "has(self.origin) != has(self.url)"),
+        },
+        Case {
+            kind: "ModelService",
+            object: service,
+            path: "spec.endpoints",
+            says: "less than 1 item".into(),
+        },
+    ]
+}
+
+#[test]
+fn every_kind_refuses_what_its_xrd_forbids_naming_the_field_in_the_xrds_words() {
+    let cases = cases();
+    let mut kinds: Vec<&str> = cases.iter().map(|c| c.kind).collect();
+    kinds.sort_unstable();
+    let shipped: Vec<String> = common::yaml_files(&repo_root().join("package/configuration/xrds"))
+        .iter()
+        .map(|file| {
+            read_documents(file).remove(0)["spec"]["names"]["kind"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(kinds, shipped, "one case for every kind the package defines");
+    for case in cases {
+        assert_eq!(case.object["kind"], case.kind);
+        let messages = fatal(&run_function(RequestBuilder::new(&case.object).build()));
+        let [message] = messages.as_slice() else {
+            panic!("{}: expected one FATAL, got {messages:?}", case.kind);
+        };
+        let wanted = format!("{}: {}", case.path, case.says);
+        assert!(
+            message.contains(&wanted),
+            "{}: {message:?} does not contain {wanted:?}",
+            case.kind
+        );
+        assert!(
+            message.contains("the XRD refuses this"),
+            "{}: {message}",
+            case.kind
+        );
+    }
+}
