@@ -6,7 +6,7 @@
 # Stops at the first failing step and says which one.
 #
 # Two builds run in the background while the Rust workspace builds in the foreground, because on a cold 2-core
-# machine the steps one after another leave cores idle (README, "A whole CI run from nothing"): the real control
+# machine the steps one after another leave cores idle (docs/benchmarks.md, "The test suite"): the real control
 # plane's Go build (needed from `cargo test` on), and the fuzz targets' nightly build at the lowest CPU priority (it
 # takes only cycles nothing else wants; needed at the end). Each logs to tests/.ci-logs/ and is waited for where
 # its result is needed; a failure there names the build and prints its log's tail.
@@ -82,7 +82,7 @@ command -v go >/dev/null || fail "go is not on PATH (Go 1.26 or later is needed,
 start_background controlplane-build bash tests/controlplane/controlplane.sh build
 
 # The fuzz targets' build (nightly, cargo-fuzz), niced so it never slows a foreground step. FUZZ_SECONDS per target
-# (default 60) bounds the run at the end; 0 skips fuzzing. README "Fuzzing" says how to run longer.
+# (default 60) bounds the run at the end; 0 skips fuzzing. docs/testing.md, "Fuzzing", says how to run longer.
 fuzz_seconds="${FUZZ_SECONDS:-60}"
 fuzz_targets=(run_function_proto run_function_json cel_selector)
 build_fuzz_targets() {

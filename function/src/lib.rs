@@ -1,5 +1,10 @@
 //! Modelplane's Crossplane composition function.
 //!
+//! One function serves every Modelplane composite kind: `InferenceClass`, `InferenceCluster`,
+//! `InferenceGateway`, `ModelCache`, `ModelDeployment`, `ModelEndpoint` and `ModelService` (the table is
+//! [`compose::COMPOSERS`]). The binary (`src/main.rs`) serves it to Crossplane (`serve`) and runs it offline
+//! (`render`); both, the tests and the benchmarks call the same [`run_function`].
+//!
 //! Desired state is a complete server-side-apply intent, not a patch: whatever a response leaves out of
 //! `desired` is deleted when the pipeline ends. So every response starts from the request's desired state
 //! ([`sdk::response::to`]), adds what this function owns, and passes everything else through untouched.
@@ -8,10 +13,18 @@
 //! - [`dispatch`]: the RunFunction body; reads the composite's kind, checks it against its XRD ([`validate`])
 //!   and runs its composer.
 //! - [`compose`]: one pure composer per XR kind: typed input in, desired objects out. No I/O, no clock.
+//! - [`api`]: typed views of the composites (and of the InferenceCluster status the scheduler reads), decoded
+//!   from the request.
+//! - [`schedule`]: the fleet scheduler, which places every replica on a cluster and each engine on a pool.
+//! - [`stack`]: the Standard and Dynamo serving stacks behind one trait, the version-locked component table,
+//!   and the routing and gateway-TLS objects on workload clusters.
+//! - [`error`]: the error composers, the scheduler and the stacks report bad input with.
 //! - [`sdk`]: request readers and response writers named as in Crossplane's function SDKs.
-//! - [`wire`]: `google.protobuf.Struct` kept as bytes and decoded straight into typed views.
+//! - [`wire`]: `google.protobuf.Struct` kept as bytes and decoded straight into typed views; [`proto`]: the
+//!   messages and services generated from `proto/`.
 //! - [`limits`]: what one call may cost, its deadline and its stack; [`cel`]: DRA CEL selectors under a budget.
-//! - [`server`]: the tonic server Crossplane talks to; [`render`]: the same handler offline.
+//! - [`server`]: the tonic server Crossplane talks to, composing on [`compose_pool`]'s long-lived threads;
+//!   [`render`]: the same handler offline.
 
 pub mod api;
 pub mod cel;

@@ -3,7 +3,7 @@
 //! groups; the correctness suites keep moto). Two ProviderConfigs share one AWS account, whose per-API limits
 //! the stand-in enforces with throttling answers. One run measures every phase for one fleet size: activation
 //! to all Ready, a calm window (with a spec change and drift made outside Kubernetes), a restart of the
-//! provider, a permanent error, and the provider's peak RSS; it prints one row for the README's table.
+//! provider, a permanent error, and the provider's peak RSS; it prints one row of docs/benchmarks.md's table.
 //!
 //! `BENCH_MRS=1000 cargo test --release -p modelplane-provider-eks --test bench_fleet -- --ignored --nocapture`
 //! (`--release` builds the provider binary, the stand-ins and this bench in release; without it, debug).

@@ -1,5 +1,5 @@
 //! `Cluster` <-> EKS cluster. Networking: existing subnets only (`networking.subnetIds`); a `networking.vpc`
-//! is refused with a clear error (VPC creation is not implemented yet).
+//! is refused with a clear error (a VPC is the `Network` kind's; the composition passes its private subnets).
 
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;

@@ -1,4 +1,19 @@
-//! ExternalClient implementations for `Cluster` and `NodePool` on aws-sdk-eks and aws-sdk-ec2.
+//! `ExternalClient` implementations, one per managed kind, on the AWS SDK (EKS, EC2, IAM, EFS, STS):
+//!
+//! - [`cluster`] (`Cluster`: an EKS cluster) and [`kubeconfig`] (its connection secret);
+//! - [`node_pool`] (`NodePool`: a managed node group) and [`launch_template`] (capacity blocks, EFA, security
+//!   groups);
+//! - [`network`] (`Network`: VPC, subnets, gateways, route tables), with [`network_plan`] (pure),
+//!   [`network_find`], [`network_parts`] and [`network_group`] (its security group);
+//! - [`role`] (`Role`: an IAM role and its policies);
+//! - [`addon`] (`Addon`: an EKS add-on) and [`pod_identity`] (`PodIdentityAssociation`);
+//! - [`file_system`] (`FileSystem`: EFS and its mount targets), with [`file_system_plan`] (pure) and
+//!   [`file_system_group`] (its NFS security group).
+//!
+//! Shared: [`clients`] (AWS clients per ProviderConfig), [`account`] (the AWS account credentials act in),
+//! [`throttle`] (token buckets per account, region and API), [`errors`] (AWS errors to reconciler errors),
+//! [`convert`] (pure status, drift and late-init mapping), [`full_look`] (cheap steady polls), and [`owned`]
+//! (the ownership tag and the connector the newer kinds share).
 
 pub mod account;
 pub mod addon;

@@ -1,5 +1,5 @@
 //! The fleet benchmark's phases, in the order one run goes through them. Each prints what it measured (times
-//! at real speed, the compressed ones beside them) and returns the cells of the README's table row.
+//! at real speed, the compressed ones beside them) and returns its row's cells (docs/benchmarks.md).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};

@@ -27,7 +27,7 @@ DYNAMO = REPO_ROOT / "tests" / "fixtures" / "clusters" / "dynamo"
 FLEET = REPO_ROOT / "tests" / "fixtures" / "model-cache" / "fleet.yaml"
 SERVICES = REPO_ROOT / "tests" / "fixtures" / "services" / "fleet.yaml"
 
-# (example, what its function call needs), as the README renders them.
+# (example, what its function call needs), as the documentation renders them.
 RENDERED = [
     *[(path, ()) for path in sorted(CLASSES.glob("*.yaml"))],
     (EXAMPLES / "clusters" / "eks-h200-us-east.yaml", (CLASSES,)),
