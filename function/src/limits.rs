@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::compose::ComposeError;
+use crate::error::ComposeError;
 
 /// Crossplane's gRPC client accepts responses up to 4 MiB (grpc-go's default receive limit).
 pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;

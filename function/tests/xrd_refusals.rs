@@ -108,7 +108,7 @@ fn cases() -> Vec<Case> {
             kind: "ModelService",
             object: service,
             path: "spec.endpoints",
-            says: "less than 1 item".into(),
+            says: "value has less than 1 item".into(),
         },
     ]
 }

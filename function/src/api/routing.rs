@@ -134,8 +134,7 @@ pub fn resolve_endpoint(spec: &ModelEndpointSpec) -> Result<(EndpointUrl, String
                 format!("{:?} is not a DNS name", tls.server_name),
             ));
         }
-        crate::stack::gateway_tls::valid_ca(&tls.ca_certificate)
-            .map_err(|why| ("spec.tls.caCertificate", why))?;
+        super::ca::valid_ca(&tls.ca_certificate).map_err(|why| ("spec.tls.caCertificate", why))?;
     }
     Ok((url, prefix))
 }

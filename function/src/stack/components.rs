@@ -275,24 +275,20 @@ pub const INFERENCE_EXTENSION_CRDS: Component = Component {
 pub const CLUSTER_GATEWAY: Component = Component {
     name: "cluster-gateway",
     version: ENVOY_GATEWAY.version,
-    namespace: super::routing::GATEWAY_NAMESPACE,
+    namespace: super::well_known::GATEWAY_NAMESPACE,
     install: Install::Objects,
     needs: Needs::Always,
     why: "the one Gateway every replica's route attaches to, served by this table's Envoy Gateway",
 };
-
-/// The endpoint picker each replica's InferencePool calls (llm-d's, prefix-cache and queue-depth aware). Not a
-/// component (every replica runs its own), but pinned here with the gateway it plugs into.
-pub const ENDPOINT_PICKER_IMAGE: &str = "ghcr.io/llm-d/llm-d-router-endpoint-picker:v0.9.0";
 
 /// The plain objects of the common `Install::Objects` rows, keyed by component name.
 pub fn common_objects() -> Vec<(&'static str, Vec<super::StackObject>)> {
     vec![
         (
             INFERENCE_EXTENSION_CRDS.name,
-            super::routing::inference_extension_crds(),
+            super::cluster_gateway::inference_extension_crds(),
         ),
-        (CLUSTER_GATEWAY.name, super::routing::cluster_gateway()),
+        (CLUSTER_GATEWAY.name, super::cluster_gateway::cluster_gateway()),
     ]
 }
 
@@ -389,7 +385,7 @@ pub const KAI_QUEUES: Component = Component {
 pub const MODEL_EXPRESS: Component = Component {
     name: "modelexpress-server",
     version: super::model_express::VERSION,
-    namespace: super::model_express::NAMESPACE,
+    namespace: super::well_known::MODEL_EXPRESS_NAMESPACE,
     install: Install::Objects,
     needs: Needs::Always,
     why: "brokers GPU-to-GPU weight transfer between replicas; the release whose CRDs the server's Kubernetes \

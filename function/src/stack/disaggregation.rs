@@ -10,20 +10,12 @@
 use serde_json::{Map, Value, json};
 
 use super::{
-    engine_flags,
-    pod::{self, SERVING_PORT},
-    routing,
+    engine_flags, pod, replica_routing,
+    well_known::{DEFAULT_DECODE_ENGINE_PORT, DISAGGREGATION_SIDECAR_IMAGE, SERVING_PORT},
 };
 use crate::api::model_deployment::Phase;
 
-/// The pod label the picker's prefill and decode filters read.
-pub const ROLE_LABEL: &str = "llm-d.ai/role";
-/// llm-d's disaggregation sidecar, from the same router release as the endpoint picker
-/// ([`super::components::ENDPOINT_PICKER_IMAGE`]): the two speak one protocol (the prefill host header).
-const SIDECAR_IMAGE: &str = "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0";
 const SIDECAR_CONTAINER: &str = "pd-sidecar";
-/// Where the decode engine listens when its flags do not say: the sidecar has the serving port.
-pub const DEFAULT_DECODE_ENGINE_PORT: u16 = 8001;
 /// The engine flag naming its listening port (vLLM and SGLang spell it alike).
 pub const PORT_FLAG: &str = "--port";
 /// Each engine pod's NIXL side channel, where peers fetch the metadata of its KV cache before a transfer.
@@ -62,7 +54,7 @@ pub fn decode_engine_port(container: &Map<String, Value>) -> u16 {
 pub fn sidecar(engine_port: u16) -> Value {
     json!({
         "name": SIDECAR_CONTAINER,
-        "image": SIDECAR_IMAGE,
+        "image": DISAGGREGATION_SIDECAR_IMAGE,
         "args": ["--secure-proxy=false", "--kv-connector=nixlv2", format!("--vllm-port={engine_port}")],
         "ports": [{"name": "http", "containerPort": SERVING_PORT, "protocol": "TCP"}],
         // The sidecar passes the health endpoint through to the engine, so it is ready when the engine is.
@@ -73,14 +65,14 @@ pub fn sidecar(engine_port: u16) -> Value {
 /// The picker's scheduling for a split pair. The profile handler runs the decode profile, asks the decider
 /// whether the prompt's uncached part is long enough to be worth a prefill hop and, if so, runs the prefill
 /// profile too and names the prefill pod in a header the sidecar reads. Each profile filters the pool's pods by
-/// role, then scores them as Unified serving does ([`routing::scoring_refs`]). Three settings must
+/// role, then scores them as Unified serving does ([`replica_routing::scoring_refs`]). Three settings must
 /// be explicit or the picker silently never splits: the decider's token threshold (0 turns it off), the
 /// prefix-cache producer the decider reads, and that producer's block size (auto-tuning leaves it at 0).
 pub fn picker_config(block_size: u32) -> String {
     let profile = |name: &str, filter: &str| {
         format!(
             "- name: {name}\n  plugins:\n  - pluginRef: {filter}\n{}",
-            routing::scoring_refs()
+            replica_routing::scoring_refs()
         )
     };
     format!(
@@ -99,7 +91,7 @@ plugins:
       prefill: prefix-based-pd-decider
 schedulingProfiles:
 {}{}",
-        routing::scoring_plugins(block_size),
+        replica_routing::scoring_plugins(block_size),
         profile("prefill", "prefill-filter"),
         profile("decode", "decode-filter"),
     )

@@ -2,11 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{
-    EngineWorkload,
-    pod::{self, WORKLOAD_LABEL},
-    standard::gang_env,
-};
+use super::{EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, pod, well_known::WORKLOAD_LABEL};
 use crate::api::model_deployment::Role;
 
 pub fn leader_worker_set(w: &EngineWorkload) -> Value {
@@ -37,4 +33,13 @@ pub fn leader_worker_set(w: &EngineWorkload) -> Value {
             },
         },
     })
+}
+
+/// LWS prepends `LWS_LEADER_ADDRESS` and `LWS_WORKER_INDEX` to every container's env, so template entries that
+/// refer to them expand: each group's pods see their own group's leader.
+fn gang_env() -> Vec<Value> {
+    vec![
+        json!({"name": LEADER_ADDRESS_ENV, "value": "$(LWS_LEADER_ADDRESS)"}),
+        json!({"name": RANK_ENV, "value": "$(LWS_WORKER_INDEX)"}),
+    ]
 }

@@ -16,18 +16,19 @@ use crate::api::{
     model_deployment::{Engine, Phase, TemplateMetadata},
 };
 
+pub mod cluster_gateway;
 pub mod components;
 pub mod disaggregation;
 pub mod dynamo;
 pub mod engine_flags;
-pub mod gateway_tls;
 mod leader_worker_set;
 pub mod model_express;
 pub mod names;
 pub mod pod;
 mod pod_clique_set;
-pub mod routing;
+pub mod replica_routing;
 pub mod standard;
+pub mod well_known;
 
 pub use components::{Cloud, ClusterFacts, Component, Install, Needs};
 
@@ -40,7 +41,7 @@ pub const RANK_ENV: &str = "MODELPLANE_RANK";
 pub struct EngineWorkload<'a> {
     /// Name of the workload object, within [`ServingStack::workload_name_budget`].
     pub name: String,
-    /// The replica's serving name ([`routing::serving_name`]): its InferencePool selects the serving pods of
+    /// The replica's serving name ([`replica_routing::serving_name`]): its InferencePool selects the serving pods of
     /// every engine of the replica by it.
     pub serving_name: String,
     /// Namespace on the workload cluster.

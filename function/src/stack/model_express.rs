@@ -4,22 +4,21 @@
 
 use serde_json::{Value, json};
 
-use super::{CacheUse, EngineAdditions, StackObject};
+use super::{
+    CacheUse, EngineAdditions, StackObject,
+    well_known::{MODEL_EXPRESS_GRPC_PORT, MODEL_EXPRESS_IMAGE, MODEL_EXPRESS_NAMESPACE},
+};
 use crate::api::inference_cluster::PoolStatus;
 
 pub const VERSION: &str = "0.4.1";
-pub const NAMESPACE: &str = "modelexpress-system";
 pub const NAME: &str = "modelexpress-server";
-/// The server's gRPC port, which clients reach through `MX_SERVER_ADDRESS`.
-pub const GRPC_PORT: u16 = 8001;
-const IMAGE: &str = "nvcr.io/nvidia/ai-dynamo/modelexpress-server";
 const GROUP: &str = "modelexpress.nvidia.com";
 /// The server's scratch space for model metadata; weights stay on the engines' own cache volumes.
 const CACHE_DIR: &str = "/mnt/models";
 
 /// `host:port` engines on any namespace of the cluster use.
 pub fn address() -> String {
-    format!("{NAME}.{NAMESPACE}.svc.cluster.local:{GRPC_PORT}")
+    format!("{NAME}.{MODEL_EXPRESS_NAMESPACE}.svc.cluster.local:{MODEL_EXPRESS_GRPC_PORT}")
 }
 
 /// The DRA DeviceClass AWS's DRA network driver (aws-dranet) publishes EFA interfaces under.
@@ -72,7 +71,7 @@ pub fn objects() -> Vec<StackObject> {
         StackObject::created(
             "namespace",
             json!({
-                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": labels},
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MODEL_EXPRESS_NAMESPACE, "labels": labels},
             }),
         ),
         StackObject::created(
@@ -99,14 +98,14 @@ pub fn objects() -> Vec<StackObject> {
             "serviceaccount",
             json!({
                 "apiVersion": "v1", "kind": "ServiceAccount",
-                "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+                "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels},
             }),
         ),
         StackObject::created(
             "role",
             json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+                "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels},
                 "rules": [
                     {"apiGroups": [GROUP],
                      "resources": ["modelmetadatas", "modelmetadatas/status", "modelcacheentries", "modelcacheentries/status"],
@@ -121,19 +120,19 @@ pub fn objects() -> Vec<StackObject> {
             "rolebinding",
             json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+                "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
-                "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}],
+                "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE}],
             }),
         ),
         StackObject::created(
             "service",
             json!({
                 "apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+                "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels},
                 "spec": {
                     "selector": {"app.kubernetes.io/name": NAME},
-                    "ports": [{"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP",
+                    "ports": [{"name": "grpc", "port": MODEL_EXPRESS_GRPC_PORT, "targetPort": "grpc", "protocol": "TCP",
                                "appProtocol": "grpc"}],
                 },
             }),
@@ -146,7 +145,7 @@ fn deployment(labels: &Value) -> Value {
     let probe = json!({"tcpSocket": {"port": "grpc"}, "periodSeconds": 10, "timeoutSeconds": 2});
     json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels},
+        "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels},
         "spec": {
             // One server per cluster: it is the single source of truth for which peer holds which model.
             "replicas": 1,
@@ -158,8 +157,8 @@ fn deployment(labels: &Value) -> Value {
                     "serviceAccountName": NAME,
                     "containers": [{
                         "name": "server",
-                        "image": format!("{IMAGE}:{VERSION}"),
-                        "ports": [{"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"}],
+                        "image": format!("{MODEL_EXPRESS_IMAGE}:{VERSION}"),
+                        "ports": [{"name": "grpc", "containerPort": MODEL_EXPRESS_GRPC_PORT, "protocol": "TCP"}],
                         "env": [
                             {"name": "MX_METADATA_BACKEND", "value": "kubernetes"},
                             {"name": "MODEL_EXPRESS_CACHE_DIRECTORY", "value": CACHE_DIR},

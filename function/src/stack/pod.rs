@@ -9,7 +9,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::{EngineWorkload, disaggregation};
+use super::{
+    EngineWorkload, disaggregation,
+    well_known::{INFERENCE_POOL_LABEL, ROLE_LABEL, SERVING_LABEL, SERVING_PORT, WORKLOAD_LABEL},
+};
 use crate::api::{
     inference_class::Device,
     inference_cluster::{GPU_TAINT_EFFECT, GPU_TAINT_KEY, POOL_LABEL},
@@ -17,15 +20,6 @@ use crate::api::{
     model_deployment::{Member, Phase, Role},
 };
 
-/// Port the Service forwards to: the engine's OpenAI-compatible server.
-pub const SERVING_PORT: u16 = 8000;
-/// Labels the serving pods (Standalone and Leader), selected by the Service.
-pub const SERVING_LABEL: &str = "modelplane.ai/serving";
-/// Labels the serving pods of every engine of a replica, selected by the replica's InferencePool. Only the
-/// leader of a gang serves: its workers hold the rest of the model and answer no requests.
-pub const INFERENCE_POOL_LABEL: &str = "modelplane.ai/inference-pool";
-/// Labels every pod of a workload, selected by its Deployment.
-pub const WORKLOAD_LABEL: &str = "modelplane.ai/workload";
 /// The pod's one claim, covering every device request of its member.
 const CLAIM_NAME: &str = "devices";
 /// Engines share tensors between processes through /dev/shm; the container default of 64 MiB is too small.
@@ -53,7 +47,7 @@ pub fn pod_labels(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
         labels.insert(SERVING_LABEL, &w.name);
         labels.insert(INFERENCE_POOL_LABEL, &w.serving_name);
         if let Some(phase) = w.phase {
-            labels.insert(disaggregation::ROLE_LABEL, disaggregation::role(phase));
+            labels.insert(ROLE_LABEL, disaggregation::role(phase));
         }
     }
     labels

@@ -13,18 +13,13 @@
 
 use serde_json::{Value, json};
 
-use super::{
-    EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV,
-    pod::{self, WORKLOAD_LABEL},
-};
+use super::{EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, pod, well_known::WORKLOAD_LABEL};
 use crate::api::model_deployment::{Engine, Role};
 
 pub const SCALING_GROUP: &str = "gang";
 const LEADER_CLIQUE: &str = "leader";
 /// KAI queue label; pods and the PodCliqueSet both carry it (Grove main requires it on one of them).
 const KAI_QUEUE_LABEL: &str = "kai.scheduler/queue";
-/// The queue the Dynamo stack creates when the cluster names none.
-const DEFAULT_KAI_QUEUE: &str = "modelplane";
 const KAI_SCHEDULER: &str = "kai-scheduler";
 /// Set on every pod of a scaling group by every Grove release: which copy of the gang the pod belongs to.
 const GANG_INDEX_LABEL: &str = "grove.io/podcliquescalinggroup-replica-index";
@@ -52,7 +47,12 @@ fn worker_nodes(engine: &Engine) -> u32 {
 
 pub fn pod_clique_set(w: &EngineWorkload) -> Value {
     let engine = w.engine;
-    let queue = w.cluster.status.kai_queue.as_deref().unwrap_or(DEFAULT_KAI_QUEUE);
+    let queue = w
+        .cluster
+        .status
+        .kai_queue
+        .as_deref()
+        .unwrap_or(super::dynamo::ENGINE_QUEUE);
     let leader = engine.member_index(Role::Leader);
     let worker = engine.member_index(Role::Worker);
     let names = clique_names(engine);

@@ -1,11 +1,11 @@
 //! The Standard stack: Modelplane's own. Multi-node engines are LeaderWorkerSets; beyond the LWS controller it
 //! installs nothing but the common rows.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
-    CacheUse, Component, EngineAdditions, EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, ServingStack,
-    StackObject, components::LEADER_WORKER_SET, leader_worker_set,
+    CacheUse, Component, EngineAdditions, EngineWorkload, ServingStack, StackObject,
+    components::LEADER_WORKER_SET, leader_worker_set,
 };
 use crate::api::{
     cluster_view::ClusterView,
@@ -59,13 +59,4 @@ impl ServingStack for Standard {
     fn engine_additions(&self, _: &ClusterView, _: &PoolStatus, _: Option<&CacheUse>) -> EngineAdditions {
         EngineAdditions::default()
     }
-}
-
-/// LWS prepends `LWS_LEADER_ADDRESS` and `LWS_WORKER_INDEX` to every container's env, so template entries that
-/// refer to them expand: each group's pods see their own group's leader.
-pub fn gang_env() -> Vec<Value> {
-    vec![
-        json!({"name": LEADER_ADDRESS_ENV, "value": "$(LWS_LEADER_ADDRESS)"}),
-        json!({"name": RANK_ENV, "value": "$(LWS_WORKER_INDEX)"}),
-    ]
 }

@@ -13,7 +13,7 @@ use std::{
 
 use serde_json::Value;
 
-use crate::{api::TypeMeta, compose::ComposeError, wire::RawStruct};
+use crate::{api::TypeMeta, error::ComposeError, wire::RawStruct};
 
 mod defaults;
 pub mod metadata;

@@ -20,7 +20,11 @@ use crate::{
     compose::Output,
     proto::v1::{RunFunctionRequest, Status},
     sdk::request,
-    stack::{ServingStack, components::CLUSTER_GATEWAY, gateway_tls, routing::GATEWAY_SUFFIX},
+    stack::{
+        ServingStack,
+        cluster_gateway::{GATEWAY_SUFFIX, tls},
+        components::CLUSTER_GATEWAY,
+    },
 };
 
 /// Kinds that never report conditions: existing is as ready as they get.
@@ -170,12 +174,10 @@ fn gateway(req: &RunFunctionRequest) -> Option<GatewayStatus> {
         .and_then(Value::as_str)
         .filter(|a| !a.is_empty())
         .map(str::to_owned)?;
-    let ca_certificate = observed(gateway_tls::CA_SUFFIX).and_then(|o| gateway_tls::published_ca(&o));
+    let ca_certificate = observed(tls::CA_SUFFIX).and_then(|o| tls::published_ca(&o));
     Some(GatewayStatus {
         address,
-        server_name: ca_certificate
-            .as_ref()
-            .map(|_| gateway_tls::SERVER_NAME.to_owned()),
+        server_name: ca_certificate.as_ref().map(|_| tls::SERVER_NAME.to_owned()),
         ca_certificate,
     })
 }

@@ -107,6 +107,6 @@ pub fn gateway(hostname: Option<&str>, certificates: &[SecretToCopy]) -> Value {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "Gateway",
         "metadata": {"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
-        "spec": {"gatewayClassName": crate::stack::routing::GATEWAY_CLASS, "listeners": [listener]},
+        "spec": {"gatewayClassName": crate::stack::cluster_gateway::GATEWAY_CLASS, "listeners": [listener]},
     })
 }

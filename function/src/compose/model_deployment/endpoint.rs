@@ -13,7 +13,7 @@ use crate::{
     proto::v1::RunFunctionRequest,
     schedule::ClusterView,
     sdk::request,
-    stack::{names::child_name, routing},
+    stack::{names::child_name, replica_routing},
 };
 
 /// Label naming the ModelDeployment a replica's endpoint belongs to: what a ModelService selects it by.
@@ -116,7 +116,7 @@ pub fn labels(s: &Placement) -> BTreeMap<String, String> {
 /// The ModelEndpoint for a serving placement: the cluster gateway's address over HTTPS, checked against the
 /// cluster's own CA, under the replica's path prefix (which the gateway strips), speaking OpenAI under `/v1`.
 fn endpoint(s: &Placement, reach: &Reach) -> Value {
-    let serving_name = routing::serving_name(s.deployment, s.replica);
+    let serving_name = replica_routing::serving_name(s.deployment, s.replica);
     let host = if reach.address.contains(':') {
         format!("[{}]", reach.address)
     } else {
@@ -124,7 +124,7 @@ fn endpoint(s: &Placement, reach: &Reach) -> Value {
     };
     let mut spec = json!({
         "origin": format!("https://{host}"),
-        "api": {"schema": "OpenAI", "prefix": format!("{}v1", routing::path_prefix(s.namespace, &serving_name))},
+        "api": {"schema": "OpenAI", "prefix": format!("{}v1", replica_routing::path_prefix(s.namespace, &serving_name))},
         "tls": {"serverName": reach.server_name, "caCertificate": reach.ca_certificate},
     });
     if let Some(model) = served_model_name(s.spec) {
@@ -146,5 +146,5 @@ fn endpoint(s: &Placement, reach: &Reach) -> Value {
 /// rewrites a caller's `<namespace>/<service>` to it. Without the flag the caller's name passes through, and
 /// the engine must answer to that name itself.
 fn served_model_name(spec: &ModelDeploymentSpec) -> Option<String> {
-    routing::serving_flag(spec, SERVED_MODEL_NAME_FLAG)
+    replica_routing::serving_flag(spec, SERVED_MODEL_NAME_FLAG)
 }

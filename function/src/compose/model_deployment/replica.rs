@@ -11,7 +11,7 @@ use crate::{
     },
     compose::remote,
     schedule::{self, EnginePlacement, Placement, cluster},
-    stack::{CacheUse, EngineWorkload, ServingStack, names::child_name, pod, routing, serving_stack},
+    stack::{CacheUse, EngineWorkload, ServingStack, names::child_name, pod, replica_routing, serving_stack},
 };
 
 pub use crate::api::ledger::{CLUSTER_ANNOTATION, REPLICA_ANNOTATION};
@@ -66,8 +66,8 @@ pub fn objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> {
 /// it is Ready (and gets its endpoint) only once its picker is Available too.
 fn routing_objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> {
     let cluster = &placement.cluster.metadata.name;
-    let serving_name = routing::serving_name(ctx.xr_name, ctx.replica);
-    routing::replica_objects(ctx.xr_namespace, &serving_name, ctx.spec)
+    let serving_name = replica_routing::serving_name(ctx.xr_name, ctx.replica);
+    replica_routing::replica_objects(ctx.xr_namespace, &serving_name, ctx.spec)
         .into_iter()
         .map(|o| {
             let readiness = if o.available {
@@ -117,7 +117,7 @@ fn engine_objects(
         .collect();
     let w = EngineWorkload {
         name: name.clone(),
-        serving_name: routing::serving_name(ctx.xr_name, ctx.replica),
+        serving_name: replica_routing::serving_name(ctx.xr_name, ctx.replica),
         namespace: ctx.xr_namespace,
         engine,
         phase: engine.phase.filter(|_| ctx.spec.template.spec.disaggregated()),

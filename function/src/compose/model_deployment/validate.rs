@@ -11,9 +11,9 @@ use crate::{
     compose::ComposeError,
     limits::quote,
     stack::{
-        disaggregation::{DEFAULT_DECODE_ENGINE_PORT, PORT_FLAG},
+        disaggregation::PORT_FLAG,
         engine_flags,
-        pod::SERVING_PORT,
+        well_known::{DEFAULT_DECODE_ENGINE_PORT, SERVING_PORT},
     },
 };
 

@@ -14,7 +14,7 @@ use crate::{
 
 /// The Gateway every InferenceGateway composes, and where: routes attach to it across namespaces.
 pub const GATEWAY_NAME: &str = "inference-gateway";
-pub use crate::stack::routing::GATEWAY_NAMESPACE;
+pub use crate::stack::well_known::GATEWAY_NAMESPACE;
 /// Envoy AI Gateway copies the body's `model` into this header before routing.
 pub const MODEL_HEADER: &str = "x-ai-eg-model";
 
@@ -95,7 +95,7 @@ pub fn ca_config_map(name: &str, namespace: &str, tls: &EndpointTls) -> Value {
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": ca_config_map_name(name), "namespace": namespace},
-        "data": {crate::stack::gateway_tls::CA_KEY: tls.ca_certificate},
+        "data": {crate::stack::cluster_gateway::tls::CA_KEY: tls.ca_certificate},
     })
 }
 

@@ -8,13 +8,12 @@
 //! Why a ConfigMap and not the CA's Secret: observing the Secret would put its `tls.key` into an Object's status
 //! (provider-kubernetes redacts it only with `--sanitize-secrets`, and then `ca.crt` is gone too).
 
-use rustls::{
-    RootCertStore,
-    pki_types::{CertificateDer, pem::PemObject},
-};
 use serde_json::{Value, json};
 
-use super::{StackObject, components::CERT_MANAGER, routing::GATEWAY_NAMESPACE};
+use crate::{
+    api::ca::valid_ca,
+    stack::{StackObject, components::CERT_MANAGER, well_known::GATEWAY_NAMESPACE},
+};
 
 /// The name the cluster gateway's certificate is issued for and the fleet gateway asks for. It resolves
 /// nowhere: the fleet gateway connects to the gateway's address and only sends this name, and every cluster has
@@ -31,8 +30,6 @@ const SELF_SIGNED_ISSUER: &str = "modelplane-selfsigned";
 pub const CA_KEY: &str = "ca.crt";
 /// The suffix of the observed ConfigMap's object in the cluster-gateway component.
 pub const CA_SUFFIX: &str = "ca-published";
-/// A CA certificate is well under 4 KiB; anything bigger in the ConfigMap is not one we issued.
-const MAX_CA_BYTES: usize = 16 * 1024;
 /// Ten years: the fleet side trusts this CA and nothing else, so it rotates rarely; the serving certificate under
 /// it renews every 60 days (cert-manager's default 90-day life, renewed at two thirds).
 const CA_DURATION: &str = "87600h";
@@ -135,27 +132,4 @@ pub fn published_ca(observed_object: &Value) -> Option<String> {
         .get(CA_KEY)?
         .as_str()?;
     valid_ca(pem).ok().map(|()| pem.to_owned())
-}
-
-/// Whether `pem` is exactly one PEM certificate a TLS client can trust (bounded before parsing). The error says
-/// what is wrong, for a message naming the field it came from.
-pub fn valid_ca(pem: &str) -> Result<(), String> {
-    if pem.len() > MAX_CA_BYTES {
-        return Err(format!(
-            "is {} bytes; a CA certificate is at most {MAX_CA_BYTES}",
-            pem.len()
-        ));
-    }
-    let certificates: Vec<CertificateDer<'_>> = CertificateDer::pem_slice_iter(pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("is not PEM: {e}"))?;
-    let [certificate] = &certificates[..] else {
-        return Err(format!(
-            "holds {} PEM certificates; one CA certificate is expected",
-            certificates.len()
-        ));
-    };
-    RootCertStore::empty()
-        .add(certificate.clone())
-        .map_err(|e| format!("is not a usable CA certificate: {e}"))
 }

@@ -1,31 +1,19 @@
-//! How a replica is reached on its cluster, the same on both stacks: the cluster gateway, and per replica an
-//! InferencePool over its serving pods, the endpoint picker that chooses among them, and an HTTPRoute from the
+//! How a replica is reached on its cluster, the same on both stacks (the cluster gateway it is reached through is
+//! [`super::cluster_gateway`]): per replica an InferencePool over its serving pods, the endpoint picker that chooses among them, and an HTTPRoute from the
 //! gateway to the pool under the replica's own path prefix. Only what differs between stacks is behind the
 //! `ServingStack` trait; here nothing does: every stack labels its serving pods (a gang's leader only) with
-//! [`super::pod::INFERENCE_POOL_LABEL`] and serves on [`super::pod::SERVING_PORT`].
-
-use std::sync::OnceLock;
+//! [`super::well_known::INFERENCE_POOL_LABEL`] and serves on [`super::well_known::SERVING_PORT`].
 
 use serde_json::{Value, json};
 
 use super::{
-    StackObject,
-    components::ENDPOINT_PICKER_IMAGE,
+    cluster_gateway::CLUSTER_GATEWAY,
     disaggregation, engine_flags,
     names::{child_name, short_hash},
-    pod::{INFERENCE_POOL_LABEL, SERVING_PORT},
+    well_known::{ENDPOINT_PICKER_IMAGE, GATEWAY_NAMESPACE, INFERENCE_POOL_LABEL, SERVING_PORT},
 };
 use crate::api::model_deployment::{ModelDeploymentSpec, Phase, Role};
 
-/// Namespace of the cluster gateway (and of the fleet gateway, on the cluster that runs one).
-pub const GATEWAY_NAMESPACE: &str = "modelplane-system";
-/// The Gateway every replica's HTTPRoute attaches to.
-pub const CLUSTER_GATEWAY: &str = "cluster-gateway";
-/// The GatewayClass of every gateway Modelplane puts on a cluster, served by the cluster's Envoy Gateway.
-pub const GATEWAY_CLASS: &str = "modelplane";
-const ENVOY_GATEWAY_CONTROLLER: &str = "gateway.envoyproxy.io/gatewayclass-controller";
-/// The suffix of the cluster gateway's object in the component list, whose observed status has its address.
-pub const GATEWAY_SUFFIX: &str = "gateway";
 const INFERENCE_GROUP: &str = "inference.networking.k8s.io";
 /// The endpoint picker's ext-proc port, which Envoy calls for every request to the pool.
 const PICKER_PORT: u16 = 9002;
@@ -51,71 +39,6 @@ pub fn serving_name(deployment: &str, replica: u32) -> String {
 /// The path prefix the cluster gateway routes to the replica, and strips before the engine sees the request.
 pub fn path_prefix(namespace: &str, serving_name: &str) -> String {
     format!("/{namespace}/{serving_name}/")
-}
-
-/// The GAIE CRDs every cluster gets, verbatim from the files the tests validate composed pools against
-/// (tests/crds/routing/SOURCES.md): InferencePool, and the InferenceObjective the picker watches.
-pub fn inference_extension_crds() -> Vec<StackObject> {
-    static CRDS: OnceLock<Vec<Value>> = OnceLock::new();
-    let crds = CRDS.get_or_init(|| {
-        [
-            include_str!("../../../tests/crds/routing/gaie/v1.0.1/inference.networking.k8s.io_inferencepools.yaml"),
-            include_str!(
-                "../../../tests/crds/routing/gaie/v1.0.1/inference.networking.x-k8s.io_inferenceobjectives.yaml"
-            ),
-        ]
-        .iter()
-        .filter_map(|text| serde_yaml::from_str::<Value>(text).ok())
-        .map(|mut crd| {
-            // What the API server reports, not what is applied.
-            if let Some(crd) = crd.as_object_mut() {
-                crd.remove("status");
-            }
-            crd
-        })
-        .collect()
-    });
-    ["inferencepools", "inferenceobjectives"]
-        .into_iter()
-        .zip(crds)
-        .map(|(suffix, crd)| StackObject::created(suffix, crd.clone()))
-        .collect()
-}
-
-/// The cluster gateway: its namespace, the GatewayClass the cluster's Envoy Gateway serves, the Gateway every
-/// replica's route attaches to, from any namespace (replicas run in their deployments' namespaces), over HTTPS
-/// only, and the certificates it serves ([`super::gateway_tls`]).
-pub fn cluster_gateway() -> Vec<StackObject> {
-    vec![
-        StackObject::kept(
-            "namespace",
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": GATEWAY_NAMESPACE}}),
-        ),
-        StackObject::created(
-            "class",
-            json!({
-                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-                "metadata": {"name": GATEWAY_CLASS},
-                "spec": {"controllerName": ENVOY_GATEWAY_CONTROLLER},
-            }),
-        ),
-        // Ready once created: a cluster whose load balancer has no address yet still runs replicas, they are
-        // just not routed until the address appears in the cluster's status.
-        StackObject::created(
-            GATEWAY_SUFFIX,
-            json!({
-                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-                "metadata": {"name": CLUSTER_GATEWAY, "namespace": GATEWAY_NAMESPACE},
-                "spec": {
-                    "gatewayClassName": GATEWAY_CLASS,
-                    "listeners": [super::gateway_tls::listener()],
-                },
-            }),
-        ),
-    ]
-    .into_iter()
-    .chain(super::gateway_tls::objects())
-    .collect()
 }
 
 /// One routing object of a replica: a key suffix, the manifest, and whether it is ready only once Available.
