@@ -13,7 +13,7 @@ use std::{collections::BTreeMap, path::Path};
 
 use common::{problems, read_documents, repo_root, structural_problems, yaml_files};
 use modelplane_function::{
-    compose::inference_cluster::{CONTROL_NAMESPACE, class_requirement},
+    compose::{inference_cluster::class_requirement, shared::CONTROL_NAMESPACE},
     render::RequestBuilder,
 };
 use serde_json::{Value, json};

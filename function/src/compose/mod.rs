@@ -25,6 +25,7 @@ pub mod model_deployment;
 pub mod model_endpoint;
 pub mod model_service;
 pub mod remote;
+pub mod shared;
 
 pub use crate::error::ComposeError;
 

@@ -4,7 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::{CONTROL_NAMESPACE, eks};
+use super::eks;
+use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
     api::inference_cluster::{Components, FabricType, InferenceClusterSpec, KubeconfigSecretRef, Source},
     compose::{Output, remote},

@@ -3,7 +3,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::{proto::v1::Resources, render::RequestBuilder};
+use crate::{compose::shared::CONTROL_NAMESPACE, proto::v1::Resources, render::RequestBuilder};
 
 fn h200() -> Value {
     json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceClass", "metadata": {"name": "eks-h200-8x"},
@@ -458,11 +458,11 @@ fn efa_on_an_instance_type_without_efa_is_refused() {
     assert_eq!(err.path, "spec.nodePools[0].fabric.type");
 }
 
-#[path = "tests_security_groups.rs"]
+#[path = "security_groups_tests.rs"]
 mod security_groups;
 
-#[path = "tests_autoscaling.rs"]
+#[path = "autoscaling_tests.rs"]
 mod autoscaling;
 
-#[path = "tests_stages.rs"]
+#[path = "stages_tests.rs"]
 mod stages;

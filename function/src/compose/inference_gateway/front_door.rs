@@ -6,11 +6,11 @@ use serde_json::{Value, json};
 
 use crate::{
     api::routing::{InferenceGatewaySpec, NameRef},
-    compose::{inference_cluster::CONTROL_NAMESPACE, remote::secret_copy},
+    compose::{remote::secret_copy, shared::CONTROL_NAMESPACE},
 };
 
-/// The gateway's own name on its cluster, where routes attach.
-pub use crate::compose::model_service::route::{GATEWAY_NAME, GATEWAY_NAMESPACE};
+use crate::{compose::shared::GATEWAY_NAME, stack::well_known::GATEWAY_NAMESPACE};
+
 /// The header Envoy Gateway stamps the authenticated caller's identity onto (the key's name in its Secret), so
 /// engines and usage records can tell tenants apart. It is removed from the request before anything else can set
 /// it (`sanitize`), so a caller cannot claim another's identity.

@@ -17,9 +17,9 @@ use crate::{
 
 /// The requirement naming the namespace's ModelServices.
 pub const SERVICES: &str = "model-services";
-/// A service routes at most this many endpoints (`model_service::weights::MAX_BACKENDS`); a full one may leave
+/// A service routes at most this many endpoints (`model_service::crate::compose::shared::MAX_BACKENDS`); a full one may leave
 /// a new endpoint out for good, so a move does not wait on it.
-const ROUTE_CAPACITY: usize = crate::compose::model_service::weights::MAX_BACKENDS;
+const ROUTE_CAPACITY: usize = crate::compose::shared::MAX_BACKENDS;
 
 pub fn requirement(namespace: &str) -> ResourceSelector {
     ResourceSelector {

@@ -135,7 +135,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             "{} ready endpoints are left out of the route: a route lists at most {} (the least preferred tiers \
              lose them first)",
             plan.dropped,
-            weights::MAX_BACKENDS
+            crate::compose::shared::MAX_BACKENDS
         ));
     }
     report::endpoints(&mut out, &service.spec, &names, &plan, &namespace);

@@ -9,12 +9,11 @@ use serde_json::{Value, json};
 use super::weights::Backend;
 use crate::{
     api::routing::{API_KEY_FIELD, EndpointTls, EndpointUrl},
+    compose::shared::GATEWAY_NAME,
     proto::v1::Resource,
 };
 
-/// The Gateway every InferenceGateway composes, and where: routes attach to it across namespaces.
-pub const GATEWAY_NAME: &str = "inference-gateway";
-pub use crate::stack::well_known::GATEWAY_NAMESPACE;
+use crate::stack::well_known::GATEWAY_NAMESPACE;
 /// Envoy AI Gateway copies the body's `model` into this header before routing.
 pub const MODEL_HEADER: &str = "x-ai-eg-model";
 

@@ -6,10 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::routing::{MAX_WEIGHT, MatchLabels};
-
-/// Envoy AI Gateway takes at most this many backends in one route rule (`rules[].backendRefs` maxItems).
-pub const MAX_BACKENDS: usize = 128;
+use crate::{
+    api::routing::{MAX_WEIGHT, MatchLabels},
+    compose::shared::MAX_BACKENDS,
+};
 
 /// One `spec.endpoints` entry, already validated.
 #[derive(Debug, Clone)]

@@ -403,8 +403,7 @@ pub fn storage_class(cluster: &str, file_system: &str) -> Value {
         "volumeBindingMode": "Immediate",
     });
     let mut object = remote::object(manifest, &provider_config_name(cluster));
-    object["metadata"] =
-        json!({"name": format!("{cluster}-storageclass-efs"), "namespace": super::super::CONTROL_NAMESPACE});
+    object["metadata"] = json!({"name": format!("{cluster}-storageclass-efs"), "namespace": crate::compose::shared::CONTROL_NAMESPACE});
     object["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"});
     object
 }

@@ -27,7 +27,7 @@ use modelplane_eks_api as eks_api;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::CONTROL_NAMESPACE;
+use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
     api::{
         inference_class::InferenceClassSpec,

@@ -11,8 +11,8 @@
 
 use serde_json::{Value, json};
 
-use super::super::CONTROL_NAMESPACE;
 use crate::compose::Output;
+use crate::compose::shared::CONTROL_NAMESPACE;
 
 const USAGE_API_VERSION: &str = "protection.crossplane.io/v1beta1";
 /// The composed node role (absent when the spec brings its own ARN).

@@ -34,9 +34,6 @@ pub mod ledger;
 mod status;
 mod validate;
 
-/// Control-plane namespace of every namespaced resource an InferenceCluster composes.
-pub const CONTROL_NAMESPACE: &str = "modelplane-system";
-
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let cluster: Composite<InferenceClusterSpec> = xr.parse()?;
     let name = cluster.metadata.name.as_str();

@@ -18,11 +18,11 @@ use serde_json::{Value, json};
 
 use super::{
     ComposeError, Output,
-    inference_cluster::CONTROL_NAMESPACE,
     remote::{
         self,
         secret_copy::{CopyOwner, CopyState, copy_owner, secret_copy},
     },
+    shared::CONTROL_NAMESPACE,
 };
 use crate::{
     api::routing::{InferenceGatewaySpec, InferenceGatewayStatus},
@@ -34,7 +34,7 @@ use crate::{
 
 mod front_door;
 
-use front_door::GATEWAY_NAMESPACE;
+use crate::stack::well_known::GATEWAY_NAMESPACE;
 
 const CLUSTERS: &str = "clusters";
 
