@@ -173,7 +173,7 @@ fn apply(rsp: &mut RunFunctionResponse, out: Output, caller: Caller) -> Result<(
             rsp,
             condition.type_,
             condition.status,
-            &condition.reason,
+            condition.reason,
             condition.message,
         );
     }

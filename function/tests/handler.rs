@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use modelplane_function::{
-    compose::{ComposeError, ComposeFn, Output},
+    compose::{ComposeError, ComposeFn, ConditionType, Output, Reason},
     dispatch::{MAX_RESPONSE_BYTES, run_with},
     proto::v1::{
         Capability, Ready, Resource, ResourceSelector, RunFunctionRequest, RunFunctionResponse, Severity,
@@ -181,7 +181,12 @@ fn succeeds(_: &RunFunctionRequest, _: &RawStruct) -> Result<Output, ComposeErro
             namespace: None,
         },
     );
-    out.condition("Scheduled", Status::ConditionFalse, "NoCapacity", "no pool fits");
+    out.condition(
+        ConditionType::Scheduled,
+        Status::ConditionFalse,
+        Reason::InsufficientCapacity,
+        "no pool fits",
+    );
     out.warnings.push("pool h200 is draining".into());
     out.ready = Some(false);
     Ok(out)

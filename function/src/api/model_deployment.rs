@@ -288,9 +288,9 @@ pub struct ReplicaStatus {
     /// The placement this replica is moving away from, still running until the new one is Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moving_from: Option<PreviousPlacement>,
-    /// Why the replica is not placed: `InsufficientCapacity` or `NoMatchingCluster`.
+    /// Why the replica is not placed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<UnplacedReason>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rejections: Vec<RejectionStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -334,5 +334,23 @@ impl ReplicaStatus {
                 .map(|e| (p.cluster.as_str(), e.pool.as_str(), e.nodes))
         });
         current.chain(previous)
+    }
+}
+
+/// Why the fleet scheduler could not place a replica, as its status reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub enum UnplacedReason {
+    /// Some pool fits the engines' devices but lacks free nodes.
+    InsufficientCapacity,
+    /// No cluster and pool fit at all.
+    NoMatchingCluster,
+}
+
+impl UnplacedReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InsufficientCapacity => "InsufficientCapacity",
+            Self::NoMatchingCluster => "NoMatchingCluster",
+        }
     }
 }

@@ -8,6 +8,7 @@
 use serde_json::{Value, json};
 
 use super::{ComposeError, Output};
+use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
         Composite,
@@ -25,7 +26,12 @@ pub fn compose(_req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Comp
         "devices".into(),
         Value::Array(class.spec.devices.iter().map(summary).collect()),
     );
-    out.condition("Valid", Status::ConditionTrue, "ValidClass", "");
+    out.condition(
+        ConditionType::Valid,
+        Status::ConditionTrue,
+        Reason::ValidClass,
+        "",
+    );
     out.ready = Some(true);
     Ok(out)
 }

@@ -15,6 +15,7 @@ use crate::{
     wire::RawStruct,
 };
 
+pub mod conditions;
 pub mod inference_class;
 pub mod inference_cluster;
 pub mod inference_gateway;
@@ -28,6 +29,7 @@ pub mod remote;
 pub mod shared;
 
 pub use crate::error::ComposeError;
+pub use conditions::{ConditionType, Reason};
 
 #[cfg(test)]
 pub mod fixtures;
@@ -99,7 +101,7 @@ pub struct Composed {
 pub struct ConditionOut {
     pub type_: &'static str,
     pub status: Status,
-    pub reason: String,
+    pub reason: &'static str,
     pub message: Option<String>,
 }
 
@@ -138,16 +140,16 @@ impl Output {
 
     pub fn condition(
         &mut self,
-        type_: &'static str,
+        type_: ConditionType,
         status: Status,
-        reason: &str,
+        reason: Reason,
         message: impl Into<String>,
     ) {
         let message = message.into();
         self.conditions.push(ConditionOut {
-            type_,
+            type_: type_.as_str(),
             status,
-            reason: reason.to_owned(),
+            reason: reason.as_str(),
             message: (!message.is_empty()).then_some(message),
         });
     }

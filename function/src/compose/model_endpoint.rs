@@ -6,6 +6,7 @@
 use serde::Deserialize;
 
 use super::{ComposeError, Output};
+use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
         ObjectMeta,
@@ -29,9 +30,9 @@ pub fn compose(_req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Comp
     let mut out = Output::default();
     let scheme = if url.tls { "https" } else { "http" };
     out.condition(
-        "EndpointReady",
+        ConditionType::EndpointReady,
         Status::ConditionTrue,
-        "Valid",
+        Reason::Valid,
         format!(
             "{}/{} routes to {scheme}://{}:{}{prefix}",
             endpoint.metadata.namespace.as_deref().unwrap_or_default(),

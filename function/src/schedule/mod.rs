@@ -21,7 +21,7 @@ use std::{
 use crate::{
     api::{
         inference_cluster::{PoolStatus, TaintEffect},
-        model_deployment::{Engine, ReplicaSpec, Role},
+        model_deployment::{Engine, ReplicaSpec, Role, UnplacedReason},
     },
     error::ComposeError,
     limits::{MAX_REPLICAS, MAX_RESPONSE_BYTES},
@@ -74,23 +74,6 @@ pub struct EnginePlacement<'a> {
     /// The pool's running nodes are taken: this engine waits for the autoscaler to add nodes, up to the pool's
     /// `maxNodeCount`.
     pub waits_for_scale_up: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UnplacedReason {
-    /// Some pool fits the engines' devices but lacks free nodes.
-    InsufficientCapacity,
-    /// No cluster and pool fit at all.
-    NoMatchingCluster,
-}
-
-impl UnplacedReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::InsufficientCapacity => "InsufficientCapacity",
-            Self::NoMatchingCluster => "NoMatchingCluster",
-        }
-    }
 }
 
 #[derive(Debug)]

@@ -3,6 +3,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::api::model_deployment::UnplacedReason;
 use crate::api::{
     inference_class::Device,
     inference_cluster::{PoolStatus, Taint},

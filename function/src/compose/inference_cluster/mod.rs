@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 
 use super::{ComposeError, Output, inference_class};
+use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
         Composite,
@@ -47,9 +48,9 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     let Some(classes) = classes(req, spec)? else {
         // Crossplane fetches the classes and calls again; nothing is composed until they are known.
         out.condition(
-            "ClassesResolved",
+            ConditionType::ClassesResolved,
             Status::ConditionFalse,
-            "WaitingForClasses",
+            Reason::WaitingForClasses,
             "waiting for Crossplane to fetch the node pools' InferenceClasses",
         );
         return Ok(out);

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use super::{components::Planned, components::provider_config_name, eks, ledger};
+use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
         inference_class::InferenceClassSpec,
@@ -75,12 +76,17 @@ pub fn report(
         .collect();
     let all_ready = unready.is_empty();
     if all_ready {
-        out.condition("StackReady", Status::ConditionTrue, "Available", "");
+        out.condition(
+            ConditionType::StackReady,
+            Status::ConditionTrue,
+            Reason::Available,
+            "",
+        );
     } else {
         out.condition(
-            "StackReady",
+            ConditionType::StackReady,
             Status::ConditionFalse,
-            "Creating",
+            Reason::Creating,
             format!("waiting for {}", unready.join(", ")),
         );
     }

@@ -24,6 +24,7 @@ use super::{
     },
     shared::CONTROL_NAMESPACE,
 };
+use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::routing::{InferenceGatewaySpec, InferenceGatewayStatus},
     proto::v1::{ResourceSelector, RunFunctionRequest, Status},
@@ -103,9 +104,9 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     };
     let Some(cluster) = chosen else {
         out.condition(
-            "GatewayReady",
+            ConditionType::GatewayReady,
             Status::ConditionFalse,
-            "NoCluster",
+            Reason::NoCluster,
             "no InferenceCluster is reachable yet to run the gateway on; set spec.clusterName to choose one",
         );
         return Ok(out);
@@ -117,7 +118,12 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         } else {
             format!("InferenceCluster {cluster} (spec.clusterName) does not exist")
         };
-        out.condition("GatewayReady", Status::ConditionFalse, "ClusterNotReady", why);
+        out.condition(
+            ConditionType::GatewayReady,
+            Status::ConditionFalse,
+            Reason::ClusterNotReady,
+            why,
+        );
         return Ok(out);
     };
 
@@ -200,16 +206,16 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             let endpoint = format!("{scheme}://{host}/v1");
             if certificates_filled {
                 out.condition(
-                    "GatewayReady",
+                    ConditionType::GatewayReady,
                     Status::ConditionTrue,
-                    "Available",
+                    Reason::Available,
                     format!("answering on {address} (cluster {cluster}): {endpoint}"),
                 );
             } else {
                 out.condition(
-                    "GatewayReady",
+                    ConditionType::GatewayReady,
                     Status::ConditionFalse,
-                    "CertificatePending",
+                    Reason::CertificatePending,
                     format!("waiting for {}", certificates_waiting.join("; ")),
                 );
             }
@@ -222,7 +228,12 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             } else {
                 format!("waiting for the callers policy on {cluster} before opening the listener")
             };
-            out.condition("GatewayReady", Status::ConditionFalse, "Provisioning", why);
+            out.condition(
+                ConditionType::GatewayReady,
+                Status::ConditionFalse,
+                Reason::Provisioning,
+                why,
+            );
         }
     }
     out.ready = Some(gateway_ready && policy_ready);
@@ -272,28 +283,28 @@ fn report_callers(out: &mut Output, listed: usize, filled: usize, waiting: &[Str
     let (status, reason, message) = match (listed, filled) {
         (0, _) => (
             Status::ConditionFalse,
-            "NoCallers",
+            Reason::NoCallers,
             "no caller Secrets listed (spec.auth.secretRefs or spec.auth.apiKey.secretRefs): every request is \
              refused"
                 .to_owned(),
         ),
         (_, 0) => (
             Status::ConditionFalse,
-            "KeysPending",
+            Reason::KeysPending,
             format!("no caller keys on the cluster yet, so every request is refused: {}", waiting.join("; ")),
         ),
         _ if !waiting.is_empty() => (
             Status::ConditionTrue,
-            "SomeKeysPending",
+            Reason::SomeKeysPending,
             format!("{filled} of {listed} caller Secrets in effect; waiting for {}", waiting.join("; ")),
         ),
         _ => (
             Status::ConditionTrue,
-            "KeysInEffect",
+            Reason::KeysInEffect,
             format!("{filled} caller Secrets in effect; a request without one of their keys gets 401"),
         ),
     };
-    out.condition("CallerAuth", status, reason, message);
+    out.condition(ConditionType::CallerAuth, status, reason, message);
 }
 
 #[cfg(test)]

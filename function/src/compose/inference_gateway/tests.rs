@@ -62,10 +62,7 @@ fn a_named_cluster_that_does_not_exist_is_reported() {
     )
     .unwrap();
     let c = &out.conditions[0];
-    assert_eq!(
-        (c.status, c.reason.as_str()),
-        (Status::ConditionFalse, "ClusterNotReady")
-    );
+    assert_eq!((c.status, c.reason), (Status::ConditionFalse, "ClusterNotReady"));
     assert!(
         c.message
             .as_deref()

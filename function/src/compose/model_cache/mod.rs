@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ComposeError, Output, remote};
+use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
         ObjectMeta,
@@ -359,23 +360,23 @@ fn report(
 ) -> Result<(), ComposeError> {
     let all_ready = states.iter().all(|s| s.phase == Phase::Ready);
     let (status, reason, message) = if let Auth::Missing(what) = auth {
-        (Status::ConditionFalse, "AuthSecretMissing", what.clone())
+        (Status::ConditionFalse, Reason::AuthSecretMissing, what.clone())
     } else if states.is_empty() {
         (
             Status::ConditionTrue,
-            "NoClusters",
+            Reason::NoClusters,
             "no cluster matches spec.clusterSelector and no deployment using this cache is placed".to_owned(),
         )
     } else if all_ready {
         (
             Status::ConditionTrue,
-            "Staged",
+            Reason::Staged,
             format!("{} is staged on every cluster", cache.spec.hugging_face.repo),
         )
     } else if let Some(failed) = states.iter().find(|s| s.phase == Phase::Failed) {
         (
             Status::ConditionFalse,
-            "HydrationFailed",
+            Reason::HydrationFailed,
             format!("{}: {}", failed.cluster, failed.reason),
         )
     } else {
@@ -392,11 +393,11 @@ fn report(
             .collect();
         (
             Status::ConditionFalse,
-            "Staging",
+            Reason::Staging,
             format!("not yet staged on {}", waiting.join("; ")),
         )
     };
-    out.condition("Staged", status, reason, message);
+    out.condition(ConditionType::Staged, status, reason, message);
     out.ready = Some(all_ready && !matches!(auth, Auth::Missing(_)));
     let status = serde_json::to_value(ModelCacheStatus { clusters: states })
         .map_err(|e| ComposeError::new("status", e.to_string()))?;

@@ -44,11 +44,7 @@ fn condition(out: &Output) -> (Status, &str, &str) {
         .iter()
         .find(|c| c.type_ == "Staged")
         .expect("a Staged condition");
-    (
-        c.status,
-        c.reason.as_str(),
-        c.message.as_deref().unwrap_or_default(),
-    )
+    (c.status, c.reason, c.message.as_deref().unwrap_or_default())
 }
 
 #[test]

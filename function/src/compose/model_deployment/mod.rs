@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::de::IgnoredAny;
 
 use super::{API_VERSION, ComposeError, Output, WAITING_TTL, remote};
+use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
         Composite,
@@ -136,7 +137,12 @@ fn input<'a>(
 }
 
 fn waiting_for_clusters(mut out: Output) -> Output {
-    out.condition("Scheduled", Status::ConditionUnknown, "WaitingForClusters", "");
+    out.condition(
+        ConditionType::Scheduled,
+        Status::ConditionUnknown,
+        Reason::WaitingForClusters,
+        "",
+    );
     out.ready = Some(false);
     out
 }
@@ -311,14 +317,24 @@ impl Replicas<'_> {
 
 /// Nodes one engine of a replica holds: a node per pod of every copy.
 fn scheduled_condition(out: &mut Output, status: &ModelDeploymentStatus, wanted: u32) {
-    match status.replicas.iter().find_map(|r| r.reason.clone()) {
-        None => out.condition("Scheduled", Status::ConditionTrue, "AllReplicasPlaced", ""),
+    match status.replicas.iter().find_map(|r| r.reason) {
+        None => out.condition(
+            ConditionType::Scheduled,
+            Status::ConditionTrue,
+            Reason::AllReplicasPlaced,
+            "",
+        ),
         Some(reason) => {
             let message = format!(
                 "{} of {wanted} replicas placed; see status.replicas",
                 status.placed_replicas
             );
-            out.condition("Scheduled", Status::ConditionFalse, &reason, message);
+            out.condition(
+                ConditionType::Scheduled,
+                Status::ConditionFalse,
+                reason.into(),
+                message,
+            );
             out.ready = Some(false);
         }
     }
@@ -343,18 +359,23 @@ fn cache_condition(
         .filter_map(|r| r.waiting_for.as_deref())
         .collect();
     match waiting.first() {
-        None => out.condition("CacheReady", Status::ConditionTrue, "CacheStaged", ""),
+        None => out.condition(
+            ConditionType::CacheReady,
+            Status::ConditionTrue,
+            Reason::CacheStaged,
+            "",
+        ),
         Some(why) => {
             let reason = if matches!(gate, cache::CacheGate::Missing { .. }) {
-                "CacheNotFound"
+                Reason::CacheNotFound
             } else {
-                "CacheNotReady"
+                Reason::CacheNotReady
             };
             let message = format!(
                 "{} replica(s) wait for ModelCache {cache:?}: {why}",
                 waiting.len()
             );
-            out.condition("CacheReady", Status::ConditionFalse, reason, message);
+            out.condition(ConditionType::CacheReady, Status::ConditionFalse, reason, message);
             out.ready = Some(false);
         }
     }

@@ -48,7 +48,7 @@ pub fn unplaced_status(index: u32, unplaced: &Unplaced) -> ReplicaStatus {
     let hidden = unplaced.rejections.len().saturating_sub(MAX_REJECTIONS_SHOWN);
     ReplicaStatus {
         replica: index,
-        reason: Some(unplaced.reason.as_str().to_owned()),
+        reason: Some(unplaced.reason),
         rejections: unplaced
             .rejections
             .iter()

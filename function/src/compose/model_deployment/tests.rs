@@ -450,7 +450,7 @@ fn replica_waits_for_its_cache_instead_of_starting_on_an_empty_volume() {
         );
         let condition = out.conditions.iter().find(|c| c.type_ == "CacheReady").unwrap();
         assert_eq!(
-            (condition.status, condition.reason.as_str()),
+            (condition.status, condition.reason),
             (Status::ConditionFalse, "CacheNotReady")
         );
         assert_eq!(out.ready, Some(false));

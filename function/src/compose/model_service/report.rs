@@ -1,6 +1,7 @@
 //! The conditions a ModelService reports: whether its entries found endpoints, and whether it is routed.
 
 use super::weights;
+use crate::compose::conditions::{ConditionType, Reason};
 use crate::{api::routing::ModelServiceSpec, compose::Output, proto::v1::Status};
 
 pub fn endpoints(
@@ -29,7 +30,7 @@ pub fn endpoints(
     let (status, reason, message) = if plan.matched == 0 {
         (
             Status::ConditionFalse,
-            "NoEndpoints",
+            Reason::NoEndpoints,
             format!(
                 "no ModelEndpoint in namespace {namespace} matches any entry of spec.endpoints ({})",
                 selectors()
@@ -38,7 +39,7 @@ pub fn endpoints(
     } else if plan.ready == 0 {
         (
             Status::ConditionFalse,
-            "NoReadyEndpoints",
+            Reason::NoReadyEndpoints,
             format!(
                 "{} ModelEndpoints match spec.endpoints but none is ready",
                 plan.matched
@@ -55,39 +56,39 @@ pub fn endpoints(
         };
         (
             Status::ConditionTrue,
-            "Resolved",
+            Reason::Resolved,
             format!(
                 "{} of {} matched ModelEndpoints are ready{idle}",
                 plan.ready, plan.matched
             ),
         )
     };
-    out.condition("EndpointsResolved", status, reason, message);
+    out.condition(ConditionType::EndpointsResolved, status, reason, message);
 }
 
 pub fn routing(out: &mut Output, no_gateway: bool, no_backends: bool, waiting: &[String]) {
     let (status, reason, message) = if no_gateway {
         (
             Status::ConditionFalse,
-            "NoGateway",
+            Reason::NoGateway,
             "no InferenceGateway serves this service (none exists, or no serviceSelector matches its labels)"
                 .to_owned(),
         )
     } else if no_backends {
         (
             Status::ConditionFalse,
-            "NoBackends",
+            Reason::NoBackends,
             "no route is composed until an endpoint is ready; the model is absent from /v1/models meanwhile"
                 .to_owned(),
         )
     } else if !waiting.is_empty() {
         (
             Status::ConditionFalse,
-            "Waiting",
+            Reason::Waiting,
             format!("waiting for {}", waiting.join("; ")),
         )
     } else {
-        (Status::ConditionTrue, "Routed", String::new())
+        (Status::ConditionTrue, Reason::Routed, String::new())
     };
-    out.condition("RoutingReady", status, reason, message);
+    out.condition(ConditionType::RoutingReady, status, reason, message);
 }

@@ -70,11 +70,7 @@ fn condition<'a>(out: &'a Output, type_: &str) -> (Status, &'a str, &'a str) {
         .iter()
         .find(|c| c.type_ == type_)
         .expect("condition");
-    (
-        c.status,
-        c.reason.as_str(),
-        c.message.as_deref().unwrap_or_default(),
-    )
+    (c.status, c.reason, c.message.as_deref().unwrap_or_default())
 }
 
 fn route(out: &Output) -> &Value {

@@ -1,0 +1,114 @@
+//! The closed vocabulary of the conditions Modelplane sets on its composites: every type and every reason is a
+//! variant here, so a typo is a compile error and `kubectl wait --for=condition=...` users can read the whole list
+//! in one place. The variant's name is what Crossplane shows.
+
+use strum::IntoStaticStr;
+
+use crate::api::model_deployment::UnplacedReason;
+
+/// A condition type, one per question a user asks of a composite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr)]
+pub enum ConditionType {
+    /// InferenceClass: the class describes devices the scheduler can use.
+    Valid,
+    /// InferenceCluster: every pool's InferenceClass has been fetched.
+    ClassesResolved,
+    /// InferenceCluster: the stack's components are installed and available.
+    StackReady,
+    /// ModelCache: the weights are staged on every selected cluster.
+    Staged,
+    /// ModelDeployment: every replica has a cluster and pool.
+    Scheduled,
+    /// ModelDeployment: the ModelCache the replicas mount is staged where they run.
+    CacheReady,
+    /// InferenceGateway: the fleet gateway has an address and its certificate.
+    GatewayReady,
+    /// InferenceGateway: which caller keys are in effect.
+    CallerAuth,
+    /// ModelEndpoint: the endpoint can be routed to.
+    EndpointReady,
+    /// ModelService: the ModelEndpoints its entries select, and how many are ready.
+    EndpointsResolved,
+    /// ModelService: a gateway routes the model.
+    RoutingReady,
+}
+
+/// Why a condition has its status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr)]
+pub enum Reason {
+    // InferenceClass
+    ValidClass,
+    // InferenceCluster
+    WaitingForClasses,
+    Creating,
+    Available,
+    // ModelCache
+    AuthSecretMissing,
+    NoClusters,
+    Staged,
+    Staging,
+    HydrationFailed,
+    // ModelDeployment
+    WaitingForClusters,
+    AllReplicasPlaced,
+    InsufficientCapacity,
+    NoMatchingCluster,
+    CacheStaged,
+    CacheNotFound,
+    CacheNotReady,
+    // InferenceGateway
+    NoCluster,
+    ClusterNotReady,
+    CertificatePending,
+    Provisioning,
+    NoCallers,
+    KeysPending,
+    SomeKeysPending,
+    KeysInEffect,
+    // ModelEndpoint
+    Valid,
+    // ModelService
+    NoEndpoints,
+    NoReadyEndpoints,
+    Resolved,
+    NoGateway,
+    NoBackends,
+    Waiting,
+    Routed,
+}
+
+impl ConditionType {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+impl From<UnplacedReason> for Reason {
+    fn from(reason: UnplacedReason) -> Self {
+        match reason {
+            UnplacedReason::InsufficientCapacity => Reason::InsufficientCapacity,
+            UnplacedReason::NoMatchingCluster => Reason::NoMatchingCluster,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_variants() {
+        assert_eq!(ConditionType::StackReady.as_str(), "StackReady");
+        assert_eq!(Reason::InsufficientCapacity.as_str(), "InsufficientCapacity");
+        assert_eq!(
+            Reason::from(UnplacedReason::NoMatchingCluster).as_str(),
+            UnplacedReason::NoMatchingCluster.as_str()
+        );
+    }
+}
