@@ -127,3 +127,16 @@ pub struct Accelerator {
     pub type_: String,
     pub count: u32,
 }
+
+/// What an InferenceClass reports: its devices in brief, for `kubectl get` and for platform teams checking a class.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InferenceClassStatus {
+    pub devices: Vec<DeviceSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceSummary {
+    pub name: String,
+    pub count: u32,
+    pub claim: Claim,
+}

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The largest entry weight the ModelService XRD admits (`maximum`), which reduced route weights stay within.
 pub const MAX_WEIGHT: u64 = 1_000_000;
@@ -229,14 +229,54 @@ impl GatewayAuth {
     }
 }
 
-/// What other composers read of an InferenceGateway's status.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// An InferenceGateway's status: written by its composer, read back by it (the cluster it chose) and by the
+/// ModelServices it serves (where it answers).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InferenceGatewayStatus {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cluster_name: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub address: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<GatewayEndpoints>,
+}
+
+/// The base URLs callers use.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct GatewayEndpoints {
+    #[serde(rename = "openAI")]
+    pub open_ai: String,
+}
+
+/// What a ModelService reports: the model name callers send, where to send it, and its endpoints.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelServiceStatus {
+    pub model: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateways: Option<Vec<ServingGatewayStatus>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<EndpointCounts>,
+}
+
+/// A gateway serving a ModelService, by name, and where it answers.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ServingGatewayStatus {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    pub address: String,
+}
+
+/// A ModelService's endpoints: matched, ready, and those every serving gateway's applied route lists.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EndpointCounts {
+    pub total: usize,
+    pub ready: usize,
+    pub routed: Vec<String>,
 }
 
 /// An endpoint URL split into what an Envoy Gateway `Backend` and an `AIServiceBackend` need.

@@ -5,14 +5,12 @@
 //! the scheduler's CEL evaluation: device attribute names that are not CEL identifiers, duplicate device names,
 //! attributes with zero or several typed values.
 
-use serde_json::{Value, json};
-
 use super::{ComposeError, Output};
 use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
         Composite,
-        inference_class::{Device, EksProvisioning, InferenceClassSpec},
+        inference_class::{Device, DeviceSummary, EksProvisioning, InferenceClassSpec, InferenceClassStatus},
     },
     proto::v1::{RunFunctionRequest, Status},
     wire::RawStruct,
@@ -22,10 +20,9 @@ pub fn compose(_req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Comp
     let class: Composite<InferenceClassSpec> = xr.parse()?;
     validate(&class.spec)?;
     let mut out = Output::default();
-    out.status.insert(
-        "devices".into(),
-        Value::Array(class.spec.devices.iter().map(summary).collect()),
-    );
+    out.set_status(&InferenceClassStatus {
+        devices: class.spec.devices.iter().map(summary).collect(),
+    })?;
     out.condition(
         ConditionType::Valid,
         Status::ConditionTrue,
@@ -36,8 +33,12 @@ pub fn compose(_req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Comp
     Ok(out)
 }
 
-fn summary(device: &Device) -> Value {
-    json!({"name": device.name, "count": device.count, "claim": device.claim})
+fn summary(device: &Device) -> DeviceSummary {
+    DeviceSummary {
+        name: device.name.clone(),
+        count: device.count,
+        claim: device.claim,
+    }
 }
 
 /// What the InferenceClass XRD cannot say (it is enforced before composing, `crate::validate`, and on every class
@@ -122,7 +123,7 @@ fn validate_eks(eks: Option<&EksProvisioning>) -> Result<(), ComposeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn class(devices: Value) -> RawStruct {
         RawStruct::from_value(&json!({

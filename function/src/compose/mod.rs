@@ -138,6 +138,22 @@ impl Output {
         self.resources.insert(key.into(), Composed { object, ready });
     }
 
+    /// Merges the fields `status` serializes into the composite's status: a composer writes its status through
+    /// the typed struct of its kind, and a field the struct leaves out keeps what an earlier call set.
+    pub fn set_status(&mut self, status: &impl serde::Serialize) -> Result<(), ComposeError> {
+        match serde_json::to_value(status) {
+            Ok(Value::Object(fields)) => {
+                self.status.extend(fields);
+                Ok(())
+            }
+            Ok(other) => Err(ComposeError::new(
+                "status",
+                format!("internal error: a status must be an object, not {other}"),
+            )),
+            Err(e) => Err(ComposeError::new("status", format!("internal error: {e}"))),
+        }
+    }
+
     pub fn condition(
         &mut self,
         type_: ConditionType,

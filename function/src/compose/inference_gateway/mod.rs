@@ -26,7 +26,7 @@ use super::{
 };
 use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
-    api::routing::{InferenceGatewaySpec, InferenceGatewayStatus},
+    api::routing::{GatewayEndpoints, InferenceGatewaySpec, InferenceGatewayStatus},
     proto::v1::{ResourceSelector, RunFunctionRequest, Status},
     schedule::ClusterView,
     sdk::request,
@@ -111,7 +111,10 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         );
         return Ok(out);
     };
-    out.status.insert("clusterName".into(), json!(cluster));
+    out.set_status(&InferenceGatewayStatus {
+        cluster_name: cluster.clone(),
+        ..Default::default()
+    })?;
     let Some(pc) = reachable(&cluster) else {
         let why = if clusters.contains_key(&cluster) {
             format!("InferenceCluster {cluster} is not reachable yet (no status.providerConfigName)")
@@ -219,8 +222,11 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                     format!("waiting for {}", certificates_waiting.join("; ")),
                 );
             }
-            out.status.insert("address".into(), json!(address));
-            out.status.insert("endpoints".into(), json!({"openAI": endpoint}));
+            out.set_status(&InferenceGatewayStatus {
+                cluster_name: cluster.clone(),
+                address: address.clone(),
+                endpoints: Some(GatewayEndpoints { open_ai: endpoint }),
+            })?;
         }
         None => {
             let why = if policy_ready || gateway_exists {

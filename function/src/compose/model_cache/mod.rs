@@ -399,12 +399,7 @@ fn report(
     };
     out.condition(ConditionType::Staged, status, reason, message);
     out.ready = Some(all_ready && !matches!(auth, Auth::Missing(_)));
-    let status = serde_json::to_value(ModelCacheStatus { clusters: states })
-        .map_err(|e| ComposeError::new("status", e.to_string()))?;
-    if let Value::Object(map) = status {
-        out.status.extend(map);
-    }
-    Ok(())
+    out.set_status(&ModelCacheStatus { clusters: states })
 }
 
 #[cfg(test)]

@@ -115,9 +115,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     if waits(&status, &clusters, &me) || !evicted.is_empty() {
         out.ttl = Some(WAITING_TTL);
     }
-    if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(&status) {
-        out.status.extend(map);
-    }
+    out.set_status(&status)?;
     Ok(out)
 }
 

@@ -11,15 +11,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{ComposeError, Output, remote};
 use crate::{
     api::{
         ObjectMeta,
         routing::{
-            EndpointUrl, InferenceGatewaySpec, InferenceGatewayStatus, ModelEndpointSpec, ModelServiceSpec,
-            resolve_endpoint,
+            EndpointCounts, EndpointUrl, InferenceGatewaySpec, InferenceGatewayStatus, ModelEndpointSpec,
+            ModelServiceSpec, ModelServiceStatus, ServingGatewayStatus, resolve_endpoint,
         },
     },
     proto::v1::{Resource, ResourceSelector, RunFunctionRequest},
@@ -94,7 +94,11 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         requirements: requirements(&namespace),
         ..Default::default()
     };
-    out.status.insert("model".into(), json!(model));
+    let mut status = ModelServiceStatus {
+        model: model.clone(),
+        ..Default::default()
+    };
+    out.set_status(&status)?;
     let (Some(found_endpoints), Some(gateways), Some(clusters)) = (
         request::required_resources(req, ENDPOINTS),
         request::required_resources(req, GATEWAYS),
@@ -126,10 +130,11 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         })
         .collect();
     let plan = weights::plan(&entries, &candidates);
-    out.status.insert(
-        "endpoints".into(),
-        json!({"total": plan.matched, "ready": plan.ready}),
-    );
+    let mut endpoint_counts = EndpointCounts {
+        total: plan.matched,
+        ready: plan.ready,
+        routed: Vec::new(),
+    };
     if plan.dropped > 0 {
         out.warnings.push(format!(
             "{} ready endpoints are left out of the route: a route lists at most {} (the least preferred tiers \
@@ -166,27 +171,24 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         .collect();
 
     let serving = serving_gateways(gateways, clusters, &service.metadata);
-    let gateway_status: Vec<Value> = serving
-        .iter()
-        .map(|g| {
-            let mut entry = json!({"name": g.name, "address": g.address});
-            if let Some(hostname) = &g.hostname {
-                entry["hostname"] = json!(hostname);
-            }
-            entry
-        })
-        .collect();
-    out.status.insert("gateways".into(), json!(gateway_status));
+    status.gateways = Some(
+        serving
+            .iter()
+            .map(|g| ServingGatewayStatus {
+                name: g.name.clone(),
+                hostname: g.hostname.clone(),
+                address: g.address.clone(),
+            })
+            .collect(),
+    );
     // Where a caller sends `POST <address>/v1/chat/completions` with `model: <namespace>/<service>`: the first
     // serving gateway (by name) that answers somewhere, by its hostname when it has one, over HTTPS when it serves
     // only that.
-    if let Some(address) = serving.iter().find_map(|g| {
+    status.address = serving.iter().find_map(|g| {
         let host = g.hostname.as_deref().unwrap_or(&g.address);
         let scheme = if g.tls { "https" } else { "http" };
         (!host.is_empty()).then(|| format!("{scheme}://{host}"))
-    }) {
-        out.status.insert("address".into(), json!(address));
-    }
+    });
 
     let timeout = service.spec.timeouts.request.as_deref().unwrap_or(NO_DEADLINE);
     let mut routes_ready = !routed.is_empty();
@@ -303,15 +305,14 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         });
     }
     let applied = applied.unwrap_or_default();
-    let routed_names: Vec<&str> = plan
+    endpoint_counts.routed = plan
         .backends
         .iter()
         .filter(|b| applied.contains(&route::backend_name(&name, &b.endpoint)))
-        .map(|b| b.endpoint.as_str())
+        .map(|b| b.endpoint.clone())
         .collect();
-    if let Some(endpoints) = out.status.get_mut("endpoints") {
-        endpoints["routed"] = json!(routed_names);
-    }
+    status.endpoints = Some(endpoint_counts);
+    out.set_status(&status)?;
     report::routing(&mut out, serving.is_empty(), routed.is_empty(), &waiting);
     out.ready = Some(routes_ready && !serving.is_empty());
     let reachable: Vec<&str> = serving
