@@ -1,7 +1,7 @@
 //! `Cluster` <-> EKS cluster. Networking: existing subnets only (`networking.subnetIds`); a `networking.vpc`
 //! is refused with a clear error (VPC creation is not implemented yet).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -11,7 +11,8 @@ use modelplane_eks_api::{Cluster, ClusterObservation};
 
 use super::clients::{AwsClients, ClientCache};
 use super::convert::{ObservedCluster, cluster_drift, cluster_phase, region_change};
-use super::errors::{classify, is_code};
+use super::errors::{IN_USE, NOT_FOUND, adopted, classify, found, gone_unless_held};
+use super::owned::LastSeen;
 use super::{external_name, kubeconfig, request_token};
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
 use crate::managed::reconciler::Connector;
@@ -37,15 +38,14 @@ impl Connector<Cluster> for ClusterConnector {
             .await?;
         Ok(ClusterClient {
             clients,
-            observed: Mutex::default(),
+            observed: LastSeen::default(),
         })
     }
 }
 
 pub struct ClusterClient {
     clients: AwsClients,
-    /// What the last Observe saw, so Update needs no second Describe.
-    observed: Mutex<Option<ObservedCluster>>,
+    observed: LastSeen<ObservedCluster>,
 }
 
 #[async_trait]
@@ -58,12 +58,13 @@ impl ExternalClient<Cluster> for ClusterClient {
             return Err(ExternalError::Rejected(why));
         }
         let name = external_name(mr);
-        let described = match self.clients.eks.describe_cluster().name(&name).send().await {
-            Ok(out) => out.cluster,
-            Err(e) if is_code(&e, "ResourceNotFoundException") => None,
-            Err(e) => return Err(classify(&format!("cannot describe EKS cluster {name}"), &e)),
-        };
-        let Some(cluster) = described else {
+        let described = self.clients.eks.describe_cluster().name(&name).send().await;
+        let described = found(
+            described,
+            NOT_FOUND,
+            &format!("cannot describe EKS cluster {name}"),
+        )?;
+        let Some(cluster) = described.and_then(|out| out.cluster) else {
             return Ok(Observation::missing());
         };
         let status = cluster
@@ -82,7 +83,7 @@ impl ExternalClient<Cluster> for ClusterClient {
             security_group_ids: vpc.and_then(|v| v.security_group_ids.clone()).unwrap_or_default(),
         };
         let drift = cluster_drift(&mr.spec.for_provider, &observed);
-        *self.observed.lock().unwrap_or_else(|p| p.into_inner()) = Some(observed);
+        self.observed.keep(observed);
         let at_provider = ClusterObservation {
             arn: cluster.arn.clone(),
             status: Some(status.clone()),
@@ -154,22 +155,13 @@ impl ExternalClient<Cluster> for ClusterClient {
             .client_request_token(request_token(mr))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(ConnectionDetails::new()),
-            // Ours from an earlier attempt whose answer was lost: Observe adopts it.
-            Err(e) if is_code(&e, "ResourceInUseException") => Ok(ConnectionDetails::new()),
-            Err(e) => Err(classify(&format!("cannot create EKS cluster {name}"), &e)),
-        }
+        adopted(result, IN_USE, &format!("cannot create EKS cluster {name}"))?;
+        Ok(ConnectionDetails::new())
     }
 
     async fn update(&self, mr: &Cluster, at_provider: &ClusterObservation) -> Result<(), ExternalError> {
         let name = external_name(mr);
-        let observed = self
-            .observed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .unwrap_or_default();
+        let observed = self.observed.get().unwrap_or_default();
         let drift = cluster_drift(&mr.spec.for_provider, &observed);
         let eks = &self.clients.eks;
         // EKS runs one update at a time: the version first, the endpoint access on a later reconcile.
@@ -228,13 +220,13 @@ impl ExternalClient<Cluster> for ClusterClient {
                 attached.join(", ")
             )));
         }
-        match self.clients.eks.delete_cluster().name(&name).send().await {
-            Ok(_) => Ok(()),
-            Err(e) if is_code(&e, "ResourceNotFoundException") => Ok(()),
-            Err(e) if is_code(&e, "ResourceInUseException") => Err(ExternalError::Waiting(format!(
-                "EKS cluster {name} is still in use"
-            ))),
-            Err(e) => Err(classify(&format!("cannot delete EKS cluster {name}"), &e)),
-        }
+        let deleted = self.clients.eks.delete_cluster().name(&name).send().await;
+        let in_use = format!("EKS cluster {name} is still in use");
+        gone_unless_held(
+            deleted,
+            [NOT_FOUND, IN_USE],
+            in_use,
+            &format!("cannot delete EKS cluster {name}"),
+        )
     }
 }

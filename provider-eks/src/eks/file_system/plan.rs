@@ -117,5 +117,5 @@ pub fn efs_tags(pairs: Vec<(String, String)>) -> Result<Vec<aws_sdk_efs::types::
 }
 
 #[cfg(test)]
-#[path = "file_system_tests.rs"]
+#[path = "plan_tests.rs"]
 mod tests;

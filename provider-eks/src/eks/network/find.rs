@@ -6,22 +6,15 @@ use std::collections::BTreeSet;
 use aws_sdk_ec2::types::{Filter, NatGatewayState, Tag};
 use modelplane_eks_api::{Network, NetworkObservation};
 
-use super::errors::classify;
-use super::full_look;
-use super::network_parts::{Parts, SeenRouteTable, SeenSubnet};
-use super::network_plan::{DEFAULT_ROUTE, PART_TAG};
-use super::owned::{OWNER_TAG, owner};
+use super::parts::{Parts, SeenRouteTable, SeenSubnet};
+use super::plan::{DEFAULT_ROUTE, PART_TAG};
+use crate::eks::errors::classify;
+use crate::eks::full_look;
+use crate::eks::owned::{OWNER_TAG, owned_by, owner};
 use crate::managed::external::{ExternalError, Observation};
 
 fn tag_value<'a>(tags: &'a [Tag], key: &str) -> Option<&'a str> {
     tags.iter().find(|t| t.key() == Some(key)).and_then(|t| t.value())
-}
-
-pub fn owned_by(owner: &str) -> Filter {
-    Filter::builder()
-        .name(format!("tag:{OWNER_TAG}"))
-        .values(owner)
-        .build()
 }
 
 /// The IDs of every EC2 object carrying this resource's ownership tag, in one DescribeTags call: enough to
@@ -208,6 +201,6 @@ pub async fn find(ec2: &aws_sdk_ec2::Client, owner: &str) -> Result<Parts, Exter
     parts.security_group = groups
         .security_groups()
         .iter()
-        .find_map(|g| Some((g.group_id()?.to_owned(), super::network_group::admits_itself(g))));
+        .find_map(|g| Some((g.group_id()?.to_owned(), super::group::admits_itself(g))));
     Ok(parts)
 }
