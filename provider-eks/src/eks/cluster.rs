@@ -6,13 +6,12 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use aws_sdk_eks::types::VpcConfigRequest;
-use kube::ResourceExt;
 use modelplane_eks_api::{Cluster, ClusterObservation};
 
 use super::clients::{AwsClients, ClientCache};
 use super::convert::{ObservedCluster, cluster_drift, cluster_phase, region_change};
 use super::errors::{IN_USE, NOT_FOUND, adopted, classify, found, gone_unless_held};
-use super::owned::LastSeen;
+use super::owned::{self, LastSeen};
 use super::{external_name, kubeconfig, request_token};
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
 use crate::managed::reconciler::Connector;
@@ -27,15 +26,8 @@ impl Connector<Cluster> for ClusterConnector {
     type AtProvider = ClusterObservation;
 
     async fn connect(&self, mr: &Cluster) -> Result<ClusterClient, ExternalError> {
-        let namespace = mr.namespace().unwrap_or_default();
-        let clients = self
-            .cache
-            .clients(
-                &mr.spec.resource.provider_config_ref,
-                &namespace,
-                &mr.spec.for_provider.region,
-            )
-            .await?;
+        let region = &mr.spec.for_provider.region;
+        let clients = owned::clients(&self.cache, mr, &mr.spec.resource, region).await?;
         Ok(ClusterClient {
             clients,
             observed: LastSeen::default(),

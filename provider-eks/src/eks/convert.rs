@@ -8,6 +8,7 @@ use modelplane_eks_api::{CapacityType, ClusterParameters, NodePoolParameters, Sc
 use serde_json::json;
 
 use crate::managed::conditions::Readiness;
+use crate::managed::external::ExternalError;
 
 /// What an EKS status string means to the reconciler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,6 +137,19 @@ pub fn tags_to_set(
         .iter()
         .filter(|(k, v)| seen.get(*k) != Some(*v))
         .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Tags as one AWS SDK's tag type, made by `build`; a tag the SDK refuses is refused naming it.
+pub fn aws_tags<T>(
+    pairs: Vec<(String, String)>,
+    build: impl Fn(&str, String) -> Result<T, aws_smithy_types::error::operation::BuildError>,
+) -> Result<Vec<T>, ExternalError> {
+    pairs
+        .into_iter()
+        .map(|(k, v)| {
+            build(&k, v).map_err(|e| ExternalError::Rejected(format!("spec.forProvider.tags[{k}]: {e}")))
+        })
         .collect()
 }
 

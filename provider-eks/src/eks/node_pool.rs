@@ -20,7 +20,7 @@ use super::convert::{
     nodegroup_phase, region_change, requested_size,
 };
 use super::errors::{IN_USE, Meaning, NOT_FOUND, adopted, answer, classify, found, health_issues};
-use super::owned::{LastSeen, owner};
+use super::owned::{self, LastSeen, owner};
 use super::{external_name, full_look, launch_template, request_token};
 use crate::managed::conditions::READY;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
@@ -79,16 +79,9 @@ impl Connector<NodePool> for NodePoolConnector {
     type AtProvider = NodePoolObservation;
 
     async fn connect(&self, mr: &NodePool) -> Result<NodePoolClient, ExternalError> {
-        let namespace = mr.namespace().unwrap_or_default();
         let cluster = resolve_cluster(self.cache.kube(), mr).await?;
-        let clients = self
-            .cache
-            .clients(
-                &mr.spec.resource.provider_config_ref,
-                &namespace,
-                &mr.spec.for_provider.region,
-            )
-            .await?;
+        let region = &mr.spec.for_provider.region;
+        let clients = owned::clients(&self.cache, mr, &mr.spec.resource, region).await?;
         Ok(NodePoolClient {
             clients,
             cluster,

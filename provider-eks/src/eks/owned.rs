@@ -53,6 +53,16 @@ pub async fn connect<M: Resource>(
             "spec.forProvider.region: required".into(),
         ));
     }
+    clients(cache, mr, resource, region).await
+}
+
+/// The same without checking the region first (a Cluster or NodePool leaves that to AWS, as it always has).
+pub async fn clients<M: Resource>(
+    cache: &ClientCache,
+    mr: &M,
+    resource: &ResourceSpec,
+    region: &str,
+) -> Result<AwsClients, ExternalError> {
     let namespace = mr.namespace().unwrap_or_default();
     cache
         .clients(&resource.provider_config_ref, &namespace, region)

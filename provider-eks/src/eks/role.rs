@@ -10,7 +10,7 @@ use modelplane_eks_api::{Role, RoleObservation, RoleParameters};
 use serde_json::{Value, json};
 
 use super::clients::AwsClients;
-use super::convert::tags_to_set;
+use super::convert::{aws_tags, tags_to_set};
 use super::errors::{NO_SUCH_ENTITY, adopted, classify, found, gone, gone_unless_held, one_by_one};
 use super::external_name;
 use super::owned::{IAM_REGION, LastSeen, connector, owner_tags};
@@ -151,16 +151,9 @@ pub fn role_drift(spec: &RoleParameters, observed: &ObservedRole) -> RoleDrift {
 }
 
 fn iam_tags(pairs: Vec<(String, String)>) -> Result<Vec<aws_sdk_iam::types::Tag>, ExternalError> {
-    pairs
-        .into_iter()
-        .map(|(k, v)| {
-            aws_sdk_iam::types::Tag::builder()
-                .key(&k)
-                .value(v)
-                .build()
-                .map_err(|e| ExternalError::Rejected(format!("spec.forProvider.tags[{k}]: {e}")))
-        })
-        .collect()
+    aws_tags(pairs, |k, v| {
+        aws_sdk_iam::types::Tag::builder().key(k).value(v).build()
+    })
 }
 
 impl RoleClient {
