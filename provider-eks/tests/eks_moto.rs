@@ -19,11 +19,13 @@ use modelplane_provider_eks::eks::node_pool::NodePoolConnector;
 use modelplane_provider_eks::managed::conditions::Readiness;
 use modelplane_provider_eks::managed::external::{ExternalClient, ExternalError};
 use modelplane_provider_eks::managed::reconciler::Connector;
+use support::objects::{cluster_on, pool_on, ready, stored};
 use support::{MOTO_CREDENTIALS, Peer};
 use tokio::sync::Mutex;
 
 const NS: &str = "team-a";
 const REGION: &str = "us-east-1";
+const MOTO_CONFIG: &str = "moto";
 
 /// One moto for this test binary; tests take turns and reset it first.
 static MOTO: OnceLock<Mutex<Peer>> = OnceLock::new();
@@ -32,102 +34,31 @@ fn moto() -> &'static Mutex<Peer> {
     MOTO.get_or_init(|| Mutex::new(support::start_moto()))
 }
 
+/// A Cluster on the moto ProviderConfig, tagged, so tags are compared from the first Observe.
 fn cluster_mr(name: &str) -> Cluster {
-    let mut c = Cluster::new(
-        name,
-        ClusterSpec {
-            for_provider: ClusterParameters {
-                region: REGION.into(),
-                version: "1.34".into(),
-                role_arn: "arn:aws:iam::123456789012:role/eks-cluster".into(),
-                networking: Networking {
-                    subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
-                    vpc: None,
-                    ..Default::default()
-                },
-                endpoint_public_access: true,
-                endpoint_private_access: false,
-                tags: [("team".to_string(), "a".to_string())].into(),
-            },
-            resource: ResourceSpec {
-                provider_config_ref: ProviderConfigReference {
-                    kind: "ProviderConfig".into(),
-                    name: "moto".into(),
-                },
-                management_policies: vec![ManagementPolicy::All],
-                write_connection_secret_to_ref: Some(SecretReference {
-                    name: format!("{name}-kubeconfig"),
-                }),
-            },
-        },
-    );
-    c.metadata.namespace = Some(NS.into());
-    c.metadata.uid = Some(format!("uid-{name}"));
-    c.metadata.generation = Some(1);
+    let mut c = stored(cluster_on(MOTO_CONFIG, NS, name));
+    c.spec.for_provider.tags = [("team".to_string(), "a".to_string())].into();
     c
 }
 
 fn ready_cluster(name: &str, subnets: Vec<String>) -> Cluster {
-    let mut c = cluster_mr(name);
-    c.status = Some(ClusterStatus {
-        at_provider: ClusterObservation {
-            subnet_ids: subnets,
-            ..Default::default()
-        },
-        conditions: vec![Condition {
-            type_: "Ready".into(),
-            status: ConditionStatus::True,
-            reason: "Available".into(),
-            message: None,
-            last_transition_time: "2026-01-01T00:00:00Z".into(),
-            observed_generation: None,
-        }],
-        observed_generation: None,
-    });
-    c
+    ready(cluster_mr(name), subnets)
 }
 
+/// A NodePool on the moto ProviderConfig, tainted, so taints go through EKS's types both ways.
 fn pool_mr(name: &str, cluster: &str) -> NodePool {
-    let mut p = NodePool::new(
-        name,
-        NodePoolSpec {
-            for_provider: NodePoolParameters {
-                region: REGION.into(),
-                cluster_ref: LocalReference { name: cluster.into() },
-                node_role_arn: "arn:aws:iam::123456789012:role/eks-node".into(),
-                instance_types: vec!["p5.48xlarge".into()],
-                scaling: Scaling {
-                    min_size: 1,
-                    max_size: 4,
-                    desired_size: 2,
-                },
-                labels: [("modelplane.ai/pool".to_string(), name.to_string())].into(),
-                taints: vec![Taint {
-                    key: "nvidia.com/gpu".into(),
-                    value: String::new(),
-                    effect: TaintEffect::NoSchedule,
-                }],
-                ..Default::default()
-            },
-            resource: ResourceSpec {
-                provider_config_ref: ProviderConfigReference {
-                    kind: "ProviderConfig".into(),
-                    name: "moto".into(),
-                },
-                management_policies: vec![ManagementPolicy::All],
-                write_connection_secret_to_ref: None,
-            },
-        },
-    );
-    p.metadata.namespace = Some(NS.into());
-    p.metadata.uid = Some(format!("uid-{name}"));
-    p.metadata.generation = Some(1);
+    let mut p = stored(pool_on(MOTO_CONFIG, NS, name, cluster));
+    p.spec.for_provider.taints = vec![Taint {
+        key: "nvidia.com/gpu".into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    }];
     p
 }
 
 async fn kube_with(moto: &Peer, clusters: Vec<Cluster>) -> kube::Client {
     let mut pc = ProviderConfig::new(
-        "moto",
+        MOTO_CONFIG,
         ProviderConfigSpec {
             credentials: Credentials {
                 source: CredentialsSource::Secret,
@@ -255,7 +186,7 @@ async fn a_node_pool_is_created_scaled_relabelled_and_deleted_before_its_cluster
         let cache = ClientCache::new(kube_with(&moto, vec![]).await);
         let reference = ProviderConfigReference {
             kind: "ProviderConfig".into(),
-            name: "moto".into(),
+            name: MOTO_CONFIG.into(),
         };
         cache.clients(&reference, NS, REGION).await.unwrap().ec2
     };

@@ -1,13 +1,15 @@
-//! The generic managed reconciler, end to end through a real `kube::Client` (kube-fake-client) and a scripted
-//! AWS double behind the ExternalClient seam. moto cannot show CREATING/UPDATING/DELETING; this double can.
+//! The generic managed reconciler, end to end through a real `kube::Client` (kube-fake-client) and an AWS
+//! double behind the ExternalClient seam: an `ExternalClientFns`, scripted where a case plays out over several
+//! reconciles. moto cannot show CREATING/UPDATING/DELETING; this double can.
 
 // Test helpers outside #[test] functions may fail loudly too (clippy.toml covers only the test bodies).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::runtime::controller::Action;
@@ -16,11 +18,11 @@ use modelplane_provider_eks::eks::convert::cluster_phase;
 use modelplane_provider_eks::managed::annotations::{
     CREATE_FAILED, CREATE_PENDING, CREATE_SUCCEEDED, EXTERNAL_NAME, FINALIZER, PAUSED,
 };
-use modelplane_provider_eks::managed::external::{
-    ConnectionDetails, ExternalClient, ExternalError, Observation,
-};
-use modelplane_provider_eks::managed::reconciler::{Connector, Reconciler, Timing, reconcile};
+use modelplane_provider_eks::managed::external::{ConnectionDetails, ExternalError, Observation};
+use modelplane_provider_eks::managed::external_fns::ExternalClientFns;
+use modelplane_provider_eks::managed::reconciler::{Reconciler, Timing, reconcile};
 use modelplane_provider_eks::metrics::Metrics;
+use support::objects::cluster_in;
 
 const NS: &str = "team-a";
 const TIMING: Timing = Timing {
@@ -34,136 +36,90 @@ const TIMING: Timing = Timing {
     steady_rate: 0.0,
 };
 
-/// A scripted EKS: what exists, its status, whether it matches the spec, and every call made.
+type Fake = ExternalClientFns<Cluster, ClusterObservation>;
+
+/// A scripted EKS for the cases that play out over several reconciles: what exists, its status, whether it
+/// matches the spec. Create makes it CREATING, Update UPDATING, Delete DELETING.
 #[derive(Default)]
 struct Aws {
     exists: bool,
     status: &'static str,
     up_to_date: bool,
     observe_error: Option<ExternalError>,
-    create_error: Option<ExternalError>,
-    calls: Vec<String>,
 }
 
-#[derive(Clone, Default)]
-struct FakeAws(Arc<Mutex<Aws>>);
-
-impl FakeAws {
-    fn with(&self, f: impl FnOnce(&mut Aws)) {
-        f(&mut self.0.lock().unwrap())
-    }
-    fn calls(&self) -> Vec<String> {
-        self.0.lock().unwrap().calls.clone()
-    }
-}
-
-#[async_trait]
-impl Connector<Cluster> for FakeAws {
-    type Client = FakeAws;
-    type AtProvider = ClusterObservation;
-    async fn connect(&self, _: &Cluster) -> Result<FakeAws, ExternalError> {
-        Ok(self.clone())
-    }
-}
-
-#[async_trait]
-impl ExternalClient<Cluster> for FakeAws {
-    type AtProvider = ClusterObservation;
-
-    async fn observe(&self, _: &Cluster) -> Result<Observation<ClusterObservation>, ExternalError> {
-        let mut aws = self.0.lock().unwrap();
-        aws.calls.push("observe".into());
-        if let Some(e) = aws.observe_error.clone() {
+impl Aws {
+    fn observe(&self) -> Result<Observation<ClusterObservation>, ExternalError> {
+        if let Some(e) = self.observe_error.clone() {
             return Err(e);
         }
-        if !aws.exists {
+        if !self.exists {
             return Ok(Observation::missing());
         }
-        let phase = cluster_phase(aws.status);
+        let phase = cluster_phase(self.status);
         let mut details = ConnectionDetails::new();
-        if aws.status == "ACTIVE" {
+        if self.status == "ACTIVE" {
             details.insert("kubeconfig".into(), b"apiVersion: v1\nkind: Config\n".to_vec());
         }
         Ok(Observation {
             exists: true,
-            up_to_date: aws.up_to_date,
+            up_to_date: self.up_to_date,
             readiness: phase.readiness,
             busy: phase.busy,
             late_initialized: None,
             at_provider: ClusterObservation {
-                status: Some(aws.status.into()),
+                status: Some(self.status.into()),
                 ..Default::default()
             },
             connection_details: details,
         })
     }
 
-    async fn create(&self, _: &Cluster) -> Result<ConnectionDetails, ExternalError> {
-        let mut aws = self.0.lock().unwrap();
-        aws.calls.push("create".into());
-        if let Some(e) = aws.create_error.clone() {
-            return Err(e);
-        }
-        aws.exists = true;
-        aws.status = "CREATING";
-        aws.up_to_date = true;
-        Ok(ConnectionDetails::new())
-    }
-
-    async fn update(&self, _: &Cluster, _: &ClusterObservation) -> Result<(), ExternalError> {
-        let mut aws = self.0.lock().unwrap();
-        aws.calls.push("update".into());
-        aws.status = "UPDATING";
-        aws.up_to_date = true;
-        Ok(())
-    }
-
-    async fn delete(&self, _: &Cluster) -> Result<(), ExternalError> {
-        let mut aws = self.0.lock().unwrap();
-        aws.calls.push("delete".into());
-        aws.status = "DELETING";
-        Ok(())
+    /// Makes it exist with `status`, in sync with the spec.
+    fn becomes(&mut self, status: &'static str) {
+        self.exists = true;
+        self.status = status;
+        self.up_to_date = true;
     }
 }
 
-fn cluster(name: &str) -> Cluster {
-    let mut c = Cluster::new(
-        name,
-        ClusterSpec {
-            for_provider: ClusterParameters {
-                region: "us-east-1".into(),
-                version: "1.34".into(),
-                role_arn: "arn:aws:iam::123456789012:role/eks".into(),
-                networking: Networking {
-                    subnet_ids: vec!["subnet-a".into()],
-                    vpc: None,
-                    ..Default::default()
-                },
-                endpoint_public_access: true,
-                ..Default::default()
-            },
-            resource: ResourceSpec {
-                provider_config_ref: ProviderConfigReference::default(),
-                management_policies: vec![ManagementPolicy::All],
-                write_connection_secret_to_ref: Some(SecretReference {
-                    name: format!("{name}-conn"),
-                }),
-            },
-        },
-    );
-    c.metadata.namespace = Some(NS.into());
-    c
+/// The scripted EKS, shared by the test and the closures of its client.
+#[derive(Clone, Default)]
+struct Scripted(Arc<Mutex<Aws>>);
+
+impl Scripted {
+    fn with(&self, f: impl FnOnce(&mut Aws)) {
+        f(&mut self.0.lock().unwrap())
+    }
+
+    fn client(&self) -> Fake {
+        let (observed, created, updated, deleted) = (self.clone(), self.clone(), self.clone(), self.clone());
+        Fake::default()
+            .on_observe(move |_| observed.0.lock().unwrap().observe())
+            .on_create(move |_| {
+                created.with(|a| a.becomes("CREATING"));
+                Ok(ConnectionDetails::new())
+            })
+            .on_update(move |_, _| {
+                updated.with(|a| a.becomes("UPDATING"));
+                Ok(())
+            })
+            .on_delete(move |_| {
+                deleted.with(|a| a.status = "DELETING");
+                Ok(())
+            })
+    }
 }
 
 struct Harness {
     api: Api<Cluster>,
     secrets: Api<Secret>,
-    aws: FakeAws,
-    reconciler: Arc<Reconciler<FakeAws>>,
+    aws: Fake,
+    reconciler: Arc<Reconciler<Fake>>,
 }
 
 impl Harness {
-    async fn new(objects: Vec<Cluster>) -> Self {
+    async fn new(objects: Vec<Cluster>, aws: Fake) -> Self {
         let kube = kube_fake_client::ClientBuilder::new()
             .with_resource::<Cluster>()
             .with_status_subresource::<Cluster>()
@@ -171,7 +127,6 @@ impl Harness {
             .build()
             .await
             .unwrap();
-        let aws = FakeAws::default();
         let reconciler = Arc::new(Reconciler::new(
             kube.clone(),
             aws.clone(),
@@ -207,7 +162,8 @@ impl Harness {
 
 #[tokio::test]
 async fn a_new_cluster_is_created_once_then_becomes_ready_and_publishes_its_secret() {
-    let h = Harness::new(vec![cluster("demo")]).await;
+    let aws = Scripted::default();
+    let h = Harness::new(vec![cluster_in(NS, "demo")], aws.client()).await;
 
     assert_eq!(h.reconcile("demo").await, Action::requeue(TIMING.busy));
     let mr = h.api.get("demo").await.unwrap();
@@ -222,13 +178,13 @@ async fn a_new_cluster_is_created_once_then_becomes_ready_and_publishes_its_secr
     assert_eq!(h.reconcile("demo").await, Action::requeue(TIMING.busy));
     assert_eq!(h.aws.calls(), ["observe", "create", "observe"]);
 
-    h.aws.with(|a| a.status = "ACTIVE");
+    aws.with(|a| a.status = "ACTIVE");
     assert_eq!(h.reconcile("demo").await, Action::requeue(TIMING.poll));
     assert_eq!(
         h.condition("demo", "Ready").await,
         (ConditionStatus::True, "Available".into(), None)
     );
-    let secret = h.secrets.get("demo-conn").await.unwrap();
+    let secret = h.secrets.get("demo-kubeconfig").await.unwrap();
     assert!(secret.data.unwrap().contains_key("kubeconfig"));
     let status = h.api.get("demo").await.unwrap().status.unwrap();
     assert_eq!(status.at_provider.status.as_deref(), Some("ACTIVE"));
@@ -236,9 +192,10 @@ async fn a_new_cluster_is_created_once_then_becomes_ready_and_publishes_its_secr
 
 #[tokio::test]
 async fn a_steady_cluster_costs_one_observe_and_no_status_write_per_poll() {
-    let h = Harness::new(vec![cluster("steady")]).await;
+    let aws = Scripted::default();
+    let h = Harness::new(vec![cluster_in(NS, "steady")], aws.client()).await;
     h.reconcile("steady").await;
-    h.aws.with(|a| a.status = "ACTIVE");
+    aws.with(|a| a.status = "ACTIVE");
     h.reconcile("steady").await;
     let before = h.api.get("steady").await.unwrap().metadata.resource_version;
     let calls_before = h.aws.calls().len();
@@ -253,15 +210,16 @@ async fn a_steady_cluster_costs_one_observe_and_no_status_write_per_poll() {
 
 #[tokio::test]
 async fn drift_is_corrected_but_not_while_aws_is_busy() {
-    let h = Harness::new(vec![cluster("drift")]).await;
+    let aws = Scripted::default();
+    let h = Harness::new(vec![cluster_in(NS, "drift")], aws.client()).await;
     h.reconcile("drift").await;
-    h.aws.with(|a| a.up_to_date = false);
+    aws.with(|a| a.up_to_date = false);
     h.reconcile("drift").await; // still CREATING
-    assert!(!h.aws.calls().contains(&"update".to_string()));
+    assert!(!h.aws.calls().contains(&"update"));
 
-    h.aws.with(|a| a.status = "ACTIVE");
+    aws.with(|a| a.status = "ACTIVE");
     h.reconcile("drift").await;
-    assert_eq!(h.aws.calls().last().unwrap(), "update");
+    assert_eq!(h.aws.calls().last(), Some(&"update"));
     h.reconcile("drift").await;
     // An updating cluster still serves: Ready stays Available.
     assert_eq!(h.condition("drift", "Ready").await.1, "Available");
@@ -269,9 +227,9 @@ async fn drift_is_corrected_but_not_while_aws_is_busy() {
 
 #[tokio::test]
 async fn a_paused_cluster_is_never_observed() {
-    let mut c = cluster("paused");
+    let mut c = cluster_in(NS, "paused");
     c.metadata.annotations = Some([(PAUSED.to_string(), "true".to_string())].into());
-    let h = Harness::new(vec![c]).await;
+    let h = Harness::new(vec![c], Fake::default()).await;
     assert_eq!(h.reconcile("paused").await, Action::await_change());
     assert!(h.aws.calls().is_empty());
     assert_eq!(h.condition("paused", "Synced").await.1, "ReconcilePaused");
@@ -279,8 +237,9 @@ async fn a_paused_cluster_is_never_observed() {
 
 #[tokio::test]
 async fn throttling_is_reported_on_synced_and_retried_with_growing_backoff() {
-    let h = Harness::new(vec![cluster("slow")]).await;
-    h.aws.with(|a| {
+    let aws = Scripted::default();
+    let h = Harness::new(vec![cluster_in(NS, "slow")], aws.client()).await;
+    aws.with(|a| {
         a.observe_error = Some(ExternalError::Transient(
             "cannot describe EKS cluster slow: ThrottlingException (HTTP 400)".into(),
         ))
@@ -297,7 +256,7 @@ async fn throttling_is_reported_on_synced_and_retried_with_growing_backoff() {
     );
     assert!(message.unwrap().contains("ThrottlingException"));
 
-    h.aws.with(|a| a.observe_error = None);
+    aws.with(|a| a.observe_error = None);
     h.reconcile("slow").await;
     assert_eq!(h.condition("slow", "Synced").await.1, "ReconcileSuccess");
 }
@@ -306,8 +265,9 @@ async fn throttling_is_reported_on_synced_and_retried_with_growing_backoff() {
 /// wait, its conditions untouched, and the backoff does not grow.
 #[tokio::test]
 async fn a_poll_deferred_by_the_rate_limit_requeues_after_the_wait_and_leaves_the_conditions() {
-    let h = Harness::new(vec![cluster("busy")]).await;
-    h.aws.with(|a| {
+    let aws = Scripted::default();
+    let h = Harness::new(vec![cluster_in(NS, "busy")], aws.client()).await;
+    aws.with(|a| {
         a.exists = true;
         a.status = "ACTIVE";
         a.up_to_date = true;
@@ -316,25 +276,20 @@ async fn a_poll_deferred_by_the_rate_limit_requeues_after_the_wait_and_leaves_th
     assert_eq!(h.condition("busy", "Synced").await.1, "ReconcileSuccess");
     let before = h.api.get("busy").await.unwrap().status;
     let wait = Duration::from_secs(12);
-    h.aws
-        .with(|a| a.observe_error = Some(ExternalError::Deferred(wait)));
+    aws.with(|a| a.observe_error = Some(ExternalError::Deferred(wait)));
     assert_eq!(h.reconcile("busy").await, Action::requeue(wait));
     assert_eq!(h.reconcile("busy").await, Action::requeue(wait));
     assert_eq!(h.api.get("busy").await.unwrap().status, before);
     // A real failure afterwards starts from the first backoff step: deferrals did not count as failures.
-    h.aws
-        .with(|a| a.observe_error = Some(ExternalError::Transient("x".into())));
+    aws.with(|a| a.observe_error = Some(ExternalError::Transient("x".into())));
     assert_eq!(h.reconcile("busy").await, Action::requeue(Duration::from_secs(1)));
 }
 
 #[tokio::test]
 async fn a_failed_create_is_marked_and_reported() {
-    let h = Harness::new(vec![cluster("bad")]).await;
-    h.aws.with(|a| {
-        a.create_error = Some(ExternalError::Rejected(
-            "cannot create EKS cluster bad: InvalidParameterException: role".into(),
-        ))
-    });
+    let refused = "cannot create EKS cluster bad: InvalidParameterException: role";
+    let aws = Fake::default().on_create(move |_| Err(ExternalError::Rejected(refused.into())));
+    let h = Harness::new(vec![cluster_in(NS, "bad")], aws).await;
     h.reconcile("bad").await;
     let mr = h.api.get("bad").await.unwrap();
     assert!(mr.metadata.annotations.unwrap().contains_key(CREATE_FAILED));
@@ -354,8 +309,9 @@ fn deleted(mut c: Cluster) -> Cluster {
 
 #[tokio::test]
 async fn a_deleted_cluster_is_deleted_in_aws_before_its_finalizer_goes() {
-    let h = Harness::new(vec![deleted(cluster("gone"))]).await;
-    h.aws.with(|a| {
+    let aws = Scripted::default();
+    let h = Harness::new(vec![deleted(cluster_in(NS, "gone"))], aws.client()).await;
+    aws.with(|a| {
         a.exists = true;
         a.status = "ACTIVE";
         a.up_to_date = true;
@@ -364,9 +320,9 @@ async fn a_deleted_cluster_is_deleted_in_aws_before_its_finalizer_goes() {
     assert_eq!(h.condition("gone", "Ready").await.1, "Deleting");
     // AWS is DELETING now: no second delete.
     h.reconcile("gone").await;
-    assert_eq!(h.aws.calls().iter().filter(|c| *c == "delete").count(), 1);
+    assert_eq!(h.aws.calls().iter().filter(|c| **c == "delete").count(), 1);
 
-    h.aws.with(|a| a.exists = false);
+    aws.with(|a| a.exists = false);
     assert_eq!(h.reconcile("gone").await, Action::await_change());
     let finalizers = h
         .api
@@ -378,14 +334,14 @@ async fn a_deleted_cluster_is_deleted_in_aws_before_its_finalizer_goes() {
 
 #[tokio::test]
 async fn without_the_delete_policy_a_deleted_cluster_is_orphaned() {
-    let mut c = deleted(cluster("keep"));
+    let mut c = deleted(cluster_in(NS, "keep"));
     c.spec.resource.management_policies = vec![
         ManagementPolicy::Observe,
         ManagementPolicy::Create,
         ManagementPolicy::Update,
     ];
-    let h = Harness::new(vec![c]).await;
-    h.aws.with(|a| a.exists = true);
+    let exists = |_: &Cluster| Ok(Observation::available(ClusterObservation::default()));
+    let h = Harness::new(vec![c], Fake::default().on_observe(exists)).await;
     assert_eq!(h.reconcile("keep").await, Action::await_change());
     assert!(h.aws.calls().is_empty());
 }

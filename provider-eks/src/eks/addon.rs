@@ -3,32 +3,32 @@
 //! and configuration change in place; the cluster or add-on name cannot, and a change to either is refused
 //! naming the field (it would otherwise leave the old add-on behind).
 
-use std::sync::Mutex;
-
 use async_trait::async_trait;
 use aws_sdk_eks::types::ResolveConflicts;
 use modelplane_eks_api::{Addon, AddonObservation, AddonParameters};
 use serde_json::json;
 
 use super::clients::AwsClients;
-use super::errors::{classify, created_on_cluster, is_code};
-use super::owned::{connector, owner_tags};
+use super::convert::{addon_phase, tags_to_set};
+use super::errors::{
+    IN_USE, NOT_FOUND, classify, created_on_cluster, found, gone_unless_held, health_issues,
+};
+use super::owned::{LastSeen, connector, owner_tags};
 use super::request_token;
-use crate::managed::conditions::Readiness;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
 
 connector!(AddonConnector, Addon, AddonClient, AddonObservation, mr => &mr.spec.for_provider.region);
 
 pub struct AddonClient {
     clients: AwsClients,
-    seen: Mutex<Option<SeenAddon>>,
+    seen: LastSeen<SeenAddon>,
 }
 
 impl AddonClient {
     pub fn new(clients: AwsClients) -> Self {
         Self {
             clients,
-            seen: Mutex::default(),
+            seen: LastSeen::default(),
         }
     }
 }
@@ -62,24 +62,6 @@ pub fn addon_drift(spec: &AddonParameters, seen: &SeenAddon) -> (Option<String>,
     ))
     .then(|| spec.configuration_values.clone().unwrap_or_default());
     (version, configuration)
-}
-
-/// EKS add-on status -> (readiness, busy).
-pub fn addon_phase(status: &str, issues: &[String]) -> (Readiness, bool) {
-    match status {
-        "ACTIVE" => (Readiness::Available, false),
-        "UPDATING" => (Readiness::Available, true),
-        "CREATING" => (Readiness::Creating, true),
-        "DELETING" => (Readiness::Deleting, true),
-        other if issues.is_empty() => (
-            Readiness::Unavailable(format!("EKS add-on status is {other}")),
-            false,
-        ),
-        other => (
-            Readiness::Unavailable(format!("EKS add-on status is {other}: {}", issues.join("; "))),
-            false,
-        ),
-    }
 }
 
 /// A spec EKS would reject, refused before any call with the field named.
@@ -155,55 +137,43 @@ impl ExternalClient<Addon> for AddonClient {
             .addon_name(&spec.addon_name)
             .send()
             .await;
-        let addon = match described {
-            Ok(out) => out.addon,
-            // No add-on, or no cluster (then no add-on either).
-            Err(e) if is_code(&e, "ResourceNotFoundException") => None,
-            Err(e) => {
-                return Err(classify(
-                    &format!("cannot describe EKS add-on {}", spec.addon_name),
-                    &e,
-                ));
-            }
-        };
-        let Some(addon) = addon else {
+        // No add-on, or no cluster (then no add-on either).
+        let described = found(
+            described,
+            NOT_FOUND,
+            &format!("cannot describe EKS add-on {}", spec.addon_name),
+        )?;
+        let Some(addon) = described.and_then(|out| out.addon) else {
             return Ok(Observation::missing());
         };
         let status = addon.status().map(|s| s.as_str().to_owned()).unwrap_or_default();
-        let issues: Vec<String> = addon
-            .health()
-            .map(|h| {
-                h.issues()
-                    .iter()
-                    .map(|i| {
-                        format!(
-                            "{}: {}",
-                            i.code().map(|c| c.as_str()).unwrap_or("Unknown"),
-                            i.message().unwrap_or("")
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let issues = health_issues(
+            addon
+                .health()
+                .map(|h| h.issues())
+                .unwrap_or_default()
+                .iter()
+                .map(|i| (i.code().map(|c| c.as_str()), i.message())),
+        );
         let seen = SeenAddon {
             version: addon.addon_version().map(str::to_owned),
             configuration: addon.configuration_values().map(str::to_owned),
             tags: addon.tags().cloned().unwrap_or_default().into_iter().collect(),
         };
         let (version, configuration) = addon_drift(spec, &seen);
-        let tags_differ = spec.tags.iter().any(|(k, v)| seen.tags.get(k) != Some(v));
-        let (readiness, busy) = addon_phase(&status, &issues);
+        let tags_differ = !tags_to_set(&spec.tags, &seen.tags).is_empty();
+        let phase = addon_phase(&status, &issues);
         // EKS picked the version the spec left open: record it, so later upgrades are the spec's decision.
         let late_initialized = match (&spec.addon_version, &seen.version) {
             (None, Some(v)) => Some(json!({ "addonVersion": v })),
             _ => None,
         };
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(seen.clone());
+        self.seen.keep(seen.clone());
         Ok(Observation {
             exists: true,
             up_to_date: version.is_none() && configuration.is_none() && !tags_differ,
-            readiness,
-            busy,
+            readiness: phase.readiness,
+            busy: phase.busy,
             late_initialized,
             at_provider: AddonObservation {
                 arn: addon.addon_arn().map(str::to_owned),
@@ -243,12 +213,7 @@ impl ExternalClient<Addon> for AddonClient {
     async fn update(&self, mr: &Addon, observed: &AddonObservation) -> Result<(), ExternalError> {
         let spec = &mr.spec.for_provider;
         validate(spec)?;
-        let seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .unwrap_or_default();
+        let seen = self.seen.get().unwrap_or_default();
         let (version, configuration) = addon_drift(spec, &seen);
         let eks = &self.clients.eks;
         if version.is_some() || configuration.is_some() {
@@ -263,16 +228,11 @@ impl ExternalClient<Addon> for AddonClient {
                 .await
                 .map_err(|e| classify(&format!("cannot update EKS add-on {}", spec.addon_name), &e))?;
         }
-        let tags: std::collections::HashMap<String, String> = spec
-            .tags
-            .iter()
-            .filter(|(k, v)| seen.tags.get(*k) != Some(*v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let tags = tags_to_set(&spec.tags, &seen.tags);
         if let (false, Some(arn)) = (tags.is_empty(), &observed.arn) {
             eks.tag_resource()
                 .resource_arn(arn)
-                .set_tags(Some(tags))
+                .set_tags(Some(tags.into_iter().collect()))
                 .send()
                 .await
                 .map_err(|e| classify(&format!("cannot tag EKS add-on {}", spec.addon_name), &e))?;
@@ -290,18 +250,9 @@ impl ExternalClient<Addon> for AddonClient {
             .addon_name(&spec.addon_name)
             .send()
             .await;
-        match deleted {
-            Ok(_) => Ok(()),
-            Err(e) if is_code(&e, "ResourceNotFoundException") => Ok(()),
-            Err(e) if is_code(&e, "ResourceInUseException") => Err(ExternalError::Waiting(format!(
-                "EKS add-on {} is busy",
-                spec.addon_name
-            ))),
-            Err(e) => Err(classify(
-                &format!("cannot delete EKS add-on {}", spec.addon_name),
-                &e,
-            )),
-        }
+        let busy = format!("EKS add-on {} is busy", spec.addon_name);
+        let what = format!("cannot delete EKS add-on {}", spec.addon_name);
+        gone_unless_held(deleted, [NOT_FOUND, IN_USE], busy, &what)
     }
 }
 

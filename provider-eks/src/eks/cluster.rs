@@ -1,17 +1,17 @@
 //! `Cluster` <-> EKS cluster. Networking: existing subnets only (`networking.subnetIds`); a `networking.vpc`
 //! is refused with a clear error (a VPC is the `Network` kind's; the composition passes its private subnets).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
 use aws_sdk_eks::types::VpcConfigRequest;
-use kube::ResourceExt;
 use modelplane_eks_api::{Cluster, ClusterObservation};
 
 use super::clients::{AwsClients, ClientCache};
 use super::convert::{ObservedCluster, cluster_drift, cluster_phase, region_change};
-use super::errors::{classify, is_code};
+use super::errors::{IN_USE, NOT_FOUND, adopted, classify, found, gone_unless_held};
+use super::owned::{self, LastSeen};
 use super::{external_name, kubeconfig, request_token};
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
 use crate::managed::reconciler::Connector;
@@ -26,26 +26,18 @@ impl Connector<Cluster> for ClusterConnector {
     type AtProvider = ClusterObservation;
 
     async fn connect(&self, mr: &Cluster) -> Result<ClusterClient, ExternalError> {
-        let namespace = mr.namespace().unwrap_or_default();
-        let clients = self
-            .cache
-            .clients(
-                &mr.spec.resource.provider_config_ref,
-                &namespace,
-                &mr.spec.for_provider.region,
-            )
-            .await?;
+        let region = &mr.spec.for_provider.region;
+        let clients = owned::clients(&self.cache, mr, &mr.spec.resource, region).await?;
         Ok(ClusterClient {
             clients,
-            observed: Mutex::default(),
+            observed: LastSeen::default(),
         })
     }
 }
 
 pub struct ClusterClient {
     clients: AwsClients,
-    /// What the last Observe saw, so Update needs no second Describe.
-    observed: Mutex<Option<ObservedCluster>>,
+    observed: LastSeen<ObservedCluster>,
 }
 
 #[async_trait]
@@ -58,12 +50,13 @@ impl ExternalClient<Cluster> for ClusterClient {
             return Err(ExternalError::Rejected(why));
         }
         let name = external_name(mr);
-        let described = match self.clients.eks.describe_cluster().name(&name).send().await {
-            Ok(out) => out.cluster,
-            Err(e) if is_code(&e, "ResourceNotFoundException") => None,
-            Err(e) => return Err(classify(&format!("cannot describe EKS cluster {name}"), &e)),
-        };
-        let Some(cluster) = described else {
+        let described = self.clients.eks.describe_cluster().name(&name).send().await;
+        let described = found(
+            described,
+            NOT_FOUND,
+            &format!("cannot describe EKS cluster {name}"),
+        )?;
+        let Some(cluster) = described.and_then(|out| out.cluster) else {
             return Ok(Observation::missing());
         };
         let status = cluster
@@ -82,7 +75,7 @@ impl ExternalClient<Cluster> for ClusterClient {
             security_group_ids: vpc.and_then(|v| v.security_group_ids.clone()).unwrap_or_default(),
         };
         let drift = cluster_drift(&mr.spec.for_provider, &observed);
-        *self.observed.lock().unwrap_or_else(|p| p.into_inner()) = Some(observed);
+        self.observed.keep(observed);
         let at_provider = ClusterObservation {
             arn: cluster.arn.clone(),
             status: Some(status.clone()),
@@ -154,22 +147,13 @@ impl ExternalClient<Cluster> for ClusterClient {
             .client_request_token(request_token(mr))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(ConnectionDetails::new()),
-            // Ours from an earlier attempt whose answer was lost: Observe adopts it.
-            Err(e) if is_code(&e, "ResourceInUseException") => Ok(ConnectionDetails::new()),
-            Err(e) => Err(classify(&format!("cannot create EKS cluster {name}"), &e)),
-        }
+        adopted(result, IN_USE, &format!("cannot create EKS cluster {name}"))?;
+        Ok(ConnectionDetails::new())
     }
 
     async fn update(&self, mr: &Cluster, at_provider: &ClusterObservation) -> Result<(), ExternalError> {
         let name = external_name(mr);
-        let observed = self
-            .observed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .unwrap_or_default();
+        let observed = self.observed.get().unwrap_or_default();
         let drift = cluster_drift(&mr.spec.for_provider, &observed);
         let eks = &self.clients.eks;
         // EKS runs one update at a time: the version first, the endpoint access on a later reconcile.
@@ -228,13 +212,13 @@ impl ExternalClient<Cluster> for ClusterClient {
                 attached.join(", ")
             )));
         }
-        match self.clients.eks.delete_cluster().name(&name).send().await {
-            Ok(_) => Ok(()),
-            Err(e) if is_code(&e, "ResourceNotFoundException") => Ok(()),
-            Err(e) if is_code(&e, "ResourceInUseException") => Err(ExternalError::Waiting(format!(
-                "EKS cluster {name} is still in use"
-            ))),
-            Err(e) => Err(classify(&format!("cannot delete EKS cluster {name}"), &e)),
-        }
+        let deleted = self.clients.eks.delete_cluster().name(&name).send().await;
+        let in_use = format!("EKS cluster {name} is still in use");
+        gone_unless_held(
+            deleted,
+            [NOT_FOUND, IN_USE],
+            in_use,
+            &format!("cannot delete EKS cluster {name}"),
+        )
     }
 }

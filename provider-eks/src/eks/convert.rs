@@ -8,6 +8,7 @@ use modelplane_eks_api::{CapacityType, ClusterParameters, NodePoolParameters, Sc
 use serde_json::json;
 
 use crate::managed::conditions::Readiness;
+use crate::managed::external::ExternalError;
 
 /// What an EKS status string means to the reconciler.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,37 +22,42 @@ fn phase(readiness: Readiness, busy: bool) -> Phase {
     Phase { readiness, busy }
 }
 
-/// EKS cluster status (CREATING, ACTIVE, UPDATING, DELETING, FAILED, PENDING). A cluster being updated still
-/// serves its API, so it stays Available; it is only busy.
-pub fn cluster_phase(status: &str) -> Phase {
-    match status {
-        "ACTIVE" => phase(Readiness::Available, false),
-        "UPDATING" => phase(Readiness::Available, true),
-        "CREATING" | "PENDING" => phase(Readiness::Creating, true),
-        "DELETING" => phase(Readiness::Deleting, true),
-        other => phase(
-            Readiness::Unavailable(format!("EKS cluster status is {other}")),
-            false,
-        ),
-    }
-}
-
-/// EKS node group status (CREATING, ACTIVE, UPDATING, DELETING, CREATE_FAILED, DELETE_FAILED, DEGRADED).
-pub fn nodegroup_phase(status: &str, health: &[String]) -> Phase {
+/// What an EKS status means for the `noun` it is of ("node group", "add-on"): one being updated still serves,
+/// so it stays Available and is only busy; a status that is not a step on the way says itself and, when EKS
+/// gives them, the health issues behind it.
+fn eks_phase(noun: &str, status: &str, health: &[String]) -> Phase {
     match status {
         "ACTIVE" => phase(Readiness::Available, false),
         "UPDATING" => phase(Readiness::Available, true),
         "CREATING" => phase(Readiness::Creating, true),
         "DELETING" => phase(Readiness::Deleting, true),
         other if health.is_empty() => phase(
-            Readiness::Unavailable(format!("EKS node group status is {other}")),
+            Readiness::Unavailable(format!("EKS {noun} status is {other}")),
             false,
         ),
         other => phase(
-            Readiness::Unavailable(format!("EKS node group status is {other}: {}", health.join("; "))),
+            Readiness::Unavailable(format!("EKS {noun} status is {other}: {}", health.join("; "))),
             false,
         ),
     }
+}
+
+/// EKS cluster status (CREATING, ACTIVE, UPDATING, DELETING, FAILED, PENDING).
+pub fn cluster_phase(status: &str) -> Phase {
+    match status {
+        "PENDING" => phase(Readiness::Creating, true),
+        other => eks_phase("cluster", other, &[]),
+    }
+}
+
+/// EKS node group status (CREATING, ACTIVE, UPDATING, DELETING, CREATE_FAILED, DELETE_FAILED, DEGRADED).
+pub fn nodegroup_phase(status: &str, health: &[String]) -> Phase {
+    eks_phase("node group", status, health)
+}
+
+/// EKS add-on status (CREATING, ACTIVE, UPDATING, DELETING, CREATE_FAILED, DELETE_FAILED, DEGRADED, ...).
+pub fn addon_phase(status: &str, health: &[String]) -> Phase {
+    eks_phase("add-on", status, health)
 }
 
 /// The parts of an EKS cluster that the spec can change after creation.
@@ -119,6 +125,32 @@ impl Unchangeable {
             )
         })
     }
+}
+
+/// The spec's tags that AWS lacks or holds with another value. Tags the spec does not name are left alone: AWS
+/// and other tools add their own.
+pub fn tags_to_set(
+    wanted: &BTreeMap<String, String>,
+    seen: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    wanted
+        .iter()
+        .filter(|(k, v)| seen.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Tags as one AWS SDK's tag type, made by `build`; a tag the SDK refuses is refused naming it.
+pub fn aws_tags<T>(
+    pairs: Vec<(String, String)>,
+    build: impl Fn(&str, String) -> Result<T, aws_smithy_types::error::operation::BuildError>,
+) -> Result<Vec<T>, ExternalError> {
+    pairs
+        .into_iter()
+        .map(|(k, v)| {
+            build(&k, v).map_err(|e| ExternalError::Rejected(format!("spec.forProvider.tags[{k}]: {e}")))
+        })
+        .collect()
 }
 
 /// Same members, any order.
@@ -200,12 +232,7 @@ pub fn cluster_drift(desired: &ClusterParameters, observed: &ObservedCluster) ->
         version: next_version(&desired.version, observed.version.as_deref()),
         endpoint_access: (access != (observed.endpoint_public_access, observed.endpoint_private_access))
             .then_some(access),
-        tags: desired
-            .tags
-            .iter()
-            .filter(|(k, v)| observed.tags.get(*k) != Some(*v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
+        tags: tags_to_set(&desired.tags, &observed.tags),
     }
 }
 

@@ -9,11 +9,13 @@ use aws_sdk_ec2::types::{
 };
 use modelplane_eks_api::{CapacityType, NodePoolParameters};
 
-use super::errors::{classify, is_code};
+use super::errors::{Meaning, adopted, answer, classify, found, gone_unless_held};
 use crate::managed::external::ExternalError;
 
 /// Root volume device of the EKS-optimised AMIs.
 const ROOT_DEVICE: &str = "/dev/xvda";
+/// EC2's error code for "no launch template of that name".
+const TEMPLATE_NOT_FOUND: &str = "InvalidLaunchTemplateName.NotFoundException";
 
 pub fn needed(pool: &NodePoolParameters) -> bool {
     pool.capacity_type == CapacityType::CapacityBlock
@@ -98,17 +100,14 @@ pub async fn ensure(
     token: &str,
 ) -> Result<String, ExternalError> {
     if pool.efa_interfaces > 0 {
-        match ec2
+        let created = ec2
             .create_placement_group()
             .group_name(name)
             .strategy(PlacementStrategy::Cluster)
             .send()
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if is_code(&e, "InvalidPlacementGroup.Duplicate") => {}
-            Err(e) => return Err(classify(&format!("cannot create placement group {name}"), &e)),
-        }
+            .await;
+        let what = format!("cannot create placement group {name}");
+        adopted(created, "InvalidPlacementGroup.Duplicate", &what)?;
     }
     let created = ec2
         .create_launch_template()
@@ -117,31 +116,25 @@ pub async fn ensure(
         .client_token(token)
         .send()
         .await;
-    match created {
-        Ok(out) => out
+    let what = format!("cannot create launch template {name}");
+    if let Some(out) = adopted(created, "InvalidLaunchTemplateName.AlreadyExistsException", &what)? {
+        return out
             .launch_template
             .and_then(|t| t.launch_template_id)
-            .ok_or_else(|| {
-                ExternalError::Transient(format!("cannot create launch template {name}: no id returned"))
-            }),
-        Err(e) if is_code(&e, "InvalidLaunchTemplateName.AlreadyExistsException") => {
-            let found = ec2
-                .describe_launch_templates()
-                .launch_template_names(name)
-                .send()
-                .await
-                .map_err(|e| classify(&format!("cannot describe launch template {name}"), &e))?;
-            found
-                .launch_templates
-                .unwrap_or_default()
-                .into_iter()
-                .find_map(|t| t.launch_template_id)
-                .ok_or_else(|| {
-                    ExternalError::Transient(format!("launch template {name} exists but has no id"))
-                })
-        }
-        Err(e) => Err(classify(&format!("cannot create launch template {name}"), &e)),
+            .ok_or_else(|| ExternalError::Transient(format!("{what}: no id returned")));
     }
+    let found = ec2
+        .describe_launch_templates()
+        .launch_template_names(name)
+        .send()
+        .await
+        .map_err(|e| classify(&format!("cannot describe launch template {name}"), &e))?;
+    found
+        .launch_templates
+        .unwrap_or_default()
+        .into_iter()
+        .find_map(|t| t.launch_template_id)
+        .ok_or_else(|| ExternalError::Transient(format!("launch template {name} exists but has no id")))
 }
 
 /// The security groups version `version` of launch template `id` puts the nodes in: the instance's, or (with
@@ -187,11 +180,9 @@ pub async fn leftover(ec2: &aws_sdk_ec2::Client, name: &str) -> Result<bool, Ext
         .launch_template_names(name)
         .send()
         .await;
-    match templates {
-        Ok(out) => Ok(!out.launch_templates().is_empty()),
-        Err(e) if is_code(&e, "InvalidLaunchTemplateName.NotFoundException") => Ok(false),
-        Err(e) => Err(classify(&format!("cannot describe launch template {name}"), &e)),
-    }
+    let what = format!("cannot describe launch template {name}");
+    let templates = found(templates, TEMPLATE_NOT_FOUND, &what)?;
+    Ok(templates.is_some_and(|out| !out.launch_templates().is_empty()))
 }
 
 /// Deletes the placement group (EFA pools) and then the launch template named `name`, once the node group
@@ -202,28 +193,23 @@ pub async fn remove(
     pool: &NodePoolParameters,
 ) -> Result<(), ExternalError> {
     if pool.efa_interfaces > 0 {
-        match ec2.delete_placement_group().group_name(name).send().await {
-            Ok(_) => {}
-            Err(e) if is_code(&e, "InvalidPlacementGroup.Unknown") => {}
-            Err(e) if is_code(&e, "InvalidPlacementGroup.InUse") => {
-                return Err(ExternalError::Waiting(format!(
-                    "placement group {name} still holds instances of the deleted node group"
-                )));
-            }
-            Err(e) => return Err(classify(&format!("cannot delete placement group {name}"), &e)),
-        }
+        let deleted = ec2.delete_placement_group().group_name(name).send().await;
+        let held = format!("placement group {name} still holds instances of the deleted node group");
+        let codes = ["InvalidPlacementGroup.Unknown", "InvalidPlacementGroup.InUse"];
+        gone_unless_held(
+            deleted,
+            codes,
+            held,
+            &format!("cannot delete placement group {name}"),
+        )?;
     }
-    match ec2
+    let deleted = ec2
         .delete_launch_template()
         .launch_template_name(name)
         .send()
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_code(&e, "InvalidLaunchTemplateName.NotFoundException") => Ok(()),
-        Err(e) if is_code(&e, "InvalidLaunchTemplateId.NotFound") => Ok(()),
-        Err(e) => Err(classify(&format!("cannot delete launch template {name}"), &e)),
-    }
+        .await;
+    let gone = [TEMPLATE_NOT_FOUND, "InvalidLaunchTemplateId.NotFound"].map(|code| (code, Meaning::Settled));
+    answer(deleted, &format!("cannot delete launch template {name}"), &gone).map(drop)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! name is kept in `status.atProvider.clusterName`, so a pool can still be deleted after its Cluster object is gone.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_eks::types::{
@@ -19,8 +19,8 @@ use super::convert::{
     NodeGroupDrift, ObservedNodeGroup, capacity_type_name, nodegroup_drift, nodegroup_late_init,
     nodegroup_phase, region_change, requested_size,
 };
-use super::errors::{classify, is_code};
-use super::owned::owner;
+use super::errors::{IN_USE, Meaning, NOT_FOUND, adopted, answer, classify, found, health_issues};
+use super::owned::{self, LastSeen, owner};
 use super::{external_name, full_look, launch_template, request_token};
 use crate::managed::conditions::READY;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
@@ -79,20 +79,13 @@ impl Connector<NodePool> for NodePoolConnector {
     type AtProvider = NodePoolObservation;
 
     async fn connect(&self, mr: &NodePool) -> Result<NodePoolClient, ExternalError> {
-        let namespace = mr.namespace().unwrap_or_default();
         let cluster = resolve_cluster(self.cache.kube(), mr).await?;
-        let clients = self
-            .cache
-            .clients(
-                &mr.spec.resource.provider_config_ref,
-                &namespace,
-                &mr.spec.for_provider.region,
-            )
-            .await?;
+        let region = &mr.spec.for_provider.region;
+        let clients = owned::clients(&self.cache, mr, &mr.spec.resource, region).await?;
         Ok(NodePoolClient {
             clients,
             cluster,
-            drift: Mutex::default(),
+            drift: LastSeen::default(),
         })
     }
 }
@@ -102,7 +95,7 @@ pub struct NodePoolClient {
     /// None only while deleting a pool whose cluster was never resolved: nothing can exist in AWS then.
     cluster: Option<ClusterTarget>,
     /// What the last Observe found different, so Update needs no second Describe.
-    drift: Mutex<Option<NodeGroupDrift>>,
+    drift: LastSeen<NodeGroupDrift>,
 }
 
 fn to_eks_taint(t: &Taint) -> EksTaint {
@@ -285,12 +278,12 @@ impl ExternalClient<NodePool> for NodePoolClient {
             .cluster_name(&cluster.name)
             .nodegroup_name(&name)
             .send();
-        let group = match described.await {
-            Ok(out) => out.nodegroup,
-            Err(e) if is_code(&e, "ResourceNotFoundException") => None,
-            Err(e) => return Err(classify(&format!("cannot describe EKS node group {name}"), &e)),
-        };
-        let Some(group) = group else {
+        let described = found(
+            described.await,
+            NOT_FOUND,
+            &format!("cannot describe EKS node group {name}"),
+        )?;
+        let Some(group) = described.and_then(|out| out.nodegroup) else {
             full_look::NODE_POOL_TEMPLATE.forget(&owner(mr));
             // A deleted pool's launch template outlives its node group by one step: report it so Delete runs.
             if self.template_left(mr, &name).await? {
@@ -337,22 +330,15 @@ impl ExternalClient<NodePool> for NodePoolClient {
             subnets: group.subnets.clone().unwrap_or_default(),
             security_group_ids: self.template_groups(mr, &group).await?,
         };
-        let issues: Vec<String> = group
-            .health
-            .as_ref()
-            .map(|h| {
-                h.issues()
-                    .iter()
-                    .map(|i| {
-                        format!(
-                            "{}: {}",
-                            i.code().map(|c| c.as_str()).unwrap_or("Unknown"),
-                            i.message().unwrap_or("")
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let issues = health_issues(
+            group
+                .health
+                .as_ref()
+                .map(|h| h.issues())
+                .unwrap_or_default()
+                .iter()
+                .map(|i| (i.code().map(|c| c.as_str()), i.message())),
+        );
         let phase = nodegroup_phase(&status, &issues);
         let desired = &mr.spec.for_provider;
         // The subnets the spec asks for are only known while the Cluster is Ready (and cost no call once the
@@ -371,7 +357,7 @@ impl ExternalClient<NodePool> for NodePoolClient {
         let up_to_date = drift.up_to_date();
         let late_initialized = nodegroup_late_init(desired, &observed);
         let scaling = observed.scaling;
-        *self.drift.lock().unwrap_or_else(|p| p.into_inner()) = Some(drift);
+        self.drift.keep(drift);
         Ok(Observation {
             exists: true,
             up_to_date,
@@ -435,22 +421,14 @@ impl ExternalClient<NodePool> for NodePoolClient {
             .client_request_token(token)
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(ConnectionDetails::new()),
-            Err(e) if is_code(&e, "ResourceInUseException") => Ok(ConnectionDetails::new()),
-            Err(e) => Err(classify(&format!("cannot create EKS node group {name}"), &e)),
-        }
+        adopted(result, IN_USE, &format!("cannot create EKS node group {name}"))?;
+        Ok(ConnectionDetails::new())
     }
 
     async fn update(&self, mr: &NodePool, _: &NodePoolObservation) -> Result<(), ExternalError> {
         let cluster = self.cluster()?;
         let name = external_name(mr);
-        let drift = self
-            .drift
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .unwrap_or_default();
+        let drift = self.drift.get().unwrap_or_default();
         let refusal = drift.unchangeable.refusal(&format!("EKS node group {name}"));
         if drift.is_empty() {
             return refusal.map_or(Ok(()), |why| Err(ExternalError::Rejected(why)));
@@ -500,24 +478,24 @@ impl ExternalClient<NodePool> for NodePoolClient {
     async fn delete(&self, mr: &NodePool) -> Result<(), ExternalError> {
         let cluster = self.cluster()?;
         let name = external_name(mr);
-        match self
+        let deleted = self
             .clients
             .eks
             .delete_nodegroup()
             .cluster_name(&cluster.name)
             .nodegroup_name(&name)
             .send()
-            .await
-        {
-            Ok(_) => Ok(()),
+            .await;
+        let busy = format!("EKS node group {name} is busy");
+        let meanings = [(NOT_FOUND, Meaning::Settled), (IN_USE, Meaning::Wait(busy))];
+        match answer(
+            deleted,
+            &format!("cannot delete EKS node group {name}"),
+            &meanings,
+        )? {
+            Some(_) => Ok(()),
             // The group is gone: what it ran from goes now (EKS may still need it while deleting the group).
-            Err(e) if is_code(&e, "ResourceNotFoundException") => {
-                launch_template::remove(&self.clients.ec2, &name, &mr.spec.for_provider).await
-            }
-            Err(e) if is_code(&e, "ResourceInUseException") => {
-                Err(ExternalError::Waiting(format!("EKS node group {name} is busy")))
-            }
-            Err(e) => Err(classify(&format!("cannot delete EKS node group {name}"), &e)),
+            None => launch_template::remove(&self.clients.ec2, &name, &mr.spec.for_provider).await,
         }
     }
 }

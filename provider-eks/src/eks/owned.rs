@@ -1,12 +1,15 @@
-//! What the new kinds share: connecting with the spec's ProviderConfig, and the tag that marks an AWS object
-//! as made for one managed resource. AWS objects whose IDs AWS picks (VPCs, subnets, gateways, file systems)
+//! What the kinds share: connecting with the spec's ProviderConfig, what the last Observe saw, and the tag that marks an AWS object as made for one managed resource. AWS objects whose IDs AWS picks (VPCs, subnets, gateways, file systems)
 //! are found again by that tag, so a crash between Create and the next Observe adopts what was made instead of
 //! making a second one.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
 
 use kube::{Resource, ResourceExt};
 use modelplane_eks_api::ResourceSpec;
 
 use super::clients::{AwsClients, ClientCache};
+use super::errors::{DEPENDENCY_VIOLATION, gone_unless_held};
 use super::external_name;
 use crate::managed::external::ExternalError;
 
@@ -22,11 +25,16 @@ pub fn owner<M: Resource>(mr: &M) -> String {
     format!("{}/{}", mr.namespace().unwrap_or_default(), external_name(mr))
 }
 
+/// The EC2 filter for objects carrying `owner`'s ownership tag.
+pub fn owned_by(owner: &str) -> aws_sdk_ec2::types::Filter {
+    aws_sdk_ec2::types::Filter::builder()
+        .name(format!("tag:{OWNER_TAG}"))
+        .values(owner)
+        .build()
+}
+
 /// The ownership tags (plus the spec's own) as (key, value) pairs.
-pub fn owner_tags<M: Resource>(
-    mr: &M,
-    spec_tags: &std::collections::BTreeMap<String, String>,
-) -> Vec<(String, String)> {
+pub fn owner_tags<M: Resource>(mr: &M, spec_tags: &BTreeMap<String, String>) -> Vec<(String, String)> {
     let mut tags: Vec<(String, String)> = spec_tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     tags.push((OWNER_TAG.into(), owner(mr)));
     tags.push((UID_TAG.into(), mr.uid().unwrap_or_default()));
@@ -45,6 +53,16 @@ pub async fn connect<M: Resource>(
             "spec.forProvider.region: required".into(),
         ));
     }
+    clients(cache, mr, resource, region).await
+}
+
+/// The same without checking the region first (a Cluster or NodePool leaves that to AWS, as it always has).
+pub async fn clients<M: Resource>(
+    cache: &ClientCache,
+    mr: &M,
+    resource: &ResourceSpec,
+    region: &str,
+) -> Result<AwsClients, ExternalError> {
     let namespace = mr.namespace().unwrap_or_default();
     cache
         .clients(&resource.provider_config_ref, &namespace, region)
@@ -85,3 +103,46 @@ macro_rules! connector {
     };
 }
 pub(crate) use connector;
+
+/// What the last Observe saw, kept for the Update that follows it in the same reconcile, so Update needs no
+/// second round of reads.
+pub struct LastSeen<T>(Mutex<Option<T>>);
+
+impl<T> Default for LastSeen<T> {
+    fn default() -> Self {
+        Self(Mutex::new(None))
+    }
+}
+
+impl<T: Clone> LastSeen<T> {
+    pub fn keep(&self, seen: T) {
+        *self.lock() = Some(seen);
+    }
+
+    /// What was kept, or None before the first Observe.
+    pub fn get(&self) -> Option<T> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<T>> {
+        // A panic elsewhere while holding the lock leaves a whole value behind: keep using it.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Deletes security group `group` (a network's or a file system's); Waiting, saying `held`, while something
+/// still refers to it.
+pub async fn delete_security_group(
+    ec2: &aws_sdk_ec2::Client,
+    group: &str,
+    held: String,
+) -> Result<(), ExternalError> {
+    let deleted = ec2.delete_security_group().group_id(group).send().await;
+    let codes = ["InvalidGroup.NotFound", DEPENDENCY_VIOLATION];
+    gone_unless_held(
+        deleted,
+        codes,
+        held,
+        &format!("cannot delete security group {group}"),
+    )
+}

@@ -10,7 +10,7 @@ use modelplane_eks_api::{
 };
 
 use super::clients::AwsClients;
-use super::errors::{classify, created_on_cluster, is_code};
+use super::errors::{NOT_FOUND, classify, created_on_cluster, found, gone};
 use super::owned::{connector, owner_tags};
 use super::request_token;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
@@ -106,14 +106,8 @@ impl PodIdentityClient {
             .association_id(id)
             .send()
             .await;
-        match described {
-            Ok(out) => Ok(out.association),
-            Err(e) if is_code(&e, "ResourceNotFoundException") => Ok(None),
-            Err(e) => Err(classify(
-                &format!("cannot describe pod identity association {id}"),
-                &e,
-            )),
-        }
+        let what = format!("cannot describe pod identity association {id}");
+        Ok(found(described, NOT_FOUND, &what)?.and_then(|out| out.association))
     }
 
     /// The association for the spec's (cluster, namespace, service account): by the recorded ID when there
@@ -145,12 +139,11 @@ impl PodIdentityClient {
             .service_account(&spec.service_account)
             .send()
             .await;
-        let summaries = match listed {
-            Ok(out) => out.associations.unwrap_or_default(),
-            // No cluster, so no association.
-            Err(e) if is_code(&e, "ResourceNotFoundException") => return Ok(None),
-            Err(e) => return Err(classify("cannot list pod identity associations", &e)),
+        // No cluster, so no association.
+        let Some(listed) = found(listed, NOT_FOUND, "cannot list pod identity associations")? else {
+            return Ok(None);
         };
+        let summaries = listed.associations.unwrap_or_default();
         match summaries.iter().find_map(|s| s.association_id()) {
             Some(id) => self.describe(&spec.cluster_name, id).await,
             None => Ok(None),
@@ -237,22 +230,19 @@ impl ExternalClient<PodIdentityAssociation> for PodIdentityClient {
         let (Some(cluster), Some(id)) = (found.cluster_name(), found.association_id()) else {
             return Ok(());
         };
-        match self
+        let deleted = self
             .clients
             .eks
             .delete_pod_identity_association()
             .cluster_name(cluster)
             .association_id(id)
             .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_code(&e, "ResourceNotFoundException") => Ok(()),
-            Err(e) => Err(classify(
-                &format!("cannot delete pod identity association {id}"),
-                &e,
-            )),
-        }
+            .await;
+        gone(
+            deleted,
+            NOT_FOUND,
+            &format!("cannot delete pod identity association {id}"),
+        )
     }
 }
 

@@ -4,16 +4,16 @@
 //! on a role can be changed in place (the trust policy too), so no drift is refused.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
 
 use async_trait::async_trait;
 use modelplane_eks_api::{Role, RoleObservation, RoleParameters};
 use serde_json::{Value, json};
 
 use super::clients::AwsClients;
-use super::errors::{classify, is_code};
+use super::convert::{aws_tags, tags_to_set};
+use super::errors::{NO_SUCH_ENTITY, adopted, classify, found, gone, gone_unless_held, one_by_one};
 use super::external_name;
-use super::owned::{IAM_REGION, connector, owner_tags};
+use super::owned::{IAM_REGION, LastSeen, connector, owner_tags};
 use crate::managed::conditions::Readiness;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
 
@@ -27,14 +27,14 @@ connector!(RoleConnector, Role, RoleClient, RoleObservation, mr => IAM_REGION);
 pub struct RoleClient {
     clients: AwsClients,
     /// What the last Observe saw, so Update needs no second round of reads.
-    observed: Mutex<Option<ObservedRole>>,
+    observed: LastSeen<ObservedRole>,
 }
 
 impl RoleClient {
     pub fn new(clients: AwsClients) -> Self {
         Self {
             clients,
-            observed: Mutex::default(),
+            observed: LastSeen::default(),
         }
     }
 }
@@ -146,26 +146,14 @@ pub fn role_drift(spec: &RoleParameters, observed: &ObservedRole) -> RoleDrift {
         attach: wanted.difference(&observed.attached).cloned().collect(),
         detach: observed.attached.difference(&wanted).cloned().collect(),
         inline,
-        tags: spec
-            .tags
-            .iter()
-            .filter(|(k, v)| observed.tags.get(*k) != Some(*v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
+        tags: tags_to_set(&spec.tags, &observed.tags),
     }
 }
 
 fn iam_tags(pairs: Vec<(String, String)>) -> Result<Vec<aws_sdk_iam::types::Tag>, ExternalError> {
-    pairs
-        .into_iter()
-        .map(|(k, v)| {
-            aws_sdk_iam::types::Tag::builder()
-                .key(&k)
-                .value(v)
-                .build()
-                .map_err(|e| ExternalError::Rejected(format!("spec.forProvider.tags[{k}]: {e}")))
-        })
-        .collect()
+    aws_tags(pairs, |k, v| {
+        aws_sdk_iam::types::Tag::builder().key(k).value(v).build()
+    })
 }
 
 impl RoleClient {
@@ -195,14 +183,12 @@ impl RoleClient {
             .policy_name(INLINE_POLICY_NAME)
             .send()
             .await;
-        match got {
-            Ok(out) => Ok(decode_document(out.policy_document())),
-            Err(e) if is_code(&e, "NoSuchEntity") => Ok(None),
-            Err(e) => Err(classify(
-                &format!("cannot get inline policy of IAM role {name}"),
-                &e,
-            )),
-        }
+        let got = found(
+            got,
+            NO_SUCH_ENTITY,
+            &format!("cannot get inline policy of IAM role {name}"),
+        )?;
+        Ok(got.and_then(|out| decode_document(out.policy_document())))
     }
 
     async fn apply(&self, name: &str, drift: &RoleDrift) -> Result<(), ExternalError> {
@@ -215,27 +201,14 @@ impl RoleClient {
                 .await
                 .map_err(|e| classify(&format!("cannot update trust policy of IAM role {name}"), &e))?;
         }
-        for arn in &drift.attach {
-            iam.attach_role_policy()
-                .role_name(name)
-                .policy_arn(arn)
-                .send()
-                .await
-                .map_err(|e| classify(&format!("cannot attach {arn} to IAM role {name}"), &e))?;
-        }
-        for arn in &drift.detach {
-            match iam
-                .detach_role_policy()
-                .role_name(name)
-                .policy_arn(arn)
-                .send()
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if is_code(&e, "NoSuchEntity") => {}
-                Err(e) => return Err(classify(&format!("cannot detach {arn} from IAM role {name}"), &e)),
-            }
-        }
+        one_by_one(
+            &drift.attach,
+            None,
+            |arn| format!("cannot attach {arn} to IAM role {name}"),
+            |arn| iam.attach_role_policy().role_name(name).policy_arn(arn).send(),
+        )
+        .await?;
+        self.detach(name, &drift.detach).await?;
         match &drift.inline {
             Some(Some(doc)) => {
                 iam.put_role_policy()
@@ -260,6 +233,21 @@ impl RoleClient {
         Ok(())
     }
 
+    async fn detach<'a>(
+        &self,
+        name: &str,
+        arns: impl IntoIterator<Item = &'a String>,
+    ) -> Result<(), ExternalError> {
+        let iam = &self.clients.iam;
+        one_by_one(
+            arns,
+            Some(NO_SUCH_ENTITY),
+            |arn| format!("cannot detach {arn} from IAM role {name}"),
+            |arn| iam.detach_role_policy().role_name(name).policy_arn(arn).send(),
+        )
+        .await
+    }
+
     async fn delete_inline(&self, name: &str, policy: &str) -> Result<(), ExternalError> {
         let deleted = self
             .clients
@@ -269,14 +257,11 @@ impl RoleClient {
             .policy_name(policy)
             .send()
             .await;
-        match deleted {
-            Ok(_) => Ok(()),
-            Err(e) if is_code(&e, "NoSuchEntity") => Ok(()),
-            Err(e) => Err(classify(
-                &format!("cannot delete inline policy {policy} of IAM role {name}"),
-                &e,
-            )),
-        }
+        gone(
+            deleted,
+            NO_SUCH_ENTITY,
+            &format!("cannot delete inline policy {policy} of IAM role {name}"),
+        )
     }
 }
 
@@ -286,12 +271,9 @@ impl ExternalClient<Role> for RoleClient {
 
     async fn observe(&self, mr: &Role) -> Result<Observation<RoleObservation>, ExternalError> {
         let name = external_name(mr);
-        let role = match self.clients.iam.get_role().role_name(&name).send().await {
-            Ok(out) => out.role,
-            Err(e) if is_code(&e, "NoSuchEntity") => None,
-            Err(e) => return Err(classify(&format!("cannot get IAM role {name}"), &e)),
-        };
-        let Some(role) = role else {
+        let got = self.clients.iam.get_role().role_name(&name).send().await;
+        let got = found(got, NO_SUCH_ENTITY, &format!("cannot get IAM role {name}"))?;
+        let Some(role) = got.and_then(|out| out.role) else {
             return Ok(Observation::missing());
         };
         let observed = ObservedRole {
@@ -315,7 +297,7 @@ impl ExternalClient<Role> for RoleClient {
             role_id: Some(role.role_id().to_owned()),
             attached_policy_arns: observed.attached.iter().cloned().collect(),
         };
-        *self.observed.lock().unwrap_or_else(|p| p.into_inner()) = Some(observed);
+        self.observed.keep(observed);
         Ok(Observation {
             up_to_date: drift.is_empty(),
             readiness,
@@ -336,12 +318,12 @@ impl ExternalClient<Role> for RoleClient {
             .set_tags(Some(iam_tags(owner_tags(mr, &spec.tags))?))
             .send()
             .await;
-        match created {
-            Ok(_) => {}
-            // Made by an earlier attempt whose answer was lost: finish it below.
-            Err(e) if is_code(&e, "EntityAlreadyExists") => {}
-            Err(e) => return Err(classify(&format!("cannot create IAM role {name}"), &e)),
-        }
+        // Made by an earlier attempt whose answer was lost: finish it below.
+        adopted(
+            created,
+            "EntityAlreadyExists",
+            &format!("cannot create IAM role {name}"),
+        )?;
         let everything = RoleDrift {
             attach: spec.policy_arns.clone(),
             inline: spec.inline_policy.clone().map(Some),
@@ -354,12 +336,7 @@ impl ExternalClient<Role> for RoleClient {
     async fn update(&self, mr: &Role, _: &RoleObservation) -> Result<(), ExternalError> {
         let name = external_name(mr);
         validate(&name, &mr.spec.for_provider)?;
-        let observed = self
-            .observed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .unwrap_or_default();
+        let observed = self.observed.get().unwrap_or_default();
         self.apply(&name, &role_drift(&mr.spec.for_provider, &observed))
             .await
     }
@@ -370,22 +347,10 @@ impl ExternalClient<Role> for RoleClient {
         // IAM deletes a role only once nothing is attached to it.
         let attached = match self.attached(&name).await {
             Ok(a) => a,
-            Err(ExternalError::Rejected(m)) if m.contains("NoSuchEntity") => return Ok(()),
+            Err(ExternalError::Rejected(m)) if m.contains(NO_SUCH_ENTITY) => return Ok(()),
             Err(e) => return Err(e),
         };
-        for arn in &attached {
-            match iam
-                .detach_role_policy()
-                .role_name(&name)
-                .policy_arn(arn)
-                .send()
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if is_code(&e, "NoSuchEntity") => {}
-                Err(e) => return Err(classify(&format!("cannot detach {arn} from IAM role {name}"), &e)),
-            }
-        }
+        self.detach(&name, &attached).await?;
         let inline = iam
             .list_role_policies()
             .role_name(&name)
@@ -396,15 +361,15 @@ impl ExternalClient<Role> for RoleClient {
         for policy in inline.policy_names() {
             self.delete_inline(&name, policy).await?;
         }
-        match iam.delete_role().role_name(&name).send().await {
-            Ok(_) => Ok(()),
-            Err(e) if is_code(&e, "NoSuchEntity") => Ok(()),
-            // An instance profile (EKS makes one per node group) or a session still holds it.
-            Err(e) if is_code(&e, "DeleteConflict") => Err(ExternalError::Waiting(format!(
-                "IAM role {name} is still in use (an instance profile or a node group holds it)"
-            ))),
-            Err(e) => Err(classify(&format!("cannot delete IAM role {name}"), &e)),
-        }
+        let deleted = iam.delete_role().role_name(&name).send().await;
+        // An instance profile (EKS makes one per node group) or a session still holds it.
+        let held = format!("IAM role {name} is still in use (an instance profile or a node group holds it)");
+        gone_unless_held(
+            deleted,
+            [NO_SUCH_ENTITY, "DeleteConflict"],
+            held,
+            &format!("cannot delete IAM role {name}"),
+        )
     }
 }
 

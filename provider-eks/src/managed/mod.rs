@@ -6,6 +6,7 @@ pub mod conditions;
 pub mod decide;
 pub mod events;
 pub mod external;
+pub mod external_fns;
 pub mod kinds;
 pub mod pacing;
 pub mod policy;

@@ -17,7 +17,7 @@ mod ec2;
 
 /// The ownership tag provider-eks puts on what it makes (`eks::owned::OWNER_TAG`).
 pub const OWNER_TAG: &str = "modelplane.ai/managed-resource";
-/// The tag naming which part of a Network an EC2 object is (`eks::network_plan::PART_TAG`).
+/// The tag naming which part of a Network an EC2 object is (`eks::network::plan::PART_TAG`).
 pub const PART_TAG: &str = "modelplane.ai/network-part";
 
 /// kind -> resource ID -> identity.

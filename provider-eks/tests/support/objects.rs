@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use kube::Resource;
 use modelplane_eks_api::*;
 
 use super::world::{CONVERGE, REGION, World};
@@ -34,7 +35,14 @@ pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
         .any(|c| c.type_ == type_ && c.status == ConditionStatus::True)
 }
 
+/// A Cluster `name` in `ns` on ProviderConfig `default`, on two subnets, its kubeconfig written to
+/// `<name>-kubeconfig`.
 pub fn cluster_in(ns: &str, name: &str) -> Cluster {
+    cluster_on("default", ns, name)
+}
+
+/// The same on ProviderConfig `config`.
+pub fn cluster_on(config: &str, ns: &str, name: &str) -> Cluster {
     let mut c = Cluster::new(
         name,
         ClusterSpec {
@@ -53,7 +61,7 @@ pub fn cluster_in(ns: &str, name: &str) -> Cluster {
             resource: ResourceSpec {
                 provider_config_ref: ProviderConfigReference {
                     kind: "ProviderConfig".into(),
-                    name: "default".into(),
+                    name: config.into(),
                 },
                 management_policies: vec![ManagementPolicy::All],
                 write_connection_secret_to_ref: Some(SecretReference {
@@ -66,7 +74,14 @@ pub fn cluster_in(ns: &str, name: &str) -> Cluster {
     c
 }
 
+/// A NodePool `name` in `ns` of Cluster `cluster`, on ProviderConfig `default`: 1 to 4 nodes, 2 wanted,
+/// labelled with its name.
 pub fn pool_in(ns: &str, name: &str, cluster: &str) -> NodePool {
+    pool_on("default", ns, name, cluster)
+}
+
+/// The same on ProviderConfig `config`.
+pub fn pool_on(config: &str, ns: &str, name: &str, cluster: &str) -> NodePool {
     let mut p = NodePool::new(
         name,
         NodePoolSpec {
@@ -86,7 +101,7 @@ pub fn pool_in(ns: &str, name: &str, cluster: &str) -> NodePool {
             resource: ResourceSpec {
                 provider_config_ref: ProviderConfigReference {
                     kind: "ProviderConfig".into(),
-                    name: "default".into(),
+                    name: config.into(),
                 },
                 management_policies: vec![ManagementPolicy::All],
                 write_connection_secret_to_ref: None,
@@ -95,6 +110,34 @@ pub fn pool_in(ns: &str, name: &str, cluster: &str) -> NodePool {
     );
     p.metadata.namespace = Some(ns.into());
     p
+}
+
+/// `mr` as the API server hands it to a client: with a uid and at generation 1.
+pub fn stored<M: Resource>(mut mr: M) -> M {
+    let name = mr.meta().name.clone().unwrap_or_default();
+    mr.meta_mut().uid = Some(format!("uid-{name}"));
+    mr.meta_mut().generation = Some(1);
+    mr
+}
+
+/// `cluster` as a NodePool's connector wants it: Ready, its `subnets` recorded.
+pub fn ready(mut cluster: Cluster, subnets: Vec<String>) -> Cluster {
+    cluster.status = Some(ClusterStatus {
+        at_provider: ClusterObservation {
+            subnet_ids: subnets,
+            ..Default::default()
+        },
+        conditions: vec![Condition {
+            type_: "Ready".into(),
+            status: ConditionStatus::True,
+            reason: "Available".into(),
+            message: None,
+            last_transition_time: "2026-01-01T00:00:00Z".into(),
+            observed_generation: None,
+        }],
+        observed_generation: None,
+    });
+    cluster
 }
 
 pub fn condition(conditions: Option<&Vec<Condition>>, type_: &str) -> Option<Condition> {

@@ -4,22 +4,25 @@
 //! ownership tag and is found by it. Deleting goes mount targets, then the file system, then the group. A full
 //! Observe is three calls (file system, mount targets, group); a steady one is the first alone (`full_look`).
 
+pub mod group;
+pub mod plan;
+
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use async_trait::async_trait;
 use aws_sdk_efs::types::{LifeCycleState, PerformanceMode};
 use modelplane_eks_api::{FileSystem, FileSystemObservation, MountTarget, ThroughputMode};
 
-use super::clients::AwsClients;
-use super::errors::{classify, is_code};
-use super::file_system_group::{self, NfsSources};
-use super::file_system_plan::{
+use self::group::NfsSources;
+use self::plan::{
     as_recorded, creation_token, efs_tags, efs_throughput, file_system_phase, from_efs_throughput,
     mount_target_plan,
 };
+use super::clients::AwsClients;
+use super::convert::tags_to_set;
+use super::errors::{adopted, classify, gone, gone_unless_held, is_code};
 use super::full_look;
-use super::owned::{connector, owner, owner_tags};
+use super::owned::{LastSeen, connector, delete_security_group, owner, owner_tags};
 use crate::managed::conditions::Readiness;
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
 
@@ -28,14 +31,14 @@ connector!(FileSystemConnector, FileSystem, FileSystemClient, FileSystemObservat
 pub struct FileSystemClient {
     clients: AwsClients,
     /// What the last Observe saw, so Update needs no second round of reads.
-    seen: Mutex<Option<Seen>>,
+    seen: LastSeen<Seen>,
 }
 
 impl FileSystemClient {
     pub fn new(clients: AwsClients) -> Self {
         Self {
             clients,
-            seen: Mutex::default(),
+            seen: LastSeen::default(),
         }
     }
 }
@@ -101,39 +104,30 @@ impl FileSystemClient {
                 .security_groups(group)
                 .send()
                 .await;
-            match created {
-                Ok(_) => {}
-                // One from an earlier attempt: the next Observe lists it.
-                Err(e) if is_code(&e, "MountTargetConflict") => {}
-                // The file system is still being created: the next Update makes the rest.
-                Err(e) if is_code(&e, "IncorrectFileSystemLifeCycleState") => return Ok(()),
-                Err(e) => {
-                    return Err(classify(
-                        &format!("cannot create a mount target of EFS {id} in {subnet}"),
-                        &e,
-                    ));
-                }
+            // The file system is still being created: the next Update makes the rest.
+            if matches!(&created, Err(e) if is_code(e, "IncorrectFileSystemLifeCycleState")) {
+                return Ok(());
             }
+            // One from an earlier attempt: the next Observe lists it.
+            let what = format!("cannot create a mount target of EFS {id} in {subnet}");
+            adopted(created, "MountTargetConflict", &what)?;
         }
         Ok(())
     }
 
     async fn delete_mount_target(&self, mount_target: &str) -> Result<(), ExternalError> {
-        match self
+        let deleted = self
             .clients
             .efs
             .delete_mount_target()
             .mount_target_id(mount_target)
             .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_code(&e, "MountTargetNotFound") => Ok(()),
-            Err(e) => Err(classify(
-                &format!("cannot delete EFS mount target {mount_target}"),
-                &e,
-            )),
-        }
+            .await;
+        gone(
+            deleted,
+            "MountTargetNotFound",
+            &format!("cannot delete EFS mount target {mount_target}"),
+        )
     }
 }
 
@@ -147,7 +141,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
         let Some(fs) = self.find(&creation_token(&owner)).await? else {
             full_look::FILE_SYSTEM.forget(&owner);
             // The group outlives the file system by one step of a delete: it still has to go.
-            if deleting && let Some((group, _)) = file_system_group::find(&self.clients.ec2, &owner).await? {
+            if deleting && let Some((group, _)) = group::find(&self.clients.ec2, &owner).await? {
                 let at_provider = FileSystemObservation {
                     security_group_id: Some(group),
                     ..Default::default()
@@ -173,7 +167,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
         } else {
             self.mount_targets(&id).await?
         };
-        let security_group = file_system_group::find(&self.clients.ec2, &owner).await?;
+        let security_group = group::find(&self.clients.ec2, &owner).await?;
         full_look::FILE_SYSTEM.looked(&owner);
         let spec = &mr.spec.for_provider;
         let seen = Seen {
@@ -188,7 +182,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
             security_group: security_group.clone(),
         };
         let (create, delete) = mount_target_plan(&spec.subnet_ids, &mount_targets);
-        let tags_differ = spec.tags.iter().any(|(k, v)| seen.tags.get(k) != Some(v));
+        let tags_differ = !tags_to_set(&spec.tags, &seen.tags).is_empty();
         let up_to_date = create.is_empty()
             && delete.is_empty()
             && seen.throughput == Some(spec.throughput_mode)
@@ -197,7 +191,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
                 .as_ref()
                 .is_some_and(|(_, sources)| sources.as_wanted(&spec.nfs_security_group_ids));
         let (readiness, busy) = file_system_phase(&state, &mount_targets, &spec.subnet_ids);
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(seen);
+        self.seen.keep(seen);
         Ok(Observation {
             exists: state != "deleted",
             up_to_date,
@@ -219,7 +213,7 @@ impl ExternalClient<FileSystem> for FileSystemClient {
         let token = creation_token(&owner);
         let spec = &mr.spec.for_provider;
         // The group first: it checks the subnets, so a bad spec is refused before anything is made.
-        let group = file_system_group::ensure(&self.clients.ec2, mr, None).await?;
+        let group = group::ensure(&self.clients.ec2, mr, None).await?;
         let created = self
             .clients
             .efs
@@ -231,13 +225,14 @@ impl ExternalClient<FileSystem> for FileSystemClient {
             .set_tags(Some(efs_tags(owner_tags(mr, &spec.tags))?))
             .send()
             .await;
-        let (id, available) = match created {
-            Ok(out) => (
+        let what = format!("cannot create EFS file system for {owner}");
+        let (id, available) = match adopted(created, "FileSystemAlreadyExists", &what)? {
+            Some(out) => (
                 out.file_system_id().to_owned(),
                 *out.life_cycle_state() == LifeCycleState::Available,
             ),
             // Made by an earlier attempt whose answer was lost.
-            Err(e) if is_code(&e, "FileSystemAlreadyExists") => match self.find(&token).await? {
+            None => match self.find(&token).await? {
                 Some(fs) => (
                     fs.file_system_id().to_owned(),
                     *fs.life_cycle_state() == LifeCycleState::Available,
@@ -248,12 +243,6 @@ impl ExternalClient<FileSystem> for FileSystemClient {
                     )));
                 }
             },
-            Err(e) => {
-                return Err(classify(
-                    &format!("cannot create EFS file system for {owner}"),
-                    &e,
-                ));
-            }
         };
         if available {
             self.create_mount_targets(&id, &spec.subnet_ids, &group).await?;
@@ -262,14 +251,14 @@ impl ExternalClient<FileSystem> for FileSystemClient {
     }
 
     async fn update(&self, mr: &FileSystem, _: &FileSystemObservation) -> Result<(), ExternalError> {
-        let Some(seen) = self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+        let Some(seen) = self.seen.get() else {
             return Ok(());
         };
         let spec = &mr.spec.for_provider;
         let id = &seen.file_system_id;
         let group = match &seen.security_group {
             Some((group, sources)) if sources.as_wanted(&spec.nfs_security_group_ids) => group.clone(),
-            _ => file_system_group::ensure(&self.clients.ec2, mr, seen.security_group.clone()).await?,
+            _ => group::ensure(&self.clients.ec2, mr, seen.security_group.clone()).await?,
         };
         let (create, delete) = mount_target_plan(&spec.subnet_ids, &seen.mount_targets);
         for mount_target in &delete {
@@ -286,18 +275,13 @@ impl ExternalClient<FileSystem> for FileSystemClient {
                 .await
                 .map_err(|e| classify(&format!("cannot change throughput mode of EFS {id}"), &e))?;
         }
-        let tags: Vec<(String, String)> = spec
-            .tags
-            .iter()
-            .filter(|(k, v)| seen.tags.get(*k) != Some(*v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let tags = tags_to_set(&spec.tags, &seen.tags);
         if !tags.is_empty() {
             self.clients
                 .efs
                 .tag_resource()
                 .resource_id(id)
-                .set_tags(Some(efs_tags(tags)?))
+                .set_tags(Some(efs_tags(tags.into_iter().collect())?))
                 .send()
                 .await
                 .map_err(|e| classify(&format!("cannot tag EFS {id}"), &e))?;
@@ -320,41 +304,22 @@ impl ExternalClient<FileSystem> for FileSystemClient {
                     mount_targets.len()
                 )));
             }
-            return match self
+            let deleted = self
                 .clients
                 .efs
                 .delete_file_system()
                 .file_system_id(&id)
                 .send()
-                .await
-            {
-                Ok(_) => Ok(()),
-                Err(e) if is_code(&e, "FileSystemNotFound") => Ok(()),
-                Err(e) if is_code(&e, "FileSystemInUse") => Err(ExternalError::Waiting(format!(
-                    "EFS {id} still has mount targets"
-                ))),
-                Err(e) => Err(classify(&format!("cannot delete EFS {id}"), &e)),
-            };
+                .await;
+            let held = format!("EFS {id} still has mount targets");
+            let codes = ["FileSystemNotFound", "FileSystemInUse"];
+            return gone_unless_held(deleted, codes, held, &format!("cannot delete EFS {id}"));
         }
         // The file system is gone; its security group goes last (the mount targets' interfaces used it).
-        if let Some((group, _)) = file_system_group::find(&self.clients.ec2, &owner).await? {
-            match self
-                .clients
-                .ec2
-                .delete_security_group()
-                .group_id(&group)
-                .send()
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if is_code(&e, "InvalidGroup.NotFound") => {}
-                Err(e) if is_code(&e, "DependencyViolation") => {
-                    return Err(ExternalError::Waiting(format!(
-                        "security group {group} is still in use by the mount targets' network interfaces"
-                    )));
-                }
-                Err(e) => return Err(classify(&format!("cannot delete security group {group}"), &e)),
-            }
+        if let Some((group, _)) = group::find(&self.clients.ec2, &owner).await? {
+            let held =
+                format!("security group {group} is still in use by the mount targets' network interfaces");
+            delete_security_group(&self.clients.ec2, &group, held).await?;
         }
         Ok(())
     }

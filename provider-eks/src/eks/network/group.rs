@@ -5,7 +5,8 @@
 
 use aws_sdk_ec2::types::{IpPermission, SecurityGroup, UserIdGroupPair};
 
-use super::errors::{classify, is_code};
+use crate::eks::errors::{RULE_EXISTS, adopted, classify, is_code};
+use crate::eks::owned::delete_security_group;
 use crate::managed::external::ExternalError;
 
 /// Every protocol, in EC2's spelling.
@@ -60,32 +61,21 @@ pub async fn admit_itself(ec2: &aws_sdk_ec2::Client, group: &str) -> Result<(), 
                 .build(),
         )
         .build();
-    match ec2
+    let authorized = ec2
         .authorize_security_group_ingress()
         .group_id(group)
         .ip_permissions(rule)
         .send()
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_code(&e, "InvalidPermission.Duplicate") => Ok(()),
-        Err(e) => Err(classify(
-            &format!("cannot open security group {group} to itself"),
-            &e,
-        )),
-    }
+        .await;
+    let what = format!("cannot open security group {group} to itself");
+    adopted(authorized, RULE_EXISTS, &what).map(drop)
 }
 
 /// Deletes the group; Waiting while an interface (a node, the control plane) or another group's rule (the
 /// EFS group's) still refers to it.
 pub async fn delete(ec2: &aws_sdk_ec2::Client, group: &str) -> Result<(), ExternalError> {
-    match ec2.delete_security_group().group_id(group).send().await {
-        Ok(_) => Ok(()),
-        Err(e) if is_code(&e, "InvalidGroup.NotFound") => Ok(()),
-        Err(e) if is_code(&e, "DependencyViolation") => Err(ExternalError::Waiting(format!(
-            "security group {group} is still used (a cluster's or node's interfaces, or the file system's \
-             NFS rule)"
-        ))),
-        Err(e) => Err(classify(&format!("cannot delete security group {group}"), &e)),
-    }
+    let held = format!(
+        "security group {group} is still used (a cluster's or node's interfaces, or the file system's NFS rule)"
+    );
+    delete_security_group(ec2, group, held).await
 }

@@ -1,9 +1,9 @@
 //! What of a `Network` exists in EC2, what that means (missing parts, readiness, refused changes), and how it is
 //! taken down in dependency order.
 
-use super::convert::Unchangeable;
-use super::errors::{classify, is_code};
-use super::network_plan::{PRIVATE_ROUTES, PUBLIC_ROUTES, PlannedSubnet};
+use super::plan::{PRIVATE_ROUTES, PUBLIC_ROUTES, PlannedSubnet};
+use crate::eks::convert::Unchangeable;
+use crate::eks::errors::{DEPENDENCY_VIOLATION, Meaning, answer, gone, gone_unless_held, one_by_one};
 use crate::managed::conditions::Readiness;
 use crate::managed::external::ExternalError;
 
@@ -148,101 +148,102 @@ impl Parts {
 pub async fn delete(ec2: &aws_sdk_ec2::Client, parts: &Parts) -> Result<(), ExternalError> {
     if let Some((id, state, _)) = &parts.nat_gateway {
         if state != "deleting" {
-            match ec2.delete_nat_gateway().nat_gateway_id(id).send().await {
-                Ok(_) => {}
-                Err(e) if is_code(&e, "NatGatewayNotFound") => {}
-                Err(e) => return Err(classify(&format!("cannot delete NAT gateway {id}"), &e)),
-            }
+            let deleted = ec2.delete_nat_gateway().nat_gateway_id(id).send().await;
+            gone(
+                deleted,
+                "NatGatewayNotFound",
+                &format!("cannot delete NAT gateway {id}"),
+            )?;
         }
         return Ok(());
     }
     if let Some(allocation) = &parts.elastic_ip {
-        match ec2.release_address().allocation_id(allocation).send().await {
-            Ok(_) => {}
-            Err(e) if is_code(&e, "InvalidAllocationID.NotFound") => {}
-            Err(e) if is_code(&e, "InvalidIPAddress.InUse") || is_code(&e, "AuthFailure") => {
-                return Err(ExternalError::Waiting(format!(
-                    "Elastic IP {allocation} is still held by the NAT gateway being deleted"
-                )));
-            }
-            Err(e) => return Err(classify(&format!("cannot release Elastic IP {allocation}"), &e)),
-        }
+        let released = ec2.release_address().allocation_id(allocation).send().await;
+        let held = || {
+            Meaning::Wait(format!(
+                "Elastic IP {allocation} is still held by the NAT gateway being deleted"
+            ))
+        };
+        let meanings = [
+            ("InvalidAllocationID.NotFound", Meaning::Settled),
+            ("InvalidIPAddress.InUse", held()),
+            ("AuthFailure", held()),
+        ];
+        answer(
+            released,
+            &format!("cannot release Elastic IP {allocation}"),
+            &meanings,
+        )?;
     }
     for table in &parts.route_tables {
-        for (association, _) in &table.associations {
-            match ec2
-                .disassociate_route_table()
-                .association_id(association)
-                .send()
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if is_code(&e, "InvalidAssociationID.NotFound") => {}
-                Err(e) => return Err(classify(&format!("cannot disassociate {association}"), &e)),
-            }
-        }
-        match ec2.delete_route_table().route_table_id(&table.id).send().await {
-            Ok(_) => {}
-            Err(e) if is_code(&e, "InvalidRouteTableID.NotFound") => {}
-            Err(e) => return Err(classify(&format!("cannot delete route table {}", table.id), &e)),
-        }
+        let associations: Vec<&String> = table
+            .associations
+            .iter()
+            .map(|(association, _)| association)
+            .collect();
+        one_by_one(
+            associations,
+            Some("InvalidAssociationID.NotFound"),
+            |association| format!("cannot disassociate {association}"),
+            |association| ec2.disassociate_route_table().association_id(association).send(),
+        )
+        .await?;
+        let deleted = ec2.delete_route_table().route_table_id(&table.id).send().await;
+        gone(
+            deleted,
+            "InvalidRouteTableID.NotFound",
+            &format!("cannot delete route table {}", table.id),
+        )?;
     }
     if let Some((gateway, attached)) = &parts.internet_gateway {
         if let Some(vpc) = attached {
-            match ec2
+            let detached = ec2
                 .detach_internet_gateway()
                 .internet_gateway_id(gateway)
                 .vpc_id(vpc)
                 .send()
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if is_code(&e, "Gateway.NotAttached") => {}
-                Err(e) => return Err(classify(&format!("cannot detach internet gateway {gateway}"), &e)),
-            }
+                .await;
+            gone(
+                detached,
+                "Gateway.NotAttached",
+                &format!("cannot detach internet gateway {gateway}"),
+            )?;
         }
-        match ec2
+        let deleted = ec2
             .delete_internet_gateway()
             .internet_gateway_id(gateway)
             .send()
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if is_code(&e, "InvalidInternetGatewayID.NotFound") => {}
-            Err(e) => return Err(classify(&format!("cannot delete internet gateway {gateway}"), &e)),
-        }
+            .await;
+        let what = format!("cannot delete internet gateway {gateway}");
+        gone(deleted, "InvalidInternetGatewayID.NotFound", &what)?;
     }
     for subnet in &parts.subnets {
-        match ec2.delete_subnet().subnet_id(&subnet.id).send().await {
-            Ok(_) => {}
-            Err(e) if is_code(&e, "InvalidSubnetID.NotFound") => {}
-            Err(e) if is_code(&e, "DependencyViolation") => {
-                return Err(ExternalError::Waiting(format!(
-                    "subnet {} still has network interfaces (a cluster, node group or mount target not deleted yet)",
-                    subnet.id
-                )));
-            }
-            Err(e) => return Err(classify(&format!("cannot delete subnet {}", subnet.id), &e)),
-        }
+        let deleted = ec2.delete_subnet().subnet_id(&subnet.id).send().await;
+        let held = format!(
+            "subnet {} still has network interfaces (a cluster, node group or mount target not deleted yet)",
+            subnet.id
+        );
+        let codes = ["InvalidSubnetID.NotFound", DEPENDENCY_VIOLATION];
+        gone_unless_held(
+            deleted,
+            codes,
+            held,
+            &format!("cannot delete subnet {}", subnet.id),
+        )?;
     }
     if let Some((group, _)) = &parts.security_group {
-        super::network_group::delete(ec2, group).await?;
+        super::group::delete(ec2, group).await?;
     }
     if let Some((vpc, _)) = &parts.vpc {
-        match ec2.delete_vpc().vpc_id(vpc).send().await {
-            Ok(_) => {}
-            Err(e) if is_code(&e, "InvalidVpcID.NotFound") => {}
-            Err(e) if is_code(&e, "DependencyViolation") => {
-                return Err(ExternalError::Waiting(format!(
-                    "VPC {vpc} still holds objects made outside this network (security groups, interfaces)"
-                )));
-            }
-            Err(e) => return Err(classify(&format!("cannot delete VPC {vpc}"), &e)),
-        }
+        let deleted = ec2.delete_vpc().vpc_id(vpc).send().await;
+        let held =
+            format!("VPC {vpc} still holds objects made outside this network (security groups, interfaces)");
+        let codes = ["InvalidVpcID.NotFound", DEPENDENCY_VIOLATION];
+        gone_unless_held(deleted, codes, held, &format!("cannot delete VPC {vpc}"))?;
     }
     Ok(())
 }
 
 #[cfg(test)]
-#[path = "network_parts_tests.rs"]
+#[path = "parts_tests.rs"]
 mod tests;

@@ -1,6 +1,7 @@
-use super::*;
-use crate::eks::network_plan::subnets;
 use modelplane_eks_api::NetworkParameters;
+
+use super::*;
+use crate::eks::network::plan::subnets;
 
 fn planned() -> Vec<PlannedSubnet> {
     subnets(&NetworkParameters {

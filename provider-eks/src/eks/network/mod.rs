@@ -1,11 +1,14 @@
 //! `Network` <-> a VPC with a public and a private subnet per zone, an internet gateway, one NAT gateway with
 //! its Elastic IP, and a public and a private route table. EC2 picks every ID, so each object carries the
-//! ownership tag and a part tag (see `network_plan`), and Observe finds them all by tag: a crash anywhere in the
+//! ownership tag and a part tag (see `plan`), and Observe finds them all by tag: a crash anywhere in the
 //! sequence leaves parts that the next Update finds and completes, never duplicates. Create and Update both run
 //! [`NetworkClient::ensure`], which makes only what is missing. Delete goes in dependency order: NAT gateway
 //! (and waits for it), Elastic IP, route tables, internet gateway, subnets, security group, VPC.
 
-use std::sync::Mutex;
+pub mod find;
+pub mod group;
+pub mod parts;
+pub mod plan;
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
@@ -13,31 +16,32 @@ use aws_sdk_ec2::types::{
 };
 use modelplane_eks_api::{Network, NetworkObservation, Subnet};
 
-use super::clients::AwsClients;
-use super::errors::{classify, is_code};
-use super::full_look;
-use super::network_find;
-use super::network_group;
-use super::network_parts::{Parts, SeenSubnet};
-use super::network_plan::{
+use self::parts::{Parts, SeenSubnet};
+use self::plan::{
     DEFAULT_ROUTE, ELASTIC_IP, INTERNET_GATEWAY, NAT_GATEWAY, PART_TAG, PRIVATE_ROUTES, PUBLIC_ROUTES,
     PlannedSubnet, SECURITY_GROUP, subnets, validate,
 };
-use super::owned::{connector, owner, owner_tags};
+use super::clients::AwsClients;
+use super::errors::{adopted, classify, one_by_one};
+use super::full_look;
+use super::owned::{LastSeen, connector, owner, owner_tags};
 use crate::managed::external::{ConnectionDetails, ExternalClient, ExternalError, Observation};
+
+/// EC2's error code for an attachment or association that is there already.
+const ALREADY_ASSOCIATED: &str = "Resource.AlreadyAssociated";
 
 connector!(NetworkConnector, Network, NetworkClient, NetworkObservation, mr => &mr.spec.for_provider.region);
 
 pub struct NetworkClient {
     clients: AwsClients,
-    seen: Mutex<Option<Parts>>,
+    seen: LastSeen<Parts>,
 }
 
 impl NetworkClient {
     pub fn new(clients: AwsClients) -> Self {
         Self {
             clients,
-            seen: Mutex::default(),
+            seen: LastSeen::default(),
         }
     }
 }
@@ -129,15 +133,15 @@ impl NetworkClient {
         };
         match &parts.security_group {
             Some((_, true)) => {}
-            Some((id, false)) => network_group::admit_itself(ec2, id).await?,
+            Some((id, false)) => group::admit_itself(ec2, id).await?,
             None => {
                 let name = format!(
                     "{}-{SECURITY_GROUP}",
                     mr.metadata.name.as_deref().unwrap_or_default()
                 );
                 let tags = tag_spec(mr, ResourceType::SecurityGroup, SECURITY_GROUP, &[]);
-                let id = network_group::create(ec2, &vpc, &name, tags).await?;
-                network_group::admit_itself(ec2, &id).await?;
+                let id = group::create(ec2, &vpc, &name, tags).await?;
+                group::admit_itself(ec2, &id).await?;
             }
         }
         let mut subnet_ids: Vec<(PlannedSubnet, String)> = Vec::new();
@@ -194,17 +198,17 @@ impl NetworkClient {
             }
         };
         if parts.internet_gateway.as_ref().and_then(|(_, v)| v.as_ref()) != Some(&vpc) {
-            match ec2
+            let attached = ec2
                 .attach_internet_gateway()
                 .internet_gateway_id(&gateway)
                 .vpc_id(&vpc)
                 .send()
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if is_code(&e, "Resource.AlreadyAssociated") => {}
-                Err(e) => return Err(classify(&format!("cannot attach internet gateway {gateway}"), &e)),
-            }
+                .await;
+            adopted(
+                attached,
+                ALREADY_ASSOCIATED,
+                &format!("cannot attach internet gateway {gateway}"),
+            )?;
         }
         let allocation = match &parts.elastic_ip {
             Some(id) => id.clone(),
@@ -292,10 +296,10 @@ impl ExternalClient<Network> for NetworkClient {
     type AtProvider = NetworkObservation;
 
     async fn observe(&self, mr: &Network) -> Result<Observation<NetworkObservation>, ExternalError> {
-        if let Some(steady) = network_find::unchanged(&self.clients.ec2, mr).await? {
+        if let Some(steady) = find::unchanged(&self.clients.ec2, mr).await? {
             return Ok(steady);
         }
-        let parts = network_find::find(&self.clients.ec2, &owner(mr)).await?;
+        let parts = find::find(&self.clients.ec2, &owner(mr)).await?;
         full_look::NETWORK.looked(&owner(mr));
         let deleting = mr.metadata.deletion_timestamp.is_some();
         let leftovers = parts.internet_gateway.is_some() || parts.elastic_ip.is_some();
@@ -333,7 +337,7 @@ impl ExternalClient<Network> for NetworkClient {
             route_table_ids: parts.route_tables.iter().map(|t| t.id.clone()).collect(),
             security_group_id: parts.security_group.as_ref().map(|(id, _)| id.clone()),
         };
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(parts);
+        self.seen.keep(parts);
         Ok(Observation {
             exists: true,
             up_to_date: state.missing.is_empty() && state.unchangeable.is_empty(),
@@ -348,18 +352,13 @@ impl ExternalClient<Network> for NetworkClient {
     async fn create(&self, mr: &Network) -> Result<ConnectionDetails, ExternalError> {
         validate(&mr.spec.for_provider)?;
         // Parts of an earlier attempt whose answer was lost are found and kept.
-        let parts = network_find::find(&self.clients.ec2, &owner(mr)).await?;
+        let parts = find::find(&self.clients.ec2, &owner(mr)).await?;
         self.ensure(mr, &parts).await?;
         Ok(ConnectionDetails::new())
     }
 
     async fn update(&self, mr: &Network, _: &NetworkObservation) -> Result<(), ExternalError> {
-        let parts = self
-            .seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .unwrap_or_default();
+        let parts = self.seen.get().unwrap_or_default();
         validate(&mr.spec.for_provider)?;
         let state = parts.state(&subnets(&mr.spec.for_provider));
         // A new CIDR or zone list re-carves every subnet: nothing of it can be made beside the old ones.
@@ -370,8 +369,8 @@ impl ExternalClient<Network> for NetworkClient {
     }
 
     async fn delete(&self, mr: &Network) -> Result<(), ExternalError> {
-        let parts = network_find::find(&self.clients.ec2, &owner(mr)).await?;
-        super::network_parts::delete(&self.clients.ec2, &parts).await
+        let parts = find::find(&self.clients.ec2, &owner(mr)).await?;
+        parts::delete(&self.clients.ec2, &parts).await
     }
 }
 
@@ -420,11 +419,8 @@ impl NetworkClient {
                     Target::Gateway(id) => request.gateway_id(id),
                     Target::Nat(id) => request.nat_gateway_id(id),
                 };
-                match request.send().await {
-                    Ok(_) => {}
-                    Err(e) if is_code(&e, "RouteAlreadyExists") => {}
-                    Err(e) => return Err(classify(&format!("cannot route {part} to {wanted}"), &e)),
-                }
+                let what = format!("cannot route {part} to {wanted}");
+                adopted(request.send().await, "RouteAlreadyExists", &what)?;
             } else if current.as_deref() != Some(wanted.as_str()) {
                 let request = ec2
                     .replace_route()
@@ -440,22 +436,21 @@ impl NetworkClient {
                     .map_err(|e| classify(&format!("cannot re-route {part} to {wanted}"), &e))?;
             }
         }
-        for subnet in subnets {
-            if seen.is_some_and(|t| t.associations.iter().any(|(_, s)| s == subnet)) {
-                continue;
-            }
-            match ec2
-                .associate_route_table()
-                .route_table_id(&table)
-                .subnet_id(subnet)
-                .send()
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if is_code(&e, "Resource.AlreadyAssociated") => {}
-                Err(e) => return Err(classify(&format!("cannot associate {subnet} with {part}"), &e)),
-            }
-        }
-        Ok(())
+        let unassociated: Vec<&String> = subnets
+            .iter()
+            .filter(|subnet| !seen.is_some_and(|t| t.associations.iter().any(|(_, s)| s == *subnet)))
+            .collect();
+        one_by_one(
+            unassociated,
+            Some(ALREADY_ASSOCIATED),
+            |subnet| format!("cannot associate {subnet} with {part}"),
+            |subnet| {
+                ec2.associate_route_table()
+                    .route_table_id(&table)
+                    .subnet_id(subnet)
+                    .send()
+            },
+        )
+        .await
     }
 }

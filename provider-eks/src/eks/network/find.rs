@@ -2,26 +2,21 @@
 //! or, for a steady network, only whether the set of its parts is still the recorded one (one call).
 
 use std::collections::BTreeSet;
+use std::future::Future;
 
+use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{Filter, NatGatewayState, Tag};
 use modelplane_eks_api::{Network, NetworkObservation};
 
-use super::errors::classify;
-use super::full_look;
-use super::network_parts::{Parts, SeenRouteTable, SeenSubnet};
-use super::network_plan::{DEFAULT_ROUTE, PART_TAG};
-use super::owned::{OWNER_TAG, owner};
+use super::parts::{Parts, SeenRouteTable, SeenSubnet};
+use super::plan::{DEFAULT_ROUTE, PART_TAG};
+use crate::eks::errors::{Sent, classify};
+use crate::eks::full_look;
+use crate::eks::owned::{OWNER_TAG, owned_by, owner};
 use crate::managed::external::{ExternalError, Observation};
 
 fn tag_value<'a>(tags: &'a [Tag], key: &str) -> Option<&'a str> {
     tags.iter().find(|t| t.key() == Some(key)).and_then(|t| t.value())
-}
-
-pub fn owned_by(owner: &str) -> Filter {
-    Filter::builder()
-        .name(format!("tag:{OWNER_TAG}"))
-        .values(owner)
-        .build()
 }
 
 /// The IDs of every EC2 object carrying this resource's ownership tag, in one DescribeTags call: enough to
@@ -88,15 +83,18 @@ fn recorded_ids(at: &NetworkObservation) -> Option<BTreeSet<String>> {
     )
 }
 
+/// The answer of one describe of the network's `part`, a failure classified as such.
+async fn described<T, E: ProvideErrorMetadata>(
+    part: &str,
+    call: impl Future<Output = Sent<T, E>>,
+) -> Result<T, ExternalError> {
+    call.await
+        .map_err(|e| classify(&format!("cannot describe the network's {part}"), &e))
+}
+
 /// Every part this resource owns, by tag.
 pub async fn find(ec2: &aws_sdk_ec2::Client, owner: &str) -> Result<Parts, ExternalError> {
-    let what = |w: &str| format!("cannot describe the network's {w}");
-    let vpcs = ec2
-        .describe_vpcs()
-        .filters(owned_by(owner))
-        .send()
-        .await
-        .map_err(|e| classify(&what("VPC"), &e))?;
+    let vpcs = described("VPC", ec2.describe_vpcs().filters(owned_by(owner)).send()).await?;
     let mut parts = Parts {
         vpc: vpcs
             .vpcs()
@@ -104,12 +102,7 @@ pub async fn find(ec2: &aws_sdk_ec2::Client, owner: &str) -> Result<Parts, Exter
             .find_map(|v| Some((v.vpc_id()?.to_owned(), v.cidr_block()?.to_owned()))),
         ..Parts::default()
     };
-    let subnets = ec2
-        .describe_subnets()
-        .filters(owned_by(owner))
-        .send()
-        .await
-        .map_err(|e| classify(&what("subnets"), &e))?;
+    let subnets = described("subnets", ec2.describe_subnets().filters(owned_by(owner)).send()).await?;
     parts.subnets = subnets
         .subnets()
         .iter()
@@ -122,22 +115,20 @@ pub async fn find(ec2: &aws_sdk_ec2::Client, owner: &str) -> Result<Parts, Exter
             })
         })
         .collect();
-    let gateways = ec2
-        .describe_internet_gateways()
-        .filters(owned_by(owner))
-        .send()
-        .await
-        .map_err(|e| classify(&what("internet gateway"), &e))?;
+    let gateways = described(
+        "internet gateway",
+        ec2.describe_internet_gateways().filters(owned_by(owner)).send(),
+    )
+    .await?;
     parts.internet_gateway = gateways.internet_gateways().iter().find_map(|g| {
         let attached = g.attachments().iter().find_map(|a| a.vpc_id().map(str::to_owned));
         Some((g.internet_gateway_id()?.to_owned(), attached))
     });
-    let addresses = ec2
-        .describe_addresses()
-        .filters(owned_by(owner))
-        .send()
-        .await
-        .map_err(|e| classify(&what("Elastic IP"), &e))?;
+    let addresses = described(
+        "Elastic IP",
+        ec2.describe_addresses().filters(owned_by(owner)).send(),
+    )
+    .await?;
     parts.elastic_ip = addresses
         .addresses()
         .iter()
@@ -146,12 +137,13 @@ pub async fn find(ec2: &aws_sdk_ec2::Client, owner: &str) -> Result<Parts, Exter
         return Ok(parts);
     };
     // NAT gateways are looked up by VPC (not every EC2 implementation filters them by tag), then by tag.
-    let gateways = ec2
-        .describe_nat_gateways()
-        .filter(Filter::builder().name("vpc-id").values(vpc).build())
-        .send()
-        .await
-        .map_err(|e| classify(&what("NAT gateway"), &e))?;
+    let gateways = described(
+        "NAT gateway",
+        ec2.describe_nat_gateways()
+            .filter(Filter::builder().name("vpc-id").values(vpc).build())
+            .send(),
+    )
+    .await?;
     parts.nat_gateway = gateways
         .nat_gateways()
         .iter()
@@ -165,12 +157,11 @@ pub async fn find(ec2: &aws_sdk_ec2::Client, owner: &str) -> Result<Parts, Exter
                 n.failure_message().map(str::to_owned),
             ))
         });
-    let tables = ec2
-        .describe_route_tables()
-        .filters(owned_by(owner))
-        .send()
-        .await
-        .map_err(|e| classify(&what("route tables"), &e))?;
+    let tables = described(
+        "route tables",
+        ec2.describe_route_tables().filters(owned_by(owner)).send(),
+    )
+    .await?;
     parts.route_tables = tables
         .route_tables()
         .iter()
@@ -199,15 +190,14 @@ pub async fn find(ec2: &aws_sdk_ec2::Client, owner: &str) -> Result<Parts, Exter
             })
         })
         .collect();
-    let groups = ec2
-        .describe_security_groups()
-        .filters(owned_by(owner))
-        .send()
-        .await
-        .map_err(|e| classify(&what("security group"), &e))?;
+    let groups = described(
+        "security group",
+        ec2.describe_security_groups().filters(owned_by(owner)).send(),
+    )
+    .await?;
     parts.security_group = groups
         .security_groups()
         .iter()
-        .find_map(|g| Some((g.group_id()?.to_owned(), super::network_group::admits_itself(g))));
+        .find_map(|g| Some((g.group_id()?.to_owned(), super::group::admits_itself(g))));
     Ok(parts)
 }

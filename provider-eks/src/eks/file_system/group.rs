@@ -6,13 +6,13 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_ec2::types::{
-    Filter, IpPermission, IpRange, ResourceType, SecurityGroup, TagSpecification, UserIdGroupPair,
+    IpPermission, IpRange, ResourceType, SecurityGroup, TagSpecification, UserIdGroupPair,
 };
 use modelplane_eks_api::FileSystem;
 
-use super::errors::{classify, is_code};
-use super::file_system_plan::creation_token;
-use super::owned::{OWNER_TAG, owner, owner_tags};
+use super::plan::creation_token;
+use crate::eks::errors::{RULE_EXISTS, adopted, classify, gone, is_code};
+use crate::eks::owned::{owned_by, owner, owner_tags};
 use crate::managed::external::ExternalError;
 
 const NFS_PORT: i32 = 2049;
@@ -71,12 +71,7 @@ pub async fn find(
 ) -> Result<Option<(String, NfsSources)>, ExternalError> {
     let out = ec2
         .describe_security_groups()
-        .filters(
-            Filter::builder()
-                .name(format!("tag:{OWNER_TAG}"))
-                .values(owner)
-                .build(),
-        )
+        .filters(owned_by(owner))
         .send()
         .await
         .map_err(|e| classify("cannot describe the EFS security group", &e))?;
@@ -229,7 +224,7 @@ pub async fn ensure(
         missing(&wanted.groups, &current.groups),
     );
     if !(add_cidrs.is_empty() && add_groups.is_empty()) {
-        match ec2
+        let authorized = ec2
             .authorize_security_group_ingress()
             .group_id(&group)
             .ip_permissions(permission(
@@ -238,30 +233,27 @@ pub async fn ensure(
                 "NFS from the cluster's nodes",
             ))
             .send()
-            .await
+            .await;
+        if let Err(e) = &authorized
+            && is_code(e, "InvalidGroup.NotFound")
         {
-            Ok(_) => {}
-            Err(e) if is_code(&e, "InvalidPermission.Duplicate") => {}
-            Err(e) if is_code(&e, "InvalidGroup.NotFound") => {
-                return Err(ExternalError::Rejected(format!(
-                    "spec.forProvider.nfsSecurityGroupIds: {}",
-                    classify("a security group does not exist", &e)
-                )));
-            }
-            Err(e) => {
-                return Err(classify(
-                    &format!("cannot open NFS on security group {group}"),
-                    &e,
-                ));
-            }
+            return Err(ExternalError::Rejected(format!(
+                "spec.forProvider.nfsSecurityGroupIds: {}",
+                classify("a security group does not exist", e)
+            )));
         }
+        adopted(
+            authorized,
+            RULE_EXISTS,
+            &format!("cannot open NFS on security group {group}"),
+        )?;
     }
     let (stale_cidrs, stale_groups) = (
         missing(&current.cidrs, &wanted.cidrs),
         missing(&current.groups, &wanted.groups),
     );
     if !(stale_cidrs.is_empty() && stale_groups.is_empty()) {
-        match ec2
+        let revoked = ec2
             .revoke_security_group_ingress()
             .group_id(&group)
             .ip_permissions(nfs(
@@ -275,17 +267,9 @@ pub async fn ensure(
                     .collect(),
             ))
             .send()
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if is_code(&e, "InvalidPermission.NotFound") => {}
-            Err(e) => {
-                return Err(classify(
-                    &format!("cannot close NFS on security group {group}"),
-                    &e,
-                ));
-            }
-        }
+            .await;
+        let what = format!("cannot close NFS on security group {group}");
+        gone(revoked, "InvalidPermission.NotFound", &what)?;
     }
     Ok(group)
 }

@@ -5,6 +5,7 @@ use aws_sdk_efs::types::{FileSystemDescription, LifeCycleState, ThroughputMode a
 use modelplane_eks_api::{FileSystemObservation, FileSystemParameters, MountTarget, ThroughputMode};
 use sha2::{Digest, Sha256};
 
+use crate::eks::convert::aws_tags;
 use crate::managed::conditions::Readiness;
 use crate::managed::external::ExternalError;
 
@@ -104,18 +105,11 @@ pub fn as_recorded(
 }
 
 pub fn efs_tags(pairs: Vec<(String, String)>) -> Result<Vec<aws_sdk_efs::types::Tag>, ExternalError> {
-    pairs
-        .into_iter()
-        .map(|(k, v)| {
-            aws_sdk_efs::types::Tag::builder()
-                .key(&k)
-                .value(v)
-                .build()
-                .map_err(|e| ExternalError::Rejected(format!("spec.forProvider.tags[{k}]: {e}")))
-        })
-        .collect()
+    aws_tags(pairs, |k, v| {
+        aws_sdk_efs::types::Tag::builder().key(k).value(v).build()
+    })
 }
 
 #[cfg(test)]
-#[path = "file_system_tests.rs"]
+#[path = "plan_tests.rs"]
 mod tests;
