@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use aws_sdk_eks::types::PodIdentityAssociation as EksAssociation;
 use modelplane_eks_api::{
     PodIdentityAssociation, PodIdentityAssociationObservation, PodIdentityAssociationParameters,
+    names::{is_dns_label, is_dns_subdomain},
 };
 
 use super::clients::AwsClients;
@@ -27,32 +28,19 @@ impl PodIdentityClient {
     }
 }
 
-fn dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(dns_label)
-}
-
 /// A spec EKS would reject, refused before any call with the field named.
 pub fn validate(spec: &PodIdentityAssociationParameters) -> Result<(), ExternalError> {
     let reject = |why: String| Err(ExternalError::Rejected(why));
     if spec.cluster_name.is_empty() {
         return reject("spec.forProvider.clusterName: required".into());
     }
-    if !dns_label(&spec.namespace) {
+    if !is_dns_label(&spec.namespace) {
         return reject(format!(
             "spec.forProvider.namespace: {:?} is not a Kubernetes namespace name",
             spec.namespace
         ));
     }
-    if !dns_subdomain(&spec.service_account) {
+    if !is_dns_subdomain(&spec.service_account) {
         return reject(format!(
             "spec.forProvider.serviceAccount: {:?} is not a Kubernetes service account name",
             spec.service_account
