@@ -3,6 +3,10 @@
 //! It builds the request Crossplane would send for a composite, runs it through the same handler the server
 //! uses (or through a running server), answers the function's requirements from local files the way
 //! Crossplane's requirements loop does, and prints the result the way `crossplane render` prints it.
+//!
+//! `--until-ready` ([`until_ready`]) goes further than `crossplane render`: it reconciles again and again, each
+//! time observing what was composed as Ready with provider status [`simulate`] invents, and prints where the
+//! composition settles, marked as a simulation.
 
 use std::{
     collections::BTreeMap,
@@ -22,9 +26,12 @@ use crate::{
 mod files;
 mod output;
 mod request;
+pub mod simulate;
+pub mod until_ready;
 
-pub use output::{Format, documents, print};
+pub use output::{Format, documents, print, print_simulation};
 pub use request::RequestBuilder;
+pub use until_ready::{Outcome, Simulation, run_until_ready};
 
 /// Crossplane calls a step at most this many times while its requirements change.
 pub const MAX_CALLS: usize = 6;
