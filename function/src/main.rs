@@ -209,7 +209,7 @@ async fn render_to_stdout(args: RenderArgs) -> Result<Rendered, RenderError> {
     )?;
     let until_ready = args.until_ready || args.stages;
     if until_ready && args.output == Format::Json {
-        return Err(RenderError::Output(
+        return Err(RenderError::Usage(
             "--until-ready prints YAML only: its header comment marks the output as simulated".into(),
         ));
     }

@@ -48,6 +48,9 @@ pub enum RenderError {
     Unstable,
     #[error("cannot write output: {0}")]
     Output(String),
+    /// Flags that cannot be used together.
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl RenderError {
@@ -96,19 +99,23 @@ impl Inputs {
 /// The annotation Crossplane keys composed resources by.
 pub const COMPOSITION_RESOURCE_NAME: &str = "crossplane.io/composition-resource-name";
 
+/// The key Crossplane knows a composed resource by, from its annotation.
+pub fn composition_key(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(COMPOSITION_RESOURCE_NAME))
+        .and_then(Value::as_str)
+}
+
 /// The first request Crossplane would send for these inputs: the composite and its composed resources
 /// observed, nothing desired yet, an empty context unless one was given, every capability advertised.
 pub fn first_request(inputs: &Inputs) -> Result<RunFunctionRequest, RenderError> {
     let mut resources = BTreeMap::new();
     for object in &inputs.observed {
-        let key = object
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(COMPOSITION_RESOURCE_NAME))
-            .and_then(Value::as_str)
-            .ok_or_else(|| RenderError::Input {
-                path: PathBuf::from("--observed"),
-                reason: format!("an observed resource lacks the {COMPOSITION_RESOURCE_NAME} annotation"),
-            })?;
+        let key = composition_key(object).ok_or_else(|| RenderError::Input {
+            path: PathBuf::from("--observed"),
+            reason: format!("an observed resource lacks the {COMPOSITION_RESOURCE_NAME} annotation"),
+        })?;
         resources.insert(key.to_owned(), resource(object));
     }
     let mut req = bare_request(&inputs.composite);

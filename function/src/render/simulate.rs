@@ -10,7 +10,7 @@
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
-use super::COMPOSITION_RESOURCE_NAME;
+use super::composition_key;
 use crate::{compose::remote::OBJECT_API_VERSION, stack::gateway_tls};
 
 /// The account every simulated ARN is in.
@@ -26,13 +26,7 @@ const PROVIDER_EKS_GROUP: &str = "eks.m.modelplane.ai";
 /// Ready.
 pub fn observe(composed: &Value) -> Value {
     let mut observed = composed.clone();
-    let key = composed
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(COMPOSITION_RESOURCE_NAME))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    name_as_crossplane_does(&mut observed, &key);
+    name_as_crossplane_does(&mut observed, composition_key(composed).unwrap_or_default());
     let api_version = composed["apiVersion"].as_str().unwrap_or_default();
     let kind = composed["kind"].as_str().unwrap_or_default();
     let mut status = match (api_version.split_once('/').map(|(group, _)| group), kind) {

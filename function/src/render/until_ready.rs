@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{COMPOSITION_RESOURCE_NAME, Inputs, RenderError, documents, run, simulate};
+use super::{Inputs, RenderError, composition_key, documents, run, simulate};
 use crate::{
     compose::API_GROUP,
     proto::v1::{RunFunctionRequest, RunFunctionResponse, Severity},
@@ -217,11 +217,7 @@ fn composed(docs: &[Value]) -> impl Iterator<Item = &Value> {
 }
 
 fn key_of(doc: &Value) -> String {
-    doc.pointer("/metadata/annotations")
-        .and_then(|a| a.get(COMPOSITION_RESOURCE_NAME))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
+    composition_key(doc).unwrap_or_default().to_owned()
 }
 
 fn conditions(docs: &[Value]) -> &[Value] {

@@ -1,6 +1,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::render::COMPOSITION_RESOURCE_NAME;
 
 /// A composed resource as `render` prints it: with the annotation and `generateName` Crossplane adds.
 fn composed(key: &str, api_version: &str, kind: &str, spec: Value) -> Value {
