@@ -5,7 +5,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 use clap::{Args, Parser, Subcommand, builder::BoolishValueParser};
 use modelplane_function::{
     proto::v1::{RunFunctionRequest, RunFunctionResponse, Severity, function_runner_service_client},
-    render::{self, Format, Inputs, RenderError},
+    render::{self, Format, Inputs, Outcome, RenderError},
     run_function,
     server::{self, ConnectionLimits, ServeOptions},
 };
@@ -83,6 +83,14 @@ struct RenderArgs {
     /// Send the requests to a running server (plaintext) instead of running the handler in-process.
     #[arg(long)]
     function_address: Option<String>,
+    /// Simulate repeated reconciles: observe what each round composed as Ready, with invented provider status,
+    /// and print where the composition settles (YAML, under a header saying it is a simulation). Modelplane
+    /// composites among --required without a status are simulated alongside. Exits 4 if it never gets Ready.
+    #[arg(long)]
+    until_ready: bool,
+    /// With --until-ready (implied): print each round's new resources and what the composite still waited for.
+    #[arg(long)]
+    stages: bool,
 }
 
 fn main() -> ExitCode {
@@ -171,10 +179,20 @@ fn parse_address(address: &str) -> Result<SocketAddr, std::net::AddrParseError> 
     }
 }
 
+/// How a render ended, as its exit status.
+enum Rendered {
+    Composed,
+    /// The function returned a FATAL result: exit 3, as Crossplane's.
+    Fatal,
+    /// `--until-ready` stopped before the composite was Ready: exit 4.
+    NotReady,
+}
+
 async fn render_command(args: RenderArgs) -> ExitCode {
     match render_to_stdout(args).await {
-        Ok(fatal) if fatal => ExitCode::from(3),
-        Ok(_) => ExitCode::SUCCESS,
+        Ok(Rendered::Composed) => ExitCode::SUCCESS,
+        Ok(Rendered::Fatal) => ExitCode::from(3),
+        Ok(Rendered::NotReady) => ExitCode::from(4),
         Err(e) => {
             eprintln!("render: {e}");
             ExitCode::FAILURE
@@ -182,16 +200,28 @@ async fn render_command(args: RenderArgs) -> ExitCode {
     }
 }
 
-/// Renders and prints; returns whether the function returned a FATAL result (exit code 3, as Crossplane's).
-async fn render_to_stdout(args: RenderArgs) -> Result<bool, RenderError> {
+async fn render_to_stdout(args: RenderArgs) -> Result<Rendered, RenderError> {
     let inputs = Inputs::load(
         &args.composite,
         &args.required,
         &args.observed,
         args.context.as_deref(),
     )?;
-    let rsp = match &args.function_address {
-        None => render::run(&inputs, |req| async move { Ok(run_function(req)) }).await?,
+    let until_ready = args.until_ready || args.stages;
+    if until_ready && args.output == Format::Json {
+        return Err(RenderError::Usage(
+            "--until-ready prints YAML only: its header comment marks the output as simulated".into(),
+        ));
+    }
+    match &args.function_address {
+        None => {
+            let call = |req| async move { Ok(run_function(req)) };
+            if until_ready {
+                until_ready_to_stdout(&inputs, args.stages, call).await
+            } else {
+                once_to_stdout(&inputs, args.output, call).await
+            }
+        }
         Some(address) => {
             let endpoint = if address.contains("://") {
                 address.clone()
@@ -206,7 +236,7 @@ async fn render_to_stdout(args: RenderArgs) -> Result<bool, RenderError> {
                 .await
                 .map_err(|e| remote(e.to_string()))?
                 .max_decoding_message_size(usize::MAX);
-            render::run(&inputs, |req: RunFunctionRequest| {
+            let call = |req: RunFunctionRequest| {
                 let mut client = client.clone();
                 async move {
                     client
@@ -215,13 +245,55 @@ async fn render_to_stdout(args: RenderArgs) -> Result<bool, RenderError> {
                         .map(|r| r.into_inner())
                         .map_err(|s| remote(s.to_string()))
                 }
-            })
-            .await?
+            };
+            if until_ready {
+                until_ready_to_stdout(&inputs, args.stages, call).await
+            } else {
+                once_to_stdout(&inputs, args.output, call).await
+            }
         }
-    };
-    let documents = render::documents(&inputs, &rsp)?;
-    render::print(&documents, args.output, &mut std::io::stdout().lock())?;
-    Ok(is_fatal(&rsp))
+    }
+}
+
+/// What `crossplane render` prints: one pipeline step, its requirements answered.
+async fn once_to_stdout<F, Fut>(inputs: &Inputs, format: Format, call: F) -> Result<Rendered, RenderError>
+where
+    F: FnMut(RunFunctionRequest) -> Fut,
+    Fut: Future<Output = Result<RunFunctionResponse, RenderError>>,
+{
+    let rsp = render::run(inputs, call).await?;
+    let documents = render::documents(inputs, &rsp)?;
+    render::print(&documents, format, &mut std::io::stdout().lock())?;
+    Ok(if is_fatal(&rsp) {
+        Rendered::Fatal
+    } else {
+        Rendered::Composed
+    })
+}
+
+async fn until_ready_to_stdout<F, Fut>(
+    inputs: &Inputs,
+    stages: bool,
+    call: F,
+) -> Result<Rendered, RenderError>
+where
+    F: FnMut(RunFunctionRequest) -> Fut,
+    Fut: Future<Output = Result<RunFunctionResponse, RenderError>>,
+{
+    let simulation = render::run_until_ready(inputs, call).await?;
+    render::print_simulation(&simulation, stages, &mut std::io::stdout().lock())?;
+    match simulation.outcome {
+        Outcome::Ready => Ok(Rendered::Composed),
+        Outcome::Fatal => Ok(Rendered::Fatal),
+        Outcome::Stuck | Outcome::Unsettled => {
+            eprintln!(
+                "render: not Ready after {} round(s) of simulated reconciles; still waiting for: {}",
+                simulation.rounds.len(),
+                simulation.waiting().join("; ")
+            );
+            Ok(Rendered::NotReady)
+        }
+    }
 }
 
 fn is_fatal(rsp: &RunFunctionResponse) -> bool {

@@ -3,6 +3,10 @@
 //! It builds the request Crossplane would send for a composite, runs it through the same handler the server
 //! uses (or through a running server), answers the function's requirements from local files the way
 //! Crossplane's requirements loop does, and prints the result the way `crossplane render` prints it.
+//!
+//! `--until-ready` ([`until_ready`]) goes further than `crossplane render`: it reconciles again and again, each
+//! time observing what was composed as Ready with provider status [`simulate`] invents, and prints where the
+//! composition settles, marked as a simulation.
 
 use std::{
     collections::BTreeMap,
@@ -22,9 +26,12 @@ use crate::{
 mod files;
 mod output;
 mod request;
+pub mod simulate;
+pub mod until_ready;
 
-pub use output::{Format, documents, print};
+pub use output::{Format, documents, print, print_simulation};
 pub use request::RequestBuilder;
+pub use until_ready::{Outcome, Simulation, run_until_ready};
 
 /// Crossplane calls a step at most this many times while its requirements change.
 pub const MAX_CALLS: usize = 6;
@@ -41,6 +48,9 @@ pub enum RenderError {
     Unstable,
     #[error("cannot write output: {0}")]
     Output(String),
+    /// Flags that cannot be used together.
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl RenderError {
@@ -89,19 +99,23 @@ impl Inputs {
 /// The annotation Crossplane keys composed resources by.
 pub const COMPOSITION_RESOURCE_NAME: &str = "crossplane.io/composition-resource-name";
 
+/// The key Crossplane knows a composed resource by, from its annotation.
+pub fn composition_key(object: &Value) -> Option<&str> {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(COMPOSITION_RESOURCE_NAME))
+        .and_then(Value::as_str)
+}
+
 /// The first request Crossplane would send for these inputs: the composite and its composed resources
 /// observed, nothing desired yet, an empty context unless one was given, every capability advertised.
 pub fn first_request(inputs: &Inputs) -> Result<RunFunctionRequest, RenderError> {
     let mut resources = BTreeMap::new();
     for object in &inputs.observed {
-        let key = object
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(COMPOSITION_RESOURCE_NAME))
-            .and_then(Value::as_str)
-            .ok_or_else(|| RenderError::Input {
-                path: PathBuf::from("--observed"),
-                reason: format!("an observed resource lacks the {COMPOSITION_RESOURCE_NAME} annotation"),
-            })?;
+        let key = composition_key(object).ok_or_else(|| RenderError::Input {
+            path: PathBuf::from("--observed"),
+            reason: format!("an observed resource lacks the {COMPOSITION_RESOURCE_NAME} annotation"),
+        })?;
         resources.insert(key.to_owned(), resource(object));
     }
     let mut req = bare_request(&inputs.composite);

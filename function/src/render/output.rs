@@ -6,7 +6,10 @@ use std::io::Write;
 
 use serde_json::{Map, Value, json};
 
-use super::{COMPOSITION_RESOURCE_NAME, Inputs, RenderError};
+use super::{
+    COMPOSITION_RESOURCE_NAME, Inputs, RenderError,
+    until_ready::{MAX_ROUNDS, Outcome, Simulation},
+};
 use crate::proto::v1::{Ready, RunFunctionResponse, Severity, Status};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -167,6 +170,91 @@ fn status_word(status: i32) -> &'static str {
         Ok(Status::ConditionFalse) => "False",
         _ => "Unknown",
     }
+}
+
+/// Prints a `--until-ready` simulation as a YAML stream under a comment header that says it is one: the final
+/// composition, or with `stages` each round's new resources under what the composite still waited for, then
+/// the composite and the results as they ended.
+pub fn print_simulation(
+    simulation: &Simulation,
+    stages: bool,
+    out: &mut impl Write,
+) -> Result<(), RenderError> {
+    let rounds = simulation.rounds.len();
+    let mut header = comment(&format!(
+        "SIMULATION by `render --until-ready`, not a cluster's state: {rounds} reconcile round(s), each \
+         observing what the round before composed as Ready. Every observed status (IDs, ARNs, addresses, the \
+         cluster gateway's CA, readiness) was invented by the renderer; no cloud or cluster reported it."
+    ));
+    if !simulation.simulated.is_empty() {
+        header += &comment(&format!(
+            "Simulated the same way, from the required objects: {}.",
+            simulation.simulated.join(", ")
+        ));
+    }
+    header += &comment(&format!("Outcome: {}", outcome_line(simulation)));
+    write_text(out, &header)?;
+    if !stages {
+        return print(&simulation.documents, Format::Yaml, out);
+    }
+    for (i, round) in simulation.rounds.iter().enumerate() {
+        let mut text = comment(&format!(
+            "--- round {}: {} new resource(s)",
+            i + 1,
+            round.new.len()
+        ));
+        for waiting in &round.waiting {
+            text += &comment(&format!("still waiting: {waiting}"));
+        }
+        write_text(out, &text)?;
+        print(&round.new, Format::Yaml, out)?;
+    }
+    write_text(
+        out,
+        &comment(&format!("--- the composite and results after round {rounds}")),
+    )?;
+    let last: Vec<Value> = simulation
+        .documents
+        .iter()
+        .enumerate()
+        .filter(|(i, d)| *i == 0 || d["kind"] == "Result")
+        .map(|(_, d)| d.clone())
+        .collect();
+    print(&last, Format::Yaml, out)
+}
+
+fn outcome_line(simulation: &Simulation) -> String {
+    let waiting = simulation.waiting().join("; ");
+    match simulation.outcome {
+        Outcome::Ready => "Ready.".into(),
+        Outcome::Stuck => format!("settled without becoming Ready, still waiting for {waiting}"),
+        Outcome::Unsettled => format!("still changing after {MAX_ROUNDS} rounds, waiting for {waiting}"),
+        Outcome::Fatal => format!("FATAL: {waiting}"),
+    }
+}
+
+/// `text` as YAML comment lines of at most about 110 characters, broken between words.
+fn comment(text: &str) -> String {
+    const WIDTH: usize = 110;
+    let mut lines = vec![String::from("#")];
+    for word in text.split_whitespace() {
+        let line = lines
+            .last_mut()
+            .filter(|l| l.len() + 1 + word.len() <= WIDTH || l.len() <= 2);
+        match line {
+            Some(line) => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            None => lines.push(format!("#   {word}")),
+        }
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+fn write_text(out: &mut impl Write, text: &str) -> Result<(), RenderError> {
+    out.write_all(text.as_bytes())
+        .map_err(|e| RenderError::Output(e.to_string()))
 }
 
 /// Prints the documents as a YAML stream or a JSON array.

@@ -25,6 +25,8 @@ pub const SERVING_SECRET: &str = "cluster-gateway-tls";
 /// where a ClusterIssuer reads its CA from), its ClusterIssuer, its trust-manager Bundle and the ConfigMap the
 /// Bundle writes into the gateway's namespace.
 const CA: &str = "modelplane-cluster-gateway-ca";
+/// The ConfigMap trust-manager publishes the CA's public certificate in, in the gateway's namespace.
+pub const PUBLISHED_CA: &str = CA;
 const SELF_SIGNED_ISSUER: &str = "modelplane-selfsigned";
 /// The key of the CA's public certificate, in the CA's Secret and in the published ConfigMap alike.
 pub const CA_KEY: &str = "ca.crt";
