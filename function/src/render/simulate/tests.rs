@@ -126,12 +126,9 @@ fn roles_clusters_and_file_systems_report_what_later_stages_read() {
 #[test]
 fn the_cluster_gateway_publishes_a_ca_the_function_trusts_and_gets_an_address() {
     let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                          "metadata": {"name": gateway_tls::PUBLISHED_CA, "namespace": "envoy-gateway-system"}});
+                          "metadata": {"name": tls::PUBLISHED_CA, "namespace": "envoy-gateway-system"}});
     let observed = observe(&object("object-cluster-gateway-ca-published", manifest));
-    assert_eq!(
-        gateway_tls::published_ca(&observed).as_deref(),
-        Some(SIMULATED_CA)
-    );
+    assert_eq!(tls::published_ca(&observed).as_deref(), Some(SIMULATED_CA));
 
     let gateway = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
                          "metadata": {"name": "cluster-gateway"}});

@@ -11,14 +11,14 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
 use super::composition_key;
-use crate::{compose::remote::OBJECT_API_VERSION, stack::gateway_tls};
+use crate::{compose::remote::OBJECT_API_VERSION, stack::cluster_gateway::tls};
 
 /// The account every simulated ARN is in.
 pub const ACCOUNT: &str = "123456789012";
 
 /// The CA the simulated cluster gateway publishes: a real certificate (the function checks it parses as a trust
 /// anchor) whose private key was never kept, so nothing can be served under it.
-pub const SIMULATED_CA: &str = include_str!("../../../tests/fixtures/tls/cluster-gateway-ca.pem");
+pub const SIMULATED_CA: &str = include_str!("../../../../tests/fixtures/tls/cluster-gateway-ca.pem");
 
 const PROVIDER_EKS_GROUP: &str = "eks.m.modelplane.ai";
 
@@ -219,8 +219,8 @@ fn remote_object(composed: &Value) -> Value {
         .to_owned();
     match kind.as_str() {
         // trust-manager's copy of the cluster gateway's CA, which the composition only observes.
-        "ConfigMap" if name == gateway_tls::PUBLISHED_CA => {
-            manifest["data"] = json!({gateway_tls::CA_KEY: SIMULATED_CA});
+        "ConfigMap" if name == tls::PUBLISHED_CA => {
+            manifest["data"] = json!({tls::CA_KEY: SIMULATED_CA});
         }
         // Envoy Gateway's load balancer address; one per provider config, so each cluster gets its own.
         "Gateway" => {
