@@ -17,14 +17,20 @@
 //!   from the request.
 //! - [`schedule`]: the fleet scheduler, which places every replica on a cluster and each engine on a pool.
 //! - [`stack`]: the Standard and Dynamo serving stacks behind one trait, the version-locked component table,
-//!   and the routing and gateway-TLS objects on workload clusters.
+//!   the cluster gateway with its TLS, a replica's routing, and the names other software knows (`well_known`).
 //! - [`error`]: the error composers, the scheduler and the stacks report bad input with.
 //! - [`sdk`]: request readers and response writers named as in Crossplane's function SDKs.
 //! - [`wire`]: `google.protobuf.Struct` kept as bytes and decoded straight into typed views; [`proto`]: the
 //!   messages and services generated from `proto/`.
 //! - [`limits`]: what one call may cost, its deadline and its stack; [`cel`]: DRA CEL selectors under a budget.
 //! - [`server`]: the tonic server Crossplane talks to, composing on [`compose_pool`]'s long-lived threads;
-//!   [`render`]: the same handler offline.
+//!   [`render`]: the same handler offline, and `--until-ready`'s simulated reconciles.
+//!
+//! Imports run one way, types below behaviour: [`error`], [`api`], [`wire`] and [`limits`] import none of the
+//! layers above them; [`validate`], [`cel`], [`schedule`] and [`stack`] import types only; [`compose`] uses all of
+//! those, and [`dispatch`], [`server`] and [`render`] sit on top (tests build requests with `render`'s builder).
+//! Vocabulary several composers share is in `compose::shared` and `compose::conditions`, not in one composer
+//! that the others reach into.
 
 pub mod api;
 pub mod cel;

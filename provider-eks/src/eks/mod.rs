@@ -3,15 +3,16 @@
 //! - [`cluster`] (`Cluster`: an EKS cluster) and [`kubeconfig`] (its connection secret);
 //! - [`node_pool`] (`NodePool`: a managed node group) and [`launch_template`] (capacity blocks, EFA, security
 //!   groups);
-//! - [`network`] (`Network`: VPC, subnets, gateways, route tables), with [`network_plan`] (pure),
-//!   [`network_find`], [`network_parts`] and [`network_group`] (its security group);
+//! - [`network`] (`Network`: VPC, subnets, gateways, route tables), with its pure plan, the finders, the parts
+//!   it creates one by one, and its security group as submodules;
 //! - [`role`] (`Role`: an IAM role and its policies);
 //! - [`addon`] (`Addon`: an EKS add-on) and [`pod_identity`] (`PodIdentityAssociation`);
-//! - [`file_system`] (`FileSystem`: EFS and its mount targets), with [`file_system_plan`] (pure) and
-//!   [`file_system_group`] (its NFS security group).
+//! - [`file_system`] (`FileSystem`: EFS and its mount targets), with its pure plan and its NFS security group
+//!   as submodules.
 //!
 //! Shared: [`clients`] (AWS clients per ProviderConfig), [`account`] (the AWS account credentials act in),
-//! [`throttle`] (token buckets per account, region and API), [`errors`] (AWS errors to reconciler errors),
+//! [`throttle`] (token buckets per account, region and API), [`errors`] (AWS errors to reconciler errors, and the call patterns every kind shares: describe or report missing,
+//! in use means adopt, gone on delete, one-by-one attach and detach, health issues),
 //! [`convert`] (pure status, drift and late-init mapping), [`full_look`] (cheap steady polls), and [`owned`]
 //! (the ownership tag and the connector the newer kinds share).
 
