@@ -78,3 +78,42 @@ pub fn run(
     crate::validate::object_on_the_wire(&xr)?;
     compose(req, &xr)
 }
+
+/// An InferenceCluster as other composers read it among their required resources: Ready, with the status its
+/// own composer reports. Chained: `cluster("b").stack("Dynamo").cache_storage_class("efs").build()`.
+pub struct ClusterFixture(Value);
+
+/// A Standard cluster named `name`, reachable through the provider config `<name>-pc`.
+pub fn cluster(name: &str) -> ClusterFixture {
+    ClusterFixture(json!({
+        "apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": name},
+        "status": {"providerConfigName": format!("{name}-pc"), "stack": "Standard"},
+    }))
+}
+
+impl ClusterFixture {
+    pub fn stack(mut self, stack: &str) -> Self {
+        self.0["status"]["stack"] = json!(stack);
+        self
+    }
+
+    /// The provider config that reaches the cluster; empty for one not reachable yet.
+    pub fn provider_config(mut self, name: &str) -> Self {
+        self.0["status"]["providerConfigName"] = json!(name);
+        self
+    }
+
+    pub fn cache_storage_class(mut self, storage_class: &str) -> Self {
+        self.0["status"]["cacheStorageClass"] = json!(storage_class);
+        self
+    }
+
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.0["metadata"]["labels"][key] = json!(value);
+        self
+    }
+
+    pub fn build(self) -> Value {
+        self.0
+    }
+}

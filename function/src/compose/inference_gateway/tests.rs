@@ -2,7 +2,7 @@ use serde_json::{Value, json};
 
 use super::compose;
 use crate::compose::fixtures::{
-    observed_owner, request, run, sanitized_owned_secret, with_observed, with_required,
+    self, observed_owner, request, run, sanitized_owned_secret, with_observed, with_required,
 };
 use crate::proto::v1::Status;
 
@@ -12,8 +12,7 @@ fn gateway(spec: Value, status: Value) -> Value {
 }
 
 fn cluster(name: &str, pc: &str) -> Value {
-    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": name},
-           "status": {"providerConfigName": pc, "stack": "Standard"}})
+    fixtures::cluster(name).provider_config(pc).build()
 }
 
 #[test]

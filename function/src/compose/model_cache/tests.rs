@@ -3,7 +3,7 @@ use serde_json::{Value, json};
 use super::compose;
 use crate::compose::{
     Output,
-    fixtures::{request, run, with_observed, with_required},
+    fixtures::{self, request, run, with_observed, with_required},
 };
 use crate::proto::v1::{RunFunctionRequest, Status};
 
@@ -21,9 +21,11 @@ fn cache(extra_spec: Value) -> Value {
 }
 
 fn cluster(name: &str, storage_class: &str) -> Value {
-    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
-           "metadata": {"name": name, "labels": {"region": "us-east"}},
-           "status": {"providerConfigName": format!("{name}-pc"), "cacheStorageClass": storage_class, "stack": "Dynamo"}})
+    fixtures::cluster(name)
+        .stack("Dynamo")
+        .label("region", "us-east")
+        .cache_storage_class(storage_class)
+        .build()
 }
 
 fn resolved(xr: Value, clusters: &[Value]) -> RunFunctionRequest {

@@ -3,7 +3,7 @@ use serde_json::{Value, json};
 use super::compose;
 use crate::compose::{
     Output,
-    fixtures::{request, run, with_required},
+    fixtures::{self, request, run, with_required},
 };
 use crate::proto::v1::{RunFunctionRequest, Status};
 
@@ -31,8 +31,7 @@ fn gateway(selector: Option<Value>) -> Value {
 }
 
 fn cluster() -> Value {
-    json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": "use1-a"},
-           "status": {"providerConfigName": "use1-a-pc", "stack": "Standard"}})
+    fixtures::cluster("use1-a").build()
 }
 
 fn resolved(xr: Value, endpoints: &[Value], gateways: &[Value]) -> RunFunctionRequest {
