@@ -193,6 +193,8 @@ async fn render_command(args: RenderArgs) -> ExitCode {
         Ok(Rendered::Composed) => ExitCode::SUCCESS,
         Ok(Rendered::Fatal) => ExitCode::from(3),
         Ok(Rendered::NotReady) => ExitCode::from(4),
+        // As `yes | head` ends: the reader took what it wanted.
+        Err(RenderError::ReaderGone) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("render: {e}");
             ExitCode::FAILURE

@@ -94,3 +94,21 @@ def test_plain_render_is_unchanged_by_the_simulation():
     docs = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
     assert [d["kind"] for d in composed(docs)] == ["ManagedResourceActivationPolicy", "ClusterProviderConfig",
                                                    "ClusterProviderConfig"]
+
+
+def test_a_reader_that_stops_reading_ends_the_render_quietly():
+    """`render ... | head` is how people look at a long output: the closed pipe is not a failure to report."""
+    import subprocess
+
+    from conftest import function_binary
+
+    with subprocess.Popen([str(function_binary()), "render", str(CLUSTERS / "eks-h200-us-east.yaml"),
+                           "--required", str(CLASSES), "--until-ready"],
+                          cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()
+        proc.stdout.close()
+        stderr = proc.stderr.read().decode()
+        status = proc.wait(timeout=60)
+    assert first.startswith(b"# SIMULATION")
+    assert (status, stderr) == (0, "")

@@ -48,12 +48,24 @@ pub enum RenderError {
     Unstable,
     #[error("cannot write output: {0}")]
     Output(String),
+    /// Whatever reads the output stopped reading (`render ... | head`): nothing is wrong with the render.
+    #[error("the output's reader has gone")]
+    ReaderGone,
     /// Flags that cannot be used together.
     #[error("{0}")]
     Usage(String),
 }
 
 impl RenderError {
+    /// A failed write to the output; a closed pipe is the reader's choice, not an error to report.
+    pub fn write(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            Self::ReaderGone
+        } else {
+            Self::Output(e.to_string())
+        }
+    }
+
     fn io(path: &Path, source: std::io::Error) -> Self {
         Self::Io {
             path: path.to_owned(),

@@ -253,8 +253,7 @@ fn comment(text: &str) -> String {
 }
 
 fn write_text(out: &mut impl Write, text: &str) -> Result<(), RenderError> {
-    out.write_all(text.as_bytes())
-        .map_err(|e| RenderError::Output(e.to_string()))
+    out.write_all(text.as_bytes()).map_err(RenderError::write)
 }
 
 /// Prints the documents as a YAML stream or a JSON array.
@@ -264,12 +263,12 @@ pub fn print(documents: &[Value], format: Format, out: &mut impl Write) -> Resul
         Format::Yaml => {
             for document in documents {
                 let text = serde_yaml::to_string(document).map_err(|e| fail(&e))?;
-                write!(out, "---\n{text}").map_err(|e| fail(&e))?;
+                write!(out, "---\n{text}").map_err(RenderError::write)?;
             }
         }
         Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, documents).map_err(|e| fail(&e))?;
-            writeln!(out).map_err(|e| fail(&e))?;
+            let text = serde_json::to_string_pretty(documents).map_err(|e| fail(&e))?;
+            writeln!(out, "{text}").map_err(RenderError::write)?;
         }
     }
     Ok(())
