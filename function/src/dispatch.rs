@@ -73,11 +73,12 @@ fn compose_request(composers: &[(&str, ComposeFn)], req: &RunFunctionRequest) ->
         .map(|m| m.metadata)
         .map_err(|e| format!("cannot read {} metadata: {e}", type_meta.kind))?;
     let subject = format!("{} {}", type_meta.kind, qualified_name(&meta));
-    crate::validate::composite_on_the_wire(&type_meta, xr).map_err(|e| format!("{subject}: {e}"))?;
+    crate::validate::composite_on_the_wire(&type_meta, xr)
+        .map_err(|e| format!("{subject}: {}", e.chain()))?;
     tracing::debug!(%subject, "composing");
     match catch_unwind(AssertUnwindSafe(|| compose(req, xr))) {
         Ok(Ok(out)) => Ok(out),
-        Ok(Err(e)) => Err(format!("{subject}: {e}")),
+        Ok(Err(e)) => Err(format!("{subject}: {}", e.chain())),
         Err(panic) => {
             let what = panic
                 .downcast_ref::<&str>()

@@ -147,3 +147,25 @@ fn every_kind_refuses_what_its_xrd_forbids_naming_the_field_in_the_xrds_words() 
         );
     }
 }
+
+#[test]
+fn a_class_an_inference_cluster_reads_is_held_to_its_xrd_and_the_fatal_names_both_fields() {
+    let cluster = example("clusters/eks-h200-us-east.yaml");
+    let mut class = example("classes/eks-h200-8x.yaml");
+    class["spec"]["devices"][0]["count"] = json!(0);
+    let class_name = class["metadata"]["name"].as_str().unwrap().to_owned();
+    let req = RequestBuilder::new(&cluster).answered_from(&[class]).build();
+    let rsp = run_function(req);
+    let messages = fatal(&rsp);
+    let [message] = messages.as_slice() else {
+        panic!("expected one FATAL, got {messages:?}");
+    };
+    let wanted = format!(
+        "spec.nodePools[0].className: InferenceClass {class_name:?} is invalid: spec.devices[0].count: value is less \
+         than the minimum of 1"
+    );
+    assert!(
+        message.contains(&wanted),
+        "{message:?} does not contain {wanted:?}"
+    );
+}

@@ -150,7 +150,7 @@ impl Output {
                 "status",
                 format!("internal error: a status must be an object, not {other}"),
             )),
-            Err(e) => Err(ComposeError::new("status", format!("internal error: {e}"))),
+            Err(e) => Err(ComposeError::caused_by("status", "internal error", e)),
         }
     }
 

@@ -68,10 +68,13 @@ impl RequestBuilder {
     pub fn answered_from(mut self, objects: &[Value]) -> Self {
         for _ in 0..MAX_CALLS {
             let rsp = crate::run_function(self.req.clone());
-            let fatal = rsp.results.iter().any(|r| r.severity == Severity::Fatal as i32);
+            // A FATAL response asks for nothing: answering it would drop the answers that led to the FATAL.
+            if rsp.results.iter().any(|r| r.severity == Severity::Fatal as i32) {
+                break;
+            }
             let before = self.req.required_resources.clone();
             answer(&mut self.req, &rsp, objects);
-            if fatal || self.req.required_resources == before {
+            if self.req.required_resources == before {
                 break;
             }
         }

@@ -131,7 +131,7 @@ static ACCEPTED: LazyLock<Accepted> = LazyLock::new(|| Accepted {
 pub fn object_on_the_wire(object: &RawStruct) -> Result<(), ComposeError> {
     let type_meta: TypeMeta = object
         .parse()
-        .map_err(|e| ComposeError::new("", format!("cannot read the object's kind: {e}")))?;
+        .map_err(|e| ComposeError::caused_by("", "cannot read the object's kind", ComposeError::from(e)))?;
     composite_on_the_wire(&type_meta, object)
 }
 
@@ -148,7 +148,7 @@ pub fn composite_on_the_wire(type_meta: &TypeMeta, xr: &RawStruct) -> Result<(),
     }
     let object = xr
         .to_json()
-        .map_err(|e| ComposeError::new("", format!("cannot read the observed composite: {e}")))?;
+        .map_err(|e| ComposeError::caused_by("", "cannot read the observed composite", e))?;
     composite(type_meta, &object)?;
     if let Ok(mut seen) = ACCEPTED.seen.lock() {
         // Starting over when full keeps the bound without bookkeeping.

@@ -148,20 +148,17 @@ fn classes(
                 format!("InferenceClass {:?} not found", pool.class_name),
             ));
         };
-        let class: Composite<InferenceClassSpec> = raw.parse().map_err(|e| {
-            ComposeError::new(
+        let invalid = |e: ComposeError| {
+            ComposeError::caused_by(
                 &path,
-                format!("InferenceClass {:?} is invalid: {e}", pool.class_name),
+                format!("InferenceClass {:?} is invalid", pool.class_name),
+                e,
             )
-        })?;
+        };
+        let class: Composite<InferenceClassSpec> = raw.parse().map_err(|e| invalid(e.into()))?;
         crate::validate::object_on_the_wire(raw)
             .and_then(|()| inference_class::validate(&class.spec))
-            .map_err(|e| {
-                ComposeError::new(
-                    &path,
-                    format!("InferenceClass {:?} is invalid: {e}", pool.class_name),
-                )
-            })?;
+            .map_err(invalid)?;
         classes.insert(pool.class_name.clone(), class.spec);
     }
     Ok(Some(classes))

@@ -185,7 +185,7 @@ pub fn activation_policy(cluster: &str) -> Value {
 /// Serializes a typed MR into [`CONTROL_NAMESPACE`], without a status.
 pub fn to_value(object: &impl Serialize) -> Result<Value, ComposeError> {
     let mut value = serde_json::to_value(object)
-        .map_err(|e| ComposeError::new("spec", format!("cannot encode a provider-eks object: {e}")))?;
+        .map_err(|e| ComposeError::caused_by("spec", "cannot encode a provider-eks object", e))?;
     value["metadata"]["namespace"] = json!(CONTROL_NAMESPACE);
     if let Some(map) = value.as_object_mut() {
         map.remove("status");
