@@ -169,3 +169,34 @@ fn a_class_an_inference_cluster_reads_is_held_to_its_xrd_and_the_fatal_names_bot
         "{message:?} does not contain {wanted:?}"
     );
 }
+
+#[test]
+fn an_object_of_another_kind_in_place_of_a_class_is_refused_not_waved_through() {
+    let cluster = example("clusters/eks-h200-us-east.yaml");
+    let mut class = example("classes/eks-h200-8x.yaml");
+    class["spec"]["devices"][0]["count"] = json!(0);
+    let mut req = RequestBuilder::new(&cluster)
+        .answered_from(std::slice::from_ref(&class))
+        .build();
+    // What a hand-built request (not Crossplane, which selects by kind) could put under the class requirement.
+    class["kind"] = json!("Gadget");
+    for resources in req.required_resources.values_mut() {
+        for item in &mut resources.items {
+            if item
+                .resource
+                .as_ref()
+                .and_then(|r| r.to_json().ok())
+                .is_some_and(|o| o["kind"] == "InferenceClass")
+            {
+                item.resource = modelplane_function::wire::RawStruct::from_value(&class);
+            }
+        }
+    }
+    let messages = fatal(&run_function(req));
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("is a modelplane.ai/v1alpha1 Gadget, not an InferenceClass")),
+        "{messages:?}"
+    );
+}

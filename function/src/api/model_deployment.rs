@@ -288,8 +288,13 @@ pub struct ReplicaStatus {
     /// The placement this replica is moving away from, still running until the new one is Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moving_from: Option<PreviousPlacement>,
-    /// Why the replica is not placed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Why the replica is not placed. A reason this version does not know (one a later version wrote) reads as
+    /// none, so readers of the status (a ModelCache) never drop the whole deployment over it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "known_reason"
+    )]
     pub reason: Option<UnplacedReason>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rejections: Vec<RejectionStatus>,
@@ -352,5 +357,29 @@ impl UnplacedReason {
             Self::InsufficientCapacity => "InsufficientCapacity",
             Self::NoMatchingCluster => "NoMatchingCluster",
         }
+    }
+}
+
+fn known_reason<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<UnplacedReason>, D::Error> {
+    let reason = Option::<String>::deserialize(deserializer)?;
+    Ok(reason.and_then(|r| serde_json::from_value(Value::String(r)).ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_this_version_does_not_know_reads_as_none() {
+        let read = |reason: &str| -> ReplicaStatus {
+            serde_json::from_value(serde_json::json!({"replica": 0, "reason": reason})).unwrap()
+        };
+        assert_eq!(
+            read("InsufficientCapacity").reason,
+            Some(UnplacedReason::InsufficientCapacity)
+        );
+        assert_eq!(read("OutOfQuota").reason, None);
     }
 }

@@ -19,7 +19,7 @@ use super::{ComposeError, Output, inference_class};
 use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
-        Composite,
+        Composite, TypeMeta,
         inference_class::InferenceClassSpec,
         inference_cluster::{InferenceClusterSpec, Source},
     },
@@ -155,10 +155,22 @@ fn classes(
                 e,
             )
         };
+        // Held to the class XRD as the class's own composer holds it, so an object of another kind is refused
+        // here rather than passing a check no XRD of its kind makes.
+        let type_meta: TypeMeta = raw.parse().map_err(|e| invalid(e.into()))?;
+        if (type_meta.api_version.as_str(), type_meta.kind.as_str()) != (super::API_VERSION, "InferenceClass")
+        {
+            return Err(invalid(ComposeError::new(
+                "",
+                format!(
+                    "is a {} {}, not an InferenceClass",
+                    type_meta.api_version, type_meta.kind
+                ),
+            )));
+        }
+        crate::validate::composite_on_the_wire(&type_meta, raw).map_err(invalid)?;
         let class: Composite<InferenceClassSpec> = raw.parse().map_err(|e| invalid(e.into()))?;
-        crate::validate::object_on_the_wire(raw)
-            .and_then(|()| inference_class::validate(&class.spec))
-            .map_err(invalid)?;
+        inference_class::validate(&class.spec).map_err(invalid)?;
         classes.insert(pool.class_name.clone(), class.spec);
     }
     Ok(Some(classes))
