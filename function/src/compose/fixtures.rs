@@ -7,8 +7,9 @@ use crate::{
     wire::RawStruct,
 };
 
-/// A CA certificate for tests (`tests/fixtures/tls/cluster-gateway-ca.pem`; its key was never kept).
-pub const TEST_CA: &str = include_str!("../../../tests/fixtures/tls/cluster-gateway-ca.pem");
+/// A CA certificate for tests: the one `render --until-ready` publishes (`tests/fixtures/tls/cluster-gateway-ca.pem`,
+/// whose key was never kept).
+pub const TEST_CA: &str = crate::render::simulate::SIMULATED_CA;
 
 /// `InferenceCluster.status.gateway` of a cluster whose gateway answers at `address` and has published its CA:
 /// what replicas there need to be published.
