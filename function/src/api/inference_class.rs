@@ -81,10 +81,18 @@ pub struct Provisioning {
     pub provider: Option<Provider>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eks: Option<EksProvisioning>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gke: Option<GkeProvisioning>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aks: Option<AksProvisioning>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nebius: Option<NebiusProvisioning>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vultr: Option<VultrProvisioning>,
 }
 
-/// The clouds upstream Modelplane provisions on. This function provisions EKS only; a pool of another cloud's
-/// class on an EKS cluster is refused by name.
+/// The clouds that provision pools, upstream Modelplane's five; a pool of one cloud's class on a cluster of
+/// another is refused by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 pub enum Provider {
     #[serde(rename = "EKS")]
@@ -95,6 +103,19 @@ pub enum Provider {
     Aks,
     Nebius,
     Vultr,
+}
+
+impl Provider {
+    /// The name as the XRD spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Eks => "EKS",
+            Provider::Gke => "GKE",
+            Provider::Aks => "AKS",
+            Provider::Nebius => "Nebius",
+            Provider::Vultr => "Vultr",
+        }
+    }
 }
 
 /// What an EKS managed node group needs to run this class.
@@ -114,6 +135,57 @@ pub struct EksProvisioning {
     /// `compose::inference_class::efa_interfaces`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub efa_interfaces: Option<u32>,
+}
+
+/// What a GKE node pool needs to run this class.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GkeProvisioning {
+    pub machine_type: String,
+    #[serde(default = "default_disk_size_gb")]
+    pub disk_size_gb: u32,
+    /// The GPU attached to each node: GKE attaches what this names, unlike the other clouds.
+    pub accelerator: Accelerator,
+}
+
+/// What an AKS node pool needs to run this class.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AksProvisioning {
+    pub vm_size: String,
+    #[serde(default = "default_disk_size_gb")]
+    pub disk_size_gb: u32,
+    /// Informational: the VM size fixes the GPU.
+    pub accelerator: Accelerator,
+}
+
+/// What a Nebius mk8s node group needs to run this class.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NebiusProvisioning {
+    pub platform: String,
+    pub preset: String,
+    #[serde(default = "default_disk_size_gb")]
+    pub disk_size_gb: u32,
+    /// The NVIDIA driver stack mk8s preinstalls on the nodes.
+    #[serde(default = "default_drivers_preset")]
+    pub drivers_preset: String,
+    /// Informational: platform and preset fix the GPU.
+    pub accelerator: Accelerator,
+}
+
+/// What a VKE node pool needs to run this class.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VultrProvisioning {
+    pub plan: String,
+    /// Informational: the plan fixes the GPU.
+    pub accelerator: Accelerator,
+}
+
+/// Upstream Modelplane's default: the only preset mk8s implements on its default Kubernetes version.
+fn default_drivers_preset() -> String {
+    "cuda13.0".into()
 }
 
 /// Upstream Modelplane's default root volume.

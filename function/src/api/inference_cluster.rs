@@ -43,8 +43,32 @@ pub enum Source {
     #[default]
     #[serde(rename = "EKS")]
     Eks,
+    /// Modelplane provisions the cluster on GKE through provider-upjet-gcp.
+    #[serde(rename = "GKE")]
+    Gke,
+    /// Modelplane provisions the cluster on AKS through provider-upjet-azure.
+    #[serde(rename = "AKS")]
+    Aks,
+    /// Modelplane provisions an mk8s cluster through provider-upjet-nebius.
+    Nebius,
+    /// Modelplane provisions a VKE cluster through provider-upjet-vultr.
+    Vultr,
     /// The cluster exists; Modelplane reaches it with a kubeconfig the user provides.
     Existing,
+}
+
+impl Source {
+    /// The field of `spec.cluster` that configures this source.
+    pub fn field(self) -> &'static str {
+        match self {
+            Source::Eks => "eks",
+            Source::Gke => "gke",
+            Source::Aks => "aks",
+            Source::Nebius => "nebius",
+            Source::Vultr => "vultr",
+            Source::Existing => "existing",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -55,7 +79,78 @@ pub struct ClusterSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eks: Option<EksCluster>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gke: Option<GkeCluster>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aks: Option<AksCluster>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nebius: Option<NebiusCluster>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vultr: Option<VultrCluster>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub existing: Option<ExistingCluster>,
+}
+
+/// A GKE cluster provider-upjet-gcp provisions (upstream Modelplane's `spec.cluster.gke`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GkeCluster {
+    pub region: String,
+    #[serde(default = "default_gke_version")]
+    pub kubernetes_version: String,
+    /// The provider-upjet-gcp ProviderConfig (or ClusterProviderConfig) the cluster's managed resources use.
+    #[serde(default)]
+    pub credentials: ProviderConfigRef,
+}
+
+/// An AKS cluster provider-upjet-azure provisions (upstream Modelplane's `spec.cluster.aks`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AksCluster {
+    pub location: String,
+    #[serde(default = "default_aks_version")]
+    pub kubernetes_version: String,
+    #[serde(default)]
+    pub credentials: ProviderConfigRef,
+}
+
+/// A Nebius mk8s cluster provider-upjet-nebius provisions, in the project its provider config names (upstream
+/// Modelplane's `spec.cluster.nebius`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NebiusCluster {
+    #[serde(default = "default_nebius_version")]
+    pub kubernetes_version: String,
+    #[serde(default)]
+    pub credentials: ProviderConfigRef,
+}
+
+/// A Vultr Kubernetes Engine cluster provider-upjet-vultr provisions (upstream Modelplane's `spec.cluster.vultr`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VultrCluster {
+    pub region: String,
+    /// VKE's exact version string, build suffix included.
+    #[serde(default = "default_vultr_version")]
+    pub kubernetes_version: String,
+    #[serde(default)]
+    pub credentials: ProviderConfigRef,
+}
+
+// Upstream Modelplane's defaults: on each cloud, a version where DRA is generally available.
+fn default_gke_version() -> String {
+    "1.35".into()
+}
+
+fn default_aks_version() -> String {
+    "1.34".into()
+}
+
+fn default_nebius_version() -> String {
+    "1.34".into()
+}
+
+fn default_vultr_version() -> String {
+    "v1.36.1+3".into()
 }
 
 /// An EKS cluster provider-eks provisions. Only `region` is needed: the network, the IAM roles, the add-ons and
@@ -64,6 +159,9 @@ pub struct ClusterSource {
 #[serde(rename_all = "camelCase")]
 pub struct EksCluster {
     pub region: String,
+    /// Unset: the version the component table is validated with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_version: Option<String>,
     /// The provider-eks ProviderConfig (or ClusterProviderConfig) the cluster's managed resources use.
     #[serde(default)]
     pub credentials: ProviderConfigRef,
@@ -242,6 +340,14 @@ pub struct CapacityBlock {
 pub struct Fabric {
     #[serde(rename = "type", default)]
     pub type_: FabricType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infiniband: Option<InfiniBand>,
+}
+
+/// The physical InfiniBand fabric a Nebius pool's GPU cluster joins.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct InfiniBand {
+    pub fabric: String,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -250,6 +356,7 @@ pub enum FabricType {
     None,
     #[serde(rename = "EFA")]
     Efa,
+    InfiniBand,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]

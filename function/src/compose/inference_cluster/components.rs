@@ -4,10 +4,10 @@
 
 use serde_json::{Value, json};
 
-use super::eks;
+use super::provision::Provisioner;
 use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
-    api::inference_cluster::{Components, FabricType, InferenceClusterSpec, KubeconfigSecretRef, Source},
+    api::inference_cluster::{Components, FabricType, InferenceClusterSpec, Source},
     compose::{Output, remote},
     stack::{Cloud, ClusterFacts, Component, Install, Lifecycle, Needs, Readiness, ServingStack, components},
 };
@@ -66,17 +66,8 @@ pub fn provider_config_name(cluster: &str) -> String {
     cluster.to_owned()
 }
 
-pub fn compose_provider_configs(out: &mut Output, name: &str, spec: &InferenceClusterSpec) {
-    let secret = match (&spec.cluster.source, &spec.cluster.existing) {
-        (Source::Existing, Some(existing)) => existing.secret_ref.clone(),
-        _ => KubeconfigSecretRef {
-            name: eks::kubeconfig_secret(name),
-            namespace: CONTROL_NAMESPACE.into(),
-            key: eks::KUBECONFIG_KEY.into(),
-        },
-    };
-    let credentials = json!({"source": "Secret",
-                             "secretRef": {"name": secret.name, "namespace": secret.namespace, "key": secret.key}});
+pub fn compose_provider_configs(out: &mut Output, name: &str, cloud: &dyn Provisioner) {
+    let credentials = cloud.workload_credentials(name);
     for (key, api_version) in [
         (KEY_KUBERNETES_PROVIDER_CONFIG, remote::OBJECT_API_VERSION),
         (KEY_HELM_PROVIDER_CONFIG, HELM_API_VERSION),
@@ -84,7 +75,7 @@ pub fn compose_provider_configs(out: &mut Output, name: &str, spec: &InferenceCl
         let config = json!({
             "apiVersion": api_version, "kind": "ClusterProviderConfig",
             "metadata": {"name": provider_config_name(name)},
-            "spec": {"credentials": credentials},
+            "spec": credentials,
         });
         out.compose(key, config, false);
     }

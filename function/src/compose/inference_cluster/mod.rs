@@ -1,12 +1,13 @@
-//! Composes one GPU cluster from an `InferenceCluster`: for `source: EKS` the provider-eks `Cluster`, a system
-//! node pool and one `NodePool` per pool (plus the activation policy that wakes provider-eks); for every cluster
-//! the provider configs that reach it and its version-locked components, the cloud's common ones plus the
-//! serving stack's own.
+//! Composes one GPU cluster from an `InferenceCluster`: what its cloud provisions (see [`provision`]: for
+//! `source: EKS` the provider-eks `Cluster`, a system node pool and one `NodePool` per pool, plus the activation
+//! policy that wakes provider-eks; for GKE, AKS, Nebius and Vultr the same shape in their upjet providers'
+//! kinds); for every cluster the provider configs that reach it and its version-locked components, the cloud's
+//! common ones plus the serving stack's own.
 //!
 //! Namespaces: the InferenceCluster is cluster-scoped, but provider-eks MRs, provider-helm Releases and
 //! provider-kubernetes Objects are namespaced, and a cluster-scoped composite must say where they go. They all
 //! go in [`CONTROL_NAMESPACE`], Modelplane's own namespace on the control plane, named `<cluster>[-<part>]` so
-//! many clusters never collide; the EKS kubeconfig secret lands there too. Provider configs and the activation
+//! many clusters never collide; a provisioned cluster's kubeconfig secret lands there too. Provider configs and the activation
 //! policy are cluster-scoped, named after the cluster.
 //!
 //! The pools' InferenceClasses arrive as required resources, one requirement per distinct class, by name; so does
@@ -19,27 +20,34 @@ use super::{ComposeError, Output, inference_class};
 use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
-        Composite, TypeMeta,
-        inference_class::InferenceClassSpec,
-        inference_cluster::{InferenceClusterSpec, Source},
+        Composite, TypeMeta, inference_class::InferenceClassSpec, inference_cluster::InferenceClusterSpec,
     },
     proto::v1::{ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
     sdk::request,
-    stack::{Cloud, ClusterFacts, serving_stack},
+    stack::{ClusterFacts, serving_stack},
     wire::RawStruct,
 };
 
+mod aks;
 mod components;
 mod eks;
+mod existing;
+mod gke;
 pub mod ledger;
+mod nebius;
+mod observed;
+pub mod provision;
 mod status;
+mod usages;
 mod validate;
+mod vultr;
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let cluster: Composite<InferenceClusterSpec> = xr.parse()?;
     let name = cluster.metadata.name.as_str();
     let spec = &cluster.spec;
-    validate::cluster(name, spec)?;
+    validate::cluster_name(name)?;
+    let cloud = provision::provisioner(spec)?;
 
     let mut out = Output {
         requirements: requirements(name, spec),
@@ -55,36 +63,23 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         );
         return Ok(out);
     };
-    validate::pools_against_classes(spec, &classes)?;
+    validate::pools_against_classes(spec, &classes, cloud.as_ref())?;
 
     let stack = serving_stack(spec.stack);
-    let (cloud, region) = match spec.cluster.source {
-        Source::Eks => (Cloud::Eks, spec.cluster.eks.as_ref().map(|e| e.region.as_str())),
-        Source::Existing => (Cloud::Generic, None),
-    };
     let facts = ClusterFacts {
         name,
-        region,
+        region: cloud.region(),
         taints: &spec.taints,
     };
-    let mut plan = components::plan(cloud, stack, spec);
-    let mut waiting = Vec::new();
-    let mut installable = true;
-    if let Some(eks) = &spec.cluster.eks
-        && spec.cluster.source == Source::Eks
-    {
-        let progress = eks::compose(req, &mut out, name, eks, spec, &classes)?;
-        waiting = progress.waiting;
-        // Charts and objects need the cluster's API server; once any is installed it stays composed.
-        installable = progress.cluster_ready || components::any_installed(req);
-    }
-    components::compose_provider_configs(&mut out, name, spec);
+    let mut plan = components::plan(cloud.cloud(), stack, spec);
+    let progress = cloud.compose(req, &mut out, name, spec, &classes)?;
+    // Charts and objects need the cluster's API server; once any is installed it stays composed.
+    let installable = progress.cluster_ready || components::any_installed(req);
+    components::compose_provider_configs(&mut out, name, cloud.as_ref());
     if installable {
         components::compose_components(&mut out, name, &facts, stack, &mut plan);
     }
-    if spec.cluster.source == Source::Eks {
-        eks::usages(&mut out, name);
-    }
+    usages::compose(&mut out, name, cloud.as_ref());
     let (entries, skipped) = ledger::read(req, name);
     if skipped > 0 {
         out.warnings.push(format!(
@@ -93,8 +88,9 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         ));
     }
     let progress = status::Progress {
+        cloud: cloud.as_ref(),
         plan: &plan,
-        waiting: &waiting,
+        waiting: &progress.waiting,
         ledger: entries,
         incumbents: ledger::incumbents(xr),
     };

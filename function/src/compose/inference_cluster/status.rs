@@ -8,14 +8,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use super::{components::Planned, components::provider_config_name, eks, ledger};
+use super::{components::Planned, components::provider_config_name, ledger, provision::Provisioner};
 use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
         inference_class::InferenceClassSpec,
         inference_cluster::{
             ComponentStatus, FabricType, GatewayStatus, InferenceClusterSpec, InferenceClusterStatus,
-            PoolStatus, Source,
+            PoolStatus,
         },
     },
     compose::Output,
@@ -37,6 +37,7 @@ const CONDITIONLESS_KINDS: &[&str] = &[
 
 /// How far composition got: the component list as installed so far, and stages not composed yet.
 pub struct Progress<'a> {
+    pub cloud: &'a dyn Provisioner,
     pub plan: &'a [Planned],
     pub waiting: &'a [&'a str],
     /// The placement ledger's entries and the placements the previous status admitted.
@@ -54,6 +55,7 @@ pub fn report(
     classes: &BTreeMap<String, InferenceClassSpec>,
 ) {
     let Progress {
+        cloud,
         plan,
         waiting,
         ledger: entries,
@@ -98,14 +100,21 @@ pub fn report(
         .iter()
         .flat_map(|p| p.keys.iter().map(String::as_str))
         .collect();
-    let node_pool_prefix = eks::node_pool_key("");
-    let reachable = out.resources.iter().all(|(key, c)| {
-        c.ready || component_keys.contains(key.as_str()) || key.starts_with(&node_pool_prefix)
-    });
+    let pool_keys: BTreeSet<String> = spec
+        .node_pools
+        .iter()
+        .map(|p| p.name.as_str())
+        .chain([super::validate::SYSTEM_POOL])
+        .filter_map(|p| cloud.pool_key(p))
+        .collect();
+    let reachable = out
+        .resources
+        .iter()
+        .all(|(key, c)| c.ready || component_keys.contains(key.as_str()) || pool_keys.contains(key));
     let mut pools: Vec<PoolStatus> = spec
         .node_pools
         .iter()
-        .filter(|pool| reachable && pool_ready(out, spec, &pool.name))
+        .filter(|pool| reachable && pool_ready(out, cloud, &pool.name))
         .map(|pool| {
             let class = classes.get(&pool.class_name);
             let efa_interfaces = match pool.fabric.type_ {
@@ -113,7 +122,7 @@ pub fn report(
                     .and_then(|c| c.provisioning.eks.as_ref())
                     .and_then(crate::compose::inference_class::efa_interfaces)
                     .unwrap_or(0),
-                FabricType::None => 0,
+                FabricType::None | FabricType::InfiniBand => 0,
             };
             PoolStatus {
                 name: pool.name.clone(),
@@ -148,7 +157,7 @@ pub fn report(
     let status = InferenceClusterStatus {
         stack: spec.stack,
         provider_config_name: provider_config_name(name),
-        cache_storage_class: cache_storage_class(out, spec),
+        cache_storage_class: cloud.cache_storage_class(out).unwrap_or_default(),
         model_express_address: stack.model_express_address(),
         kai_queue: stack.kai_queue().map(str::to_owned),
         gateway: gateway(req),
@@ -188,35 +197,12 @@ fn gateway(req: &RunFunctionRequest) -> Option<GatewayStatus> {
     })
 }
 
-/// The class ModelCaches stage on: on an existing cluster the one the user names; on EKS Modelplane's own EFS
-/// class, reported only once its StorageClass is observed on the cluster, so no cache volume waits on a class
-/// that does not exist yet.
-fn cache_storage_class(out: &Output, spec: &InferenceClusterSpec) -> String {
-    match spec.cluster.source {
-        Source::Existing => spec
-            .cluster
-            .existing
-            .as_ref()
-            .and_then(|e| e.cache.as_ref())
-            .map(|c| c.storage_class_name.clone())
-            .unwrap_or_default(),
-        Source::Eks => out
-            .resources
-            .get(eks::KEY_STORAGE_CLASS)
-            .filter(|c| c.ready)
-            .map(|_| eks::EFS_STORAGE_CLASS.to_owned())
-            .unwrap_or_default(),
-    }
-}
-
-fn pool_ready(out: &Output, spec: &InferenceClusterSpec, pool: &str) -> bool {
-    match spec.cluster.source {
-        Source::Eks => out
-            .resources
-            .get(&eks::node_pool_key(pool))
-            .is_some_and(|c| c.ready),
-        Source::Existing => true,
-    }
+/// A pool is offered once the resource its cloud provisions it with is ready; at once where nothing of ours
+/// provisions it.
+fn pool_ready(out: &Output, cloud: &dyn Provisioner, pool: &str) -> bool {
+    cloud
+        .pool_key(pool)
+        .is_none_or(|key| out.resources.get(&key).is_some_and(|c| c.ready))
 }
 
 /// Whether Crossplane observes the resource under `key` as ready.

@@ -6,12 +6,14 @@ use std::collections::BTreeMap;
 use modelplane_eks_api as eks_api;
 use serde_json::{Value, json};
 
-use super::{
-    Context, KEY_CLUSTER, KEY_FILE_SYSTEM, KEY_NETWORK, kubeconfig_secret, observed::strings, to_value,
-};
+use super::{Context, KEY_CLUSTER, KEY_FILE_SYSTEM, KEY_NETWORK, kubeconfig_secret, to_value};
 use crate::{
     api::inference_cluster::InferenceClusterSpec,
-    compose::{ComposeError, Output, inference_cluster::components::provider_config_name, remote},
+    compose::{
+        ComposeError, Output,
+        inference_cluster::{components::provider_config_name, observed::strings},
+        remote,
+    },
     stack::components::{CLUSTER_AUTOSCALER_SERVICE_ACCOUNT, EKS_KUBERNETES_VERSION},
 };
 
@@ -76,8 +78,14 @@ const AUTOSCALER_ROLE: RoleDef = RoleDef {
     ),
 };
 
+pub const ROLE_PREFIX: &str = "eks-role-";
+pub const POD_IDENTITY_PREFIX: &str = "eks-podidentity-";
+/// The composed node and cluster roles (absent when the spec brings its own ARNs).
+pub const KEY_NODE_ROLE: &str = "eks-role-node";
+pub const KEY_CLUSTER_ROLE: &str = "eks-role-cluster";
+
 fn role_key(part: &str) -> String {
-    format!("eks-role-{part}")
+    format!("{ROLE_PREFIX}{part}")
 }
 
 /// The network's subnets for the cluster, and the security group its control plane, nodes and NFS rule share,
@@ -264,7 +272,11 @@ pub fn cluster(
         eks_api::ClusterSpec {
             for_provider: eks_api::ClusterParameters {
                 region: ctx.region(),
-                version: EKS_KUBERNETES_VERSION.into(),
+                version: ctx
+                    .cluster
+                    .kubernetes_version
+                    .clone()
+                    .unwrap_or_else(|| EKS_KUBERNETES_VERSION.into()),
                 role_arn: role.to_owned(),
                 networking: eks_api::Networking {
                     subnet_ids: subnets.to_vec(),
@@ -352,7 +364,7 @@ pub fn addons(out: &mut Output, ctx: &Context) -> Result<(), ComposeError> {
 }
 
 pub fn pod_identity_key(part: &str) -> String {
-    format!("eks-podidentity-{part}")
+    format!("{POD_IDENTITY_PREFIX}{part}")
 }
 
 /// Pod identity for the EFS CSI controller and the cluster autoscaler, once their roles have ARNs.

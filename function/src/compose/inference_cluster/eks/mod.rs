@@ -18,7 +18,12 @@
 //!
 //! A resource that exists stays composed even if what it was built from is no longer observed (leaving it out
 //! would delete it); its inputs then come from its own observed spec. Deletion runs in reverse, held in order
-//! by Crossplane `Usage`s (see `usages.rs`).
+//! by Crossplane `Usage`s ([`Eks::uses`]): what runs on the cluster and what hangs off it (node groups, add-ons,
+//! pod identities) first, then the cluster, then its network and role; EFS before the network; each pod
+//! identity before its role; the node groups before the node role. The node role needs its Usages even though
+//! IAM refuses to delete a role still in an instance profile: deleting a role first detaches its policies, so
+//! without them the nodes of a group still being drained would lose their worker, CNI and registry permissions
+//! while the workloads on them are uninstalled.
 
 use std::collections::BTreeMap;
 
@@ -27,22 +32,22 @@ use modelplane_eks_api as eks_api;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::observed::Observed;
+use super::provision::{self, Progress, Provisioner};
 use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
     api::{
-        inference_class::InferenceClassSpec,
+        inference_class::{InferenceClassSpec, Provider},
         inference_cluster::{EksCluster, InferenceClusterSpec},
     },
     compose::{ComposeError, Output},
     proto::v1::RunFunctionRequest,
+    stack::Cloud,
 };
 
 mod infra;
 mod node_pools;
-mod observed;
-mod usages;
-
-use observed::Observed;
+mod validate;
 
 pub const KEY_CLUSTER: &str = "eks-cluster";
 pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
@@ -66,16 +71,84 @@ pub fn node_pool_key(pool: &str) -> String {
     format!("eks-nodepool-{pool}")
 }
 
-/// How far the EKS half has come: what the rest of the composition may build on.
-#[derive(Debug, Default)]
-pub struct Progress {
-    /// The EKS cluster is observed Ready, so things can be installed on it.
-    pub cluster_ready: bool,
-    /// Stages not composed yet, for the composite's status.
-    pub waiting: Vec<&'static str>,
+/// An EKS cluster provider-eks provisions.
+pub struct Eks<'a> {
+    cluster: &'a EksCluster,
 }
 
-pub fn compose(
+impl<'a> Eks<'a> {
+    pub fn new(cluster: &'a EksCluster) -> Self {
+        Self { cluster }
+    }
+}
+
+impl Provisioner for Eks<'_> {
+    fn cloud(&self) -> Cloud {
+        Cloud::Eks
+    }
+
+    fn provider(&self) -> Option<Provider> {
+        Some(Provider::Eks)
+    }
+
+    fn region(&self) -> Option<&str> {
+        Some(&self.cluster.region)
+    }
+
+    fn check(
+        &self,
+        spec: &InferenceClusterSpec,
+        classes: &BTreeMap<String, InferenceClassSpec>,
+    ) -> Result<(), ComposeError> {
+        validate::cluster(self.cluster, spec)?;
+        validate::pools_against_classes(spec, classes)
+    }
+
+    fn compose(
+        &self,
+        req: &RunFunctionRequest,
+        out: &mut Output,
+        name: &str,
+        spec: &InferenceClusterSpec,
+        classes: &BTreeMap<String, InferenceClassSpec>,
+    ) -> Result<Progress, ComposeError> {
+        compose(req, out, name, self.cluster, spec, classes)
+    }
+
+    fn workload_credentials(&self, name: &str) -> Value {
+        provision::kubeconfig_credentials(&kubeconfig_secret(name), CONTROL_NAMESPACE, KUBECONFIG_KEY)
+    }
+
+    /// Modelplane's own EFS class, reported only once its StorageClass is observed on the cluster, so no cache
+    /// volume waits on a class that does not exist yet.
+    fn cache_storage_class(&self, out: &Output) -> Option<String> {
+        out.resources
+            .get(KEY_STORAGE_CLASS)
+            .filter(|c| c.ready)
+            .map(|_| EFS_STORAGE_CLASS.to_owned())
+    }
+
+    fn pool_key(&self, pool: &str) -> Option<String> {
+        Some(node_pool_key(pool))
+    }
+
+    fn uses(&self, kind: &str, key: &str) -> Vec<String> {
+        let uses: &[&str] = match kind {
+            "NodePool" => &[KEY_CLUSTER, infra::KEY_NODE_ROLE],
+            "Addon" | "Release" | "Object" | "PodIdentityAssociation" => &[KEY_CLUSTER],
+            "Cluster" => &[KEY_NETWORK, infra::KEY_CLUSTER_ROLE],
+            "FileSystem" => &[KEY_NETWORK],
+            _ => &[],
+        };
+        let mut used: Vec<String> = uses.iter().map(|u| (*u).to_owned()).collect();
+        if kind == "PodIdentityAssociation" {
+            used.push(key.replace(infra::POD_IDENTITY_PREFIX, infra::ROLE_PREFIX));
+        }
+        used
+    }
+}
+
+fn compose(
     req: &RunFunctionRequest,
     out: &mut Output,
     name: &str,
@@ -86,7 +159,7 @@ pub fn compose(
     let seen = Observed::new(req);
     let mut progress = Progress::default();
     out.compose(KEY_ACTIVATION_POLICY, activation_policy(name), false);
-    let started = seen.exists(KEY_ACTIVATION_POLICY) || seen.any_provider_eks_object();
+    let started = seen.exists(KEY_ACTIVATION_POLICY) || seen.any_with_prefix("eks-");
     if !started {
         progress.waiting.push("the provider-eks activation policy");
         return Ok(progress);
@@ -130,11 +203,6 @@ pub fn compose(
     Ok(progress)
 }
 
-/// The Usages that order deletion, over everything composed so far (components included).
-pub fn usages(out: &mut Output, name: &str) {
-    usages::compose(out, name);
-}
-
 /// What every stage reads.
 pub struct Context<'a> {
     pub name: &'a str,
@@ -162,15 +230,12 @@ impl Context<'_> {
     }
 }
 
-/// The ManagedResourceActivationPolicy that activates provider-eks's kinds. Named per cluster, so clusters never
-/// fight over one policy. Activation is one-way (an Active ManagedResourceDefinition never returns to Inactive):
-/// deleting the last EKS cluster deletes its policy but leaves provider-eks's controllers running.
+/// The ManagedResourceActivationPolicy that activates provider-eks's kinds.
 pub fn activation_policy(cluster: &str) -> Value {
-    json!({
-        "apiVersion": "apiextensions.crossplane.io/v1alpha1",
-        "kind": "ManagedResourceActivationPolicy",
-        "metadata": {"name": format!("{cluster}-provider-eks")},
-        "spec": {"activate": [
+    provision::activation_policy(
+        cluster,
+        "provider-eks",
+        &[
             eks_api::Cluster::crd_name(),
             eks_api::NodePool::crd_name(),
             eks_api::Network::crd_name(),
@@ -178,8 +243,8 @@ pub fn activation_policy(cluster: &str) -> Value {
             eks_api::Addon::crd_name(),
             eks_api::PodIdentityAssociation::crd_name(),
             eks_api::FileSystem::crd_name(),
-        ]},
-    })
+        ],
+    )
 }
 
 /// Serializes a typed MR into [`CONTROL_NAMESPACE`], without a status.

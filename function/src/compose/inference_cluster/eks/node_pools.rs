@@ -84,7 +84,7 @@ pub fn compose(
                 .map(|b| b.capacity_reservation_id.clone()),
             efa_interfaces: match pool.fabric.type_ {
                 FabricType::Efa => efa_interfaces(class).unwrap_or(0),
-                FabricType::None => 0,
+                FabricType::None | FabricType::InfiniBand => 0,
             },
             ..base.clone()
         };

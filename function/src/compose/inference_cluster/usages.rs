@@ -1,42 +1,29 @@
 //! Deletion order, held by Crossplane `Usage`s (`protection.crossplane.io/v1beta1`): while a Usage exists, the
 //! API server refuses to delete the resource it protects, and `replayDeletion` retries that deletion as soon as
-//! the user is gone. Crossplane deletes every composed resource of a deleted composite at once; the Usages turn
-//! that into: what runs on the cluster (Releases, Objects) and what hangs off it (node groups, add-ons, pod
-//! identities) first, then the cluster, then its network and role; EFS before the network; each pod identity
-//! before its role; the node groups before the node role.
-//!
-//! The node role needs its Usages even though IAM refuses to delete a role still in an instance profile:
-//! deleting a role first detaches its policies, so without them the nodes of a group still being drained
-//! would lose their worker, CNI and registry permissions while the workloads on them are uninstalled.
+//! the user is gone. Crossplane deletes every composed resource of a deleted composite at once; each cloud's
+//! table of what uses what (see [`super::provision::Provisioner::uses`]) turns that into an order: what runs on
+//! the cluster (Releases, Objects) and what hangs off it first, then the cluster, then its network and
+//! identities.
 
 use serde_json::{Value, json};
 
+use super::provision::Provisioner;
 use crate::compose::Output;
 use crate::compose::shared::CONTROL_NAMESPACE;
 
 const USAGE_API_VERSION: &str = "protection.crossplane.io/v1beta1";
-/// The composed node role (absent when the spec brings its own ARN).
-const NODE_ROLE: &str = "eks-role-node";
 
-/// One Usage for every (user, used) pair composed in `out`, named after the two so it is stable.
-pub fn compose(out: &mut Output, cluster: &str) {
+/// One Usage for every (user, used) pair composed in `out` that the cloud's table names, named after the two so
+/// it is stable.
+pub fn compose(out: &mut Output, cluster: &str, cloud: &dyn Provisioner) {
     let mut pairs = Vec::new();
     for (key, composed) in &out.resources {
-        let by = &composed.object;
-        let kind = by.get("kind").and_then(Value::as_str).unwrap_or_default();
-        let uses: &[&str] = match kind {
-            "NodePool" => &[super::KEY_CLUSTER, NODE_ROLE],
-            "Addon" | "Release" | "Object" => &[super::KEY_CLUSTER],
-            "PodIdentityAssociation" => &[super::KEY_CLUSTER],
-            "Cluster" => &[super::KEY_NETWORK, "eks-role-cluster"],
-            "FileSystem" => &[super::KEY_NETWORK],
-            _ => &[],
-        };
-        let mut used: Vec<String> = uses.iter().map(|u| (*u).to_owned()).collect();
-        if kind == "PodIdentityAssociation" {
-            used.push(key.replace("eks-podidentity-", "eks-role-"));
-        }
-        for of in used {
+        let kind = composed
+            .object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        for of in cloud.uses(kind, key) {
             if out.resources.contains_key(&of) && of != *key {
                 pairs.push((key.clone(), of));
             }

@@ -1,5 +1,5 @@
-//! What Crossplane observed of the composed resources: whether each exists and is Ready, and the IDs and ARNs
-//! AWS gave them, which later stages are built from.
+//! What Crossplane observed of the composed resources: whether each exists and is Ready, and the IDs, ARNs and
+//! addresses the cloud gave them, which later stages are built from.
 
 use serde_json::Value;
 
@@ -48,13 +48,13 @@ impl<'a> Observed<'a> {
             .filter(|v| !v.is_null())
     }
 
-    /// Whether any provider-eks object of this composite exists: then the activation policy has done its work
-    /// even if it is not observed right now.
-    pub fn any_provider_eks_object(&self) -> bool {
+    /// Whether any composed resource keyed `<prefix>...` exists: for a cloud's prefix, the activation policy
+    /// has then done its work even if it is not observed right now.
+    pub fn any_with_prefix(&self, prefix: &str) -> bool {
         self.req
             .observed
             .as_ref()
-            .is_some_and(|o| o.resources.keys().any(|k| k.starts_with("eks-")))
+            .is_some_and(|o| o.resources.keys().any(|k| k.starts_with(prefix)))
     }
 }
 

@@ -1,0 +1,80 @@
+//! A cluster nobody of ours provisions: reached with the kubeconfig the user's Secret holds, its caches staged on
+//! the ReadWriteMany class the user names, its pools offered as soon as the cluster is reachable.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::provision::{self, Progress, Provisioner};
+use crate::{
+    api::{
+        inference_class::{InferenceClassSpec, Provider},
+        inference_cluster::{ExistingCluster, InferenceClusterSpec},
+    },
+    compose::{ComposeError, Output},
+    proto::v1::RunFunctionRequest,
+    stack::Cloud,
+};
+
+pub struct Existing<'a> {
+    cluster: &'a ExistingCluster,
+}
+
+impl<'a> Existing<'a> {
+    pub fn new(cluster: &'a ExistingCluster) -> Self {
+        Self { cluster }
+    }
+}
+
+impl Provisioner for Existing<'_> {
+    fn cloud(&self) -> Cloud {
+        Cloud::Generic
+    }
+
+    fn provider(&self) -> Option<Provider> {
+        None
+    }
+
+    fn region(&self) -> Option<&str> {
+        None
+    }
+
+    fn check(
+        &self,
+        _: &InferenceClusterSpec,
+        _: &BTreeMap<String, InferenceClassSpec>,
+    ) -> Result<(), ComposeError> {
+        Ok(())
+    }
+
+    fn compose(
+        &self,
+        _: &RunFunctionRequest,
+        _: &mut Output,
+        _: &str,
+        _: &InferenceClusterSpec,
+        _: &BTreeMap<String, InferenceClassSpec>,
+    ) -> Result<Progress, ComposeError> {
+        Ok(Progress {
+            cluster_ready: true,
+            waiting: Vec::new(),
+        })
+    }
+
+    fn workload_credentials(&self, _: &str) -> Value {
+        let secret = &self.cluster.secret_ref;
+        provision::kubeconfig_credentials(&secret.name, &secret.namespace, &secret.key)
+    }
+
+    fn cache_storage_class(&self, _: &Output) -> Option<String> {
+        self.cluster.cache.as_ref().map(|c| c.storage_class_name.clone())
+    }
+
+    fn pool_key(&self, _: &str) -> Option<String> {
+        None
+    }
+
+    fn uses(&self, _: &str, _: &str) -> Vec<String> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,137 @@
+//! The seam behind which clouds differ, as `ServingStack` is for stacks: each cluster source (EKS through
+//! provider-eks; GKE, AKS, Nebius and Vultr through their upjet providers; Existing through nobody) is one
+//! [`Provisioner`]. The composer asks it what to check, what to compose stage by stage, how provider-kubernetes
+//! and provider-helm reach the cluster, where model caches stage, which pool resource gates each pool, and what
+//! must outlive what on deletion. Everything else of a cluster (components, status, the ledger) is the same on
+//! every cloud.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{aks, eks, existing, gke, nebius, vultr};
+use crate::compose::shared::CONTROL_NAMESPACE;
+use crate::{
+    api::{
+        inference_class::{InferenceClassSpec, Provider},
+        inference_cluster::{InferenceClusterSpec, ProviderConfigRef, Source},
+    },
+    compose::{ComposeError, Output},
+    proto::v1::RunFunctionRequest,
+    stack::Cloud,
+};
+
+/// How far a provisioned cluster has come: what the rest of the composition may build on.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// The cluster's API server is observed Ready, so things can be installed on it.
+    pub cluster_ready: bool,
+    /// Stages not composed yet, for the composite's status.
+    pub waiting: Vec<&'static str>,
+}
+
+/// What the cloud a cluster is on provisions, and how the rest of Modelplane reaches it.
+pub trait Provisioner {
+    /// The component table's column for this cloud.
+    fn cloud(&self) -> Cloud;
+
+    /// The cloud whose InferenceClasses this cluster's pools must name; `None` for a cluster nobody provisions.
+    fn provider(&self) -> Option<Provider>;
+
+    /// The region chart values are rendered for, where the cloud has one in the spec.
+    fn region(&self) -> Option<&str>;
+
+    /// What the XRD cannot say about this cloud's cluster and its pools against their classes (each class has
+    /// this cloud's provisioning block by now): checked before anything is composed, each failure naming the
+    /// field.
+    fn check(
+        &self,
+        spec: &InferenceClusterSpec,
+        classes: &BTreeMap<String, InferenceClassSpec>,
+    ) -> Result<(), ComposeError>;
+
+    /// Composes the cloud's resources, each stage once the one before is observed Ready.
+    fn compose(
+        &self,
+        req: &RunFunctionRequest,
+        out: &mut Output,
+        name: &str,
+        spec: &InferenceClusterSpec,
+        classes: &BTreeMap<String, InferenceClassSpec>,
+    ) -> Result<Progress, ComposeError>;
+
+    /// The `spec` of the provider-kubernetes and provider-helm ClusterProviderConfigs that reach the cluster.
+    fn workload_credentials(&self, name: &str) -> Value;
+
+    /// The ReadWriteMany StorageClass model caches stage on, once it exists: read from what is composed and
+    /// ready in `out` (a provisioned cluster's own class) or from the spec (an existing cluster's).
+    fn cache_storage_class(&self, out: &Output) -> Option<String>;
+
+    /// The composed resource whose readiness offers `pool` to the scheduler; `None` when nothing of ours
+    /// provisions it.
+    fn pool_key(&self, pool: &str) -> Option<String>;
+
+    /// The keys of the composed resources a resource of `kind` under `key` uses, so it is deleted first.
+    fn uses(&self, kind: &str, key: &str) -> Vec<String>;
+}
+
+/// The provisioner of the cluster's source, built from its spec block (the XRD requires the block its source
+/// names; a spec that reaches here without it is refused by name).
+pub fn provisioner(spec: &InferenceClusterSpec) -> Result<Box<dyn Provisioner + '_>, ComposeError> {
+    let cluster = &spec.cluster;
+    let missing = || {
+        ComposeError::new(
+            format!("spec.cluster.{}", cluster.source.field()),
+            format!("is required when source is {:?}", cluster.source),
+        )
+    };
+    Ok(match cluster.source {
+        Source::Eks => Box::new(eks::Eks::new(cluster.eks.as_ref().ok_or_else(missing)?)),
+        Source::Gke => Box::new(gke::Gke::new(cluster.gke.as_ref().ok_or_else(missing)?)),
+        Source::Aks => Box::new(aks::Aks::new(cluster.aks.as_ref().ok_or_else(missing)?)),
+        Source::Nebius => Box::new(nebius::Nebius::new(cluster.nebius.as_ref().ok_or_else(missing)?)),
+        Source::Vultr => Box::new(vultr::Vultr::new(cluster.vultr.as_ref().ok_or_else(missing)?)),
+        Source::Existing => Box::new(existing::Existing::new(
+            cluster.existing.as_ref().ok_or_else(missing)?,
+        )),
+    })
+}
+
+/// The ManagedResourceActivationPolicy that activates a provider's kinds (by CRD name) once a cluster on its
+/// cloud exists. Named per cluster and provider, so clusters never fight over one policy. Activation is one-way
+/// (an Active ManagedResourceDefinition never returns to Inactive): deleting the last cluster of a cloud
+/// deletes its policy but leaves the provider's controllers running.
+pub fn activation_policy(cluster: &str, provider: &str, crds: &[&str]) -> Value {
+    json!({
+        "apiVersion": "apiextensions.crossplane.io/v1alpha1",
+        "kind": "ManagedResourceActivationPolicy",
+        "metadata": {"name": format!("{cluster}-{provider}")},
+        "spec": {"activate": crds},
+    })
+}
+
+/// A namespaced managed resource of an upjet provider (`<group>.m.upbound.io`) in [`CONTROL_NAMESPACE`], named
+/// `<cluster>[-<part>]`, with the given `forProvider` and the cluster's credentials.
+pub fn upjet_managed(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    credentials: &ProviderConfigRef,
+    for_provider: Value,
+) -> Value {
+    json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": CONTROL_NAMESPACE},
+        "spec": {
+            "forProvider": for_provider,
+            "providerConfigRef": {"kind": credentials.kind.as_str(), "name": credentials.name},
+        },
+    })
+}
+
+/// A provider-kubernetes/provider-helm credentials block reading a kubeconfig from a Secret.
+pub fn kubeconfig_credentials(secret: &str, namespace: &str, key: &str) -> Value {
+    json!({"credentials": {"source": "Secret",
+                           "secretRef": {"name": secret, "namespace": namespace, "key": key}}})
+}
