@@ -1,6 +1,8 @@
 //! Upstream Modelplane's own documentation manifests for EKS and existing clusters, their classes and their
 //! model caches (vendored verbatim under `fixtures/upstream/`, see its SOURCES.md) are accepted as they are:
-//! each validates against our XRD and renders without a FATAL result.
+//! each validates against our XRD and renders without a FATAL result. Those for GKE, AKS, Nebius and Vultr
+//! (`fixtures/upstream-clouds/`) validate against our XRDs too; their clusters are refused by name until the
+//! clouds' composers land.
 
 // Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -40,6 +42,7 @@ fn xrd_schema(kind: &str) -> Value {
         "InferenceCluster" => "inferenceclusters.yaml",
         "InferenceClass" => "inferenceclasses.yaml",
         "ModelCache" => "modelcaches.yaml",
+        "ModelDeployment" => "modeldeployments.yaml",
         other => panic!("no XRD for {other}"),
     };
     common::xrd_schema(file)
@@ -135,4 +138,96 @@ fn an_upstream_eks_cluster_with_only_a_region_gets_a_public_endpoint() {
     let params = &eks["spec"]["forProvider"];
     assert_eq!(params["endpointPublicAccess"], true, "{params:#}");
     assert_eq!(params["region"], "us-west-2");
+}
+
+/// Every file under `dir`, depth first, in name order.
+fn yaml_files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    entries.sort();
+    entries
+        .into_iter()
+        .flat_map(|path| {
+            if path.is_dir() {
+                yaml_files_below(&path)
+            } else if path.extension().is_some_and(|ext| ext == "yaml") {
+                vec![path]
+            } else {
+                Vec::new()
+            }
+        })
+        .collect()
+}
+
+/// Upstream's manifests of our kinds for the four clouds beyond EKS, by path under `docs/manifests/`.
+fn other_cloud_documents() -> Vec<(String, Value)> {
+    let root = fixtures().join("upstream-clouds");
+    yaml_files_below(&root)
+        .into_iter()
+        .flat_map(|path| {
+            let file = path.strip_prefix(&root).unwrap().display().to_string();
+            read_documents(&path)
+                .into_iter()
+                .filter(|doc| doc["apiVersion"] == "modelplane.ai/v1alpha1")
+                .map(move |doc| (file.clone(), doc))
+        })
+        .collect()
+}
+
+#[test]
+fn upstreams_manifests_for_the_other_four_clouds_validate_against_our_xrds() {
+    let docs = other_cloud_documents();
+    let count = |kind: &str| docs.iter().filter(|(_, d)| d["kind"] == kind).count();
+    // Upstream's documentation at the vendored commit: 22 clusters, 20 classes, 6 getting-started deployments.
+    assert_eq!(
+        (
+            count("InferenceCluster"),
+            count("InferenceClass"),
+            count("ModelDeployment")
+        ),
+        (22, 20, 6)
+    );
+    for (file, doc) in &docs {
+        let kind = doc["kind"].as_str().unwrap();
+        let found = problems(&xrd_schema(kind), doc, None);
+        assert!(found.is_empty(), "{file} ({kind}): {found:#?}");
+    }
+}
+
+#[test]
+fn upstreams_classes_for_the_other_four_clouds_render() {
+    for (file, doc) in other_cloud_documents() {
+        if doc["kind"] != "InferenceClass" {
+            continue;
+        }
+        let fatal = common::fatal(&render(&doc));
+        assert!(fatal.is_empty(), "{file}: {fatal:?}");
+    }
+}
+
+#[test]
+fn a_cluster_on_a_cloud_without_a_composer_yet_is_refused_by_name_with_nothing_composed() {
+    let (file, cluster) = other_cloud_documents()
+        .into_iter()
+        .find(|(file, _)| file.ends_with("concepts/inference-cluster-gke.yaml"))
+        .unwrap();
+    let class = other_cloud_documents()
+        .into_iter()
+        .map(|(_, doc)| doc)
+        .find(|doc| doc["metadata"]["name"] == "gke-l4-1x-g2")
+        .unwrap();
+    let req = RequestBuilder::new(&cluster)
+        .required(&class_requirement("gke-l4-1x-g2"), &[class])
+        .build();
+    let rsp = run_function(req);
+    let fatal = common::fatal(&rsp);
+    assert!(
+        fatal.len() == 1
+            && fatal[0].ends_with(": spec.cluster.source: GKE provisioning is not available in this release"),
+        "{file}: {fatal:?}"
+    );
+    let composed: Vec<&String> = rsp.desired.iter().flat_map(|d| d.resources.keys()).collect();
+    assert!(composed.is_empty(), "{composed:?}");
 }

@@ -200,3 +200,62 @@ fn an_object_of_another_kind_in_place_of_a_class_is_refused_not_waved_through() 
         "{messages:?}"
     );
 }
+
+/// The one FATAL of `object`, which must name `path` and say `says`.
+fn assert_refused(object: &Value, path: &str, says: &str) {
+    let messages = fatal(&run_function(RequestBuilder::new(object).build()));
+    let wanted = format!("{path}: {says}");
+    assert!(
+        messages.len() == 1 && messages[0].contains(&wanted),
+        "{messages:?} does not contain {wanted:?}"
+    );
+}
+
+#[test]
+fn each_cloud_block_is_required_by_its_source_and_refused_under_another() {
+    let cluster = example("clusters/eks-h200-us-east.yaml");
+    for (source, field, block) in [
+        ("GKE", "gke", json!({"region": "us-central1"})),
+        ("AKS", "aks", json!({"location": "westeurope"})),
+        ("Nebius", "nebius", json!({})),
+        ("Vultr", "vultr", json!({"region": "ewr"})),
+    ] {
+        let mut missing = cluster.clone();
+        missing["spec"]["cluster"] = json!({"source": source});
+        let rule = format!("self.source != '{source}' || has(self.{field})");
+        let path = format!("spec.cluster.{field}");
+        assert_refused(&missing, &path, &rule_message("inferenceclusters.yaml", &rule));
+
+        let mut misplaced = cluster.clone();
+        misplaced["spec"]["cluster"][field] = block;
+        let rule = format!("self.source == '{source}' || !has(self.{field})");
+        assert_refused(&misplaced, &path, &rule_message("inferenceclusters.yaml", &rule));
+    }
+}
+
+#[test]
+fn a_class_block_of_another_cloud_than_its_provider_is_refused() {
+    let mut class = example("classes/eks-h200-8x.yaml");
+    class["spec"]["provisioning"]["gke"] = json!({
+        "machineType": "a3-highgpu-8g", "accelerator": {"type": "nvidia-h100-80gb", "count": 8},
+    });
+    let rule = "!has(self.gke) || (has(self.provider) && self.provider == 'GKE')";
+    assert_refused(
+        &class,
+        "spec.provisioning",
+        &rule_message("inferenceclasses.yaml", rule),
+    );
+}
+
+#[test]
+fn an_infiniband_pool_needs_a_nebius_or_aks_cluster() {
+    let mut cluster = example("clusters/eks-h200-us-east.yaml");
+    cluster["spec"]["nodePools"][0]["fabric"] = json!({"type": "InfiniBand"});
+    let rule = "self.cluster.source in ['Nebius', 'AKS'] || !has(self.nodePools) || \
+                self.nodePools.all(p, !has(p.fabric) || p.fabric.type != 'InfiniBand')";
+    assert_refused(
+        &cluster,
+        "spec.nodePools",
+        &rule_message("inferenceclusters.yaml", rule),
+    );
+}
