@@ -28,19 +28,16 @@ use crate::{
     wire::RawStruct,
 };
 
-mod aks;
 mod components;
 mod eks;
 mod existing;
-mod gke;
 pub mod ledger;
-mod nebius;
 mod observed;
 pub mod provision;
 mod status;
+mod unprovisioned;
 mod usages;
 mod validate;
-mod vultr;
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let cluster: Composite<InferenceClusterSpec> = xr.parse()?;

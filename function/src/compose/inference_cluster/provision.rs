@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{aks, eks, existing, gke, nebius, vultr};
+use super::{eks, existing, unprovisioned::Unprovisioned};
 use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
     api::{
@@ -87,10 +87,26 @@ pub fn provisioner(spec: &InferenceClusterSpec) -> Result<Box<dyn Provisioner + 
     };
     Ok(match cluster.source {
         Source::Eks => Box::new(eks::Eks::new(cluster.eks.as_ref().ok_or_else(missing)?)),
-        Source::Gke => Box::new(gke::Gke::new(cluster.gke.as_ref().ok_or_else(missing)?)),
-        Source::Aks => Box::new(aks::Aks::new(cluster.aks.as_ref().ok_or_else(missing)?)),
-        Source::Nebius => Box::new(nebius::Nebius::new(cluster.nebius.as_ref().ok_or_else(missing)?)),
-        Source::Vultr => Box::new(vultr::Vultr::new(cluster.vultr.as_ref().ok_or_else(missing)?)),
+        Source::Gke => {
+            let gke = cluster.gke.as_ref().ok_or_else(missing)?;
+            Box::new(Unprovisioned::new(Cloud::Gke, Provider::Gke, Some(&gke.region)))
+        }
+        Source::Aks => {
+            let aks = cluster.aks.as_ref().ok_or_else(missing)?;
+            Box::new(Unprovisioned::new(Cloud::Aks, Provider::Aks, Some(&aks.location)))
+        }
+        Source::Nebius => {
+            cluster.nebius.as_ref().ok_or_else(missing)?;
+            Box::new(Unprovisioned::new(Cloud::Nebius, Provider::Nebius, None))
+        }
+        Source::Vultr => {
+            let vultr = cluster.vultr.as_ref().ok_or_else(missing)?;
+            Box::new(Unprovisioned::new(
+                Cloud::Vultr,
+                Provider::Vultr,
+                Some(&vultr.region),
+            ))
+        }
         Source::Existing => Box::new(existing::Existing::new(
             cluster.existing.as_ref().ok_or_else(missing)?,
         )),

@@ -1,4 +1,5 @@
-//! A Vultr cluster provider-upjet-vultr provisions. Not composed yet: a cluster of this source is refused by name.
+//! The cluster sources whose composers have not landed yet (GKE, AKS, Nebius, Vultr): admitted by the XRDs with
+//! upstream's fields, refused here by name before anything is composed, so a cluster is never half-provisioned.
 
 use std::collections::BTreeMap;
 
@@ -8,34 +9,40 @@ use super::provision::{Progress, Provisioner};
 use crate::{
     api::{
         inference_class::{InferenceClassSpec, Provider},
-        inference_cluster::{InferenceClusterSpec, VultrCluster},
+        inference_cluster::InferenceClusterSpec,
     },
     compose::{ComposeError, Output},
     proto::v1::RunFunctionRequest,
     stack::Cloud,
 };
 
-pub struct Vultr<'a> {
-    cluster: &'a VultrCluster,
+pub struct Unprovisioned<'a> {
+    cloud: Cloud,
+    provider: Provider,
+    region: Option<&'a str>,
 }
 
-impl<'a> Vultr<'a> {
-    pub fn new(cluster: &'a VultrCluster) -> Self {
-        Self { cluster }
+impl<'a> Unprovisioned<'a> {
+    pub fn new(cloud: Cloud, provider: Provider, region: Option<&'a str>) -> Self {
+        Self {
+            cloud,
+            provider,
+            region,
+        }
     }
 }
 
-impl Provisioner for Vultr<'_> {
+impl Provisioner for Unprovisioned<'_> {
     fn cloud(&self) -> Cloud {
-        Cloud::Vultr
+        self.cloud
     }
 
     fn provider(&self) -> Option<Provider> {
-        Some(Provider::Vultr)
+        Some(self.provider)
     }
 
     fn region(&self) -> Option<&str> {
-        Some(&self.cluster.region)
+        self.region
     }
 
     fn check(
@@ -43,10 +50,12 @@ impl Provisioner for Vultr<'_> {
         _: &InferenceClusterSpec,
         _: &BTreeMap<String, InferenceClassSpec>,
     ) -> Result<(), ComposeError> {
-        let _ = self.cluster;
         Err(ComposeError::new(
             "spec.cluster.source",
-            "Vultr provisioning is not available in this release",
+            format!(
+                "{} provisioning is not available in this release",
+                self.provider.as_str()
+            ),
         ))
     }
 
