@@ -1,8 +1,9 @@
 //! `InferenceCluster`: one GPU cluster of the fleet and the serving stack it runs. Cluster-scoped.
 //!
 //! The spec carries no component versions (only the cloud's `kubernetesVersion`, as upstream): each release
-//! installs one version-locked component list per cloud (see `stack/`). The status is the contract with the ModelDeployment composer, which reads clusters as required
-//! resources: it schedules onto `status.pools` and reaches the cluster through `status.providerConfigName`.
+//! installs one version-locked component list per cloud (see `stack/`). The status is the contract with the
+//! ModelDeployment composer, which reads clusters as required resources: it schedules onto `status.pools` and
+//! reaches the cluster through `status.providerConfigName`.
 
 use serde::{Deserialize, Serialize};
 

@@ -18,14 +18,6 @@ pub const EKS_KUBERNETES_VERSION: &str = "1.34";
 pub enum Cloud {
     /// Provisioned by provider-eks: the common rows plus EKS's own (autoscaler, EFA).
     Eks,
-    /// Provisioned by provider-upjet-gcp.
-    Gke,
-    /// Provisioned by provider-upjet-azure.
-    Aks,
-    /// Provisioned by provider-upjet-nebius.
-    Nebius,
-    /// Provisioned by provider-upjet-vultr.
-    Vultr,
     /// A cluster Modelplane did not provision: only what any conformant GPU cluster needs.
     Generic,
 }
@@ -330,26 +322,10 @@ pub const GENERIC: &[Component] = &[
     CLUSTER_GATEWAY,
 ];
 
-/// What every GKE cluster runs, whatever its stack.
-pub const GKE: &[Component] = GENERIC;
-
-/// What every AKS cluster runs, whatever its stack.
-pub const AKS: &[Component] = GENERIC;
-
-/// What every Nebius mk8s cluster runs, whatever its stack.
-pub const NEBIUS: &[Component] = GENERIC;
-
-/// What every VKE cluster runs, whatever its stack.
-pub const VULTR: &[Component] = GENERIC;
-
 /// The common rows of a cloud's table.
 pub fn common(cloud: Cloud) -> &'static [Component] {
     match cloud {
         Cloud::Eks => EKS,
-        Cloud::Gke => GKE,
-        Cloud::Aks => AKS,
-        Cloud::Nebius => NEBIUS,
-        Cloud::Vultr => VULTR,
         Cloud::Generic => GENERIC,
     }
 }

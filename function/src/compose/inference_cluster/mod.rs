@@ -1,14 +1,14 @@
 //! Composes one GPU cluster from an `InferenceCluster`: what its cloud provisions (see [`provision`]: for
 //! `source: EKS` the provider-eks `Cluster`, a system node pool and one `NodePool` per pool, plus the activation
-//! policy that wakes provider-eks; for GKE, AKS, Nebius and Vultr the same shape in their upjet providers'
-//! kinds); for every cluster the provider configs that reach it and its version-locked components, the cloud's
+//! policy that wakes provider-eks; GKE, AKS, Nebius and Vultr are admitted and refused by name until their
+//! composers land); for every cluster the provider configs that reach it and its version-locked components, the cloud's
 //! common ones plus the serving stack's own.
 //!
 //! Namespaces: the InferenceCluster is cluster-scoped, but provider-eks MRs, provider-helm Releases and
 //! provider-kubernetes Objects are namespaced, and a cluster-scoped composite must say where they go. They all
 //! go in [`CONTROL_NAMESPACE`], Modelplane's own namespace on the control plane, named `<cluster>[-<part>]` so
-//! many clusters never collide; a provisioned cluster's kubeconfig secret lands there too. Provider configs and the activation
-//! policy are cluster-scoped, named after the cluster.
+//! many clusters never collide; a provisioned cluster's kubeconfig secret lands there too. Provider configs and
+//! the activation policy are cluster-scoped, named after the cluster.
 //!
 //! The pools' InferenceClasses arrive as required resources, one requirement per distinct class, by name; so does
 //! the cluster's placement ledger, the Objects of the replicas placed on it (see [`ledger`]), summed into
@@ -35,7 +35,6 @@ pub mod ledger;
 mod observed;
 pub mod provision;
 mod status;
-mod unprovisioned;
 mod usages;
 mod validate;
 
