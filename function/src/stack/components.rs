@@ -18,8 +18,27 @@ pub const EKS_KUBERNETES_VERSION: &str = "1.34";
 pub enum Cloud {
     /// Provisioned by provider-eks: the common rows plus EKS's own (autoscaler, EFA).
     Eks,
+    /// Provisioned by provider-upjet-gcp. GKE installs the NVIDIA driver and scales node pools itself.
+    Gke,
+    /// Provisioned by provider-upjet-azure. AKS scales node pools itself.
+    Aks,
+    /// Provisioned by provider-upjet-nebius. mk8s installs the drivers its preset names and scales node groups.
+    Nebius,
+    /// Provisioned by provider-upjet-vultr. VKE scales node pools itself.
+    Vultr,
     /// A cluster Modelplane did not provision: only what any conformant GPU cluster needs.
     Generic,
+}
+
+impl Cloud {
+    /// Where the NVIDIA driver lives on the cloud's GPU nodes, which the DRA driver's kubelet plugin loads it
+    /// from: GKE installs it off the root filesystem, every other image at `/`.
+    pub fn nvidia_driver_root(self) -> &'static str {
+        match self {
+            Cloud::Gke => "/home/kubernetes/bin/nvidia",
+            Cloud::Eks | Cloud::Aks | Cloud::Nebius | Cloud::Vultr | Cloud::Generic => "/",
+        }
+    }
 }
 
 /// What Modelplane knows about a cluster when it renders chart values.
@@ -27,6 +46,7 @@ pub enum Cloud {
 pub struct ClusterFacts<'a> {
     /// The InferenceCluster's name, which is also the EKS cluster's name.
     pub name: &'a str,
+    pub cloud: Cloud,
     pub region: Option<&'a str>,
     /// The cluster's taints, which every node of its pools carries.
     pub taints: &'a [Taint],
@@ -142,7 +162,7 @@ pub const DRA_DRIVER_NVIDIA_GPU: Component = Component {
         chart: "dra-driver-nvidia-gpu",
         values: |facts| {
             json!({
-                "nvidiaDriverRoot": "/",
+                "nvidiaDriverRoot": facts.cloud.nvidia_driver_root(),
                 "gpuResourcesEnabledOverride": true,
                 "resources": {"gpus": {"enabled": true}, "computeDomains": {"enabled": false}},
                 "kubeletPlugin": {"tolerations": node_agent_tolerations(facts)},
@@ -151,7 +171,7 @@ pub const DRA_DRIVER_NVIDIA_GPU: Component = Component {
     },
     needs: Needs::Always,
     why: "publishes GPUs as DRA devices (the gpu.nvidia.com DeviceClass classes name); 0.4.1 is AICR's GA pin and \
-          fixes 0.4.0's duplicate label; driver root / because the NVIDIA AMI owns the driver; no ComputeDomains \
+          fixes 0.4.0's duplicate label; driver root where each cloud's image puts the driver; no ComputeDomains \
           (no multi-node NVLink on p5/g6)",
 };
 
@@ -308,7 +328,9 @@ pub const EKS: &[Component] = &[
     CLUSTER_GATEWAY,
 ];
 
-/// What a cluster Modelplane did not provision runs: no cloud-specific autoscaler or fabric driver.
+/// What a cluster Modelplane did not provision runs, and what GKE, AKS, Nebius and Vultr clusters run: no
+/// autoscaler of ours (each of those clouds scales its node pools between the min and max the pools set) and no
+/// fabric driver.
 pub const GENERIC: &[Component] = &[
     CERT_MANAGER,
     TRUST_MANAGER,
@@ -326,7 +348,7 @@ pub const GENERIC: &[Component] = &[
 pub fn common(cloud: Cloud) -> &'static [Component] {
     match cloud {
         Cloud::Eks => EKS,
-        Cloud::Generic => GENERIC,
+        Cloud::Gke | Cloud::Aks | Cloud::Nebius | Cloud::Vultr | Cloud::Generic => GENERIC,
     }
 }
 

@@ -47,14 +47,16 @@ def function_binary() -> Path:
     return path
 
 
-def render(xr: Path, *required: Path, observed: tuple[Path, ...] = ()) -> list[dict]:
-    """`modelplane-function render XR --required ... --observed ...`: the composite (first document), then what it
-    composes."""
+def render(xr: Path, *required: Path, observed: tuple[Path, ...] = (), until_ready: bool = False) -> list[dict]:
+    """`modelplane-function render XR --required ... --observed ... [--until-ready]`: the composite (first
+    document), then what it composes."""
     argv = [str(function_binary()), "render", str(xr)]
     for path in required:
         argv += ["--required", str(path)]
     for path in observed:
         argv += ["--observed", str(path)]
+    if until_ready:
+        argv.append("--until-ready")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert done.returncode == 0, f"render {xr} failed ({done.returncode}):\n{done.stderr}{done.stdout}"
     return [doc for doc in yaml.load_all(done.stdout, Loader=_JsonLikeLoader) if doc]
@@ -72,8 +74,11 @@ _JsonLikeLoader.yaml_implicit_resolvers = {
 
 
 def crd_files() -> list[Path]:
+    """The pinned upstream CRDs, every upjet provider's vendored CRDs (`provider-upjet-<cloud>/`), and
+    provider-eks'."""
     root = crds_dir()
-    return [root / entry for entry in UPSTREAM_CRDS] + [PROVIDER_EKS_CRDS]
+    upjet = sorted(path for path in root.glob("provider-upjet-*") if path.is_dir())
+    return [root / entry for entry in UPSTREAM_CRDS] + upjet + [PROVIDER_EKS_CRDS]
 
 
 def is_established(kube: Kube, name: str) -> bool:

@@ -28,15 +28,21 @@ use crate::{
     wire::RawStruct,
 };
 
+mod aks;
 mod components;
 mod eks;
 mod existing;
+mod gke;
 pub mod ledger;
+mod nebius;
 mod observed;
 pub mod provision;
 mod status;
+#[allow(dead_code)] // used by each upjet cloud as its composer lands
+mod upjet;
 mod usages;
 mod validate;
+mod vultr;
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let cluster: Composite<InferenceClusterSpec> = xr.parse()?;
@@ -64,6 +70,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     let stack = serving_stack(spec.stack);
     let facts = ClusterFacts {
         name,
+        cloud: cloud.cloud(),
         region: cloud.region(),
         taints: &spec.taints,
     };

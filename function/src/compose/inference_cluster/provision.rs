@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{eks, existing};
+use super::{aks, components::provider_config_name, eks, existing, gke, nebius, vultr};
+use crate::compose::{remote, shared::CONTROL_NAMESPACE};
 use crate::{
     api::{
         inference_class::{InferenceClassSpec, Provider},
@@ -84,30 +85,28 @@ pub fn provisioner(spec: &InferenceClusterSpec) -> Result<Box<dyn Provisioner + 
             format!("is required when source is {:?}", cluster.source),
         )
     };
-    // GKE, AKS, Nebius and Vultr are admitted by the XRDs with upstream's fields but no composer serves them yet:
-    // refused here, before the classes are fetched or anything is composed, so no cluster is half-provisioned.
-    let not_composed_yet = |provider: Provider, has_block: bool| {
-        if !has_block {
-            return missing();
-        }
-        ComposeError::new(
-            "spec.cluster.source",
-            format!(
-                "{} provisioning is not available in this release",
-                provider.as_str()
-            ),
-        )
-    };
     match cluster.source {
         Source::Eks => Ok(Box::new(eks::Eks::new(cluster.eks.as_ref().ok_or_else(missing)?))),
+        Source::Gke => gke::provisioner(cluster.gke.as_ref().ok_or_else(missing)?),
+        Source::Aks => aks::provisioner(cluster.aks.as_ref().ok_or_else(missing)?),
+        Source::Nebius => nebius::provisioner(cluster.nebius.as_ref().ok_or_else(missing)?),
+        Source::Vultr => vultr::provisioner(cluster.vultr.as_ref().ok_or_else(missing)?),
         Source::Existing => Ok(Box::new(existing::Existing::new(
             cluster.existing.as_ref().ok_or_else(missing)?,
         ))),
-        Source::Gke => Err(not_composed_yet(Provider::Gke, cluster.gke.is_some())),
-        Source::Aks => Err(not_composed_yet(Provider::Aks, cluster.aks.is_some())),
-        Source::Nebius => Err(not_composed_yet(Provider::Nebius, cluster.nebius.is_some())),
-        Source::Vultr => Err(not_composed_yet(Provider::Vultr, cluster.vultr.is_some())),
     }
+}
+
+/// For a cloud the XRDs admit but this release does not compose: refused before the classes are fetched or
+/// anything is composed, so no cluster is half-provisioned.
+pub fn not_composed_yet(provider: Provider) -> ComposeError {
+    ComposeError::new(
+        "spec.cluster.source",
+        format!(
+            "{} provisioning is not available in this release",
+            provider.as_str()
+        ),
+    )
 }
 
 /// The ManagedResourceActivationPolicy that activates a provider's kinds (by CRD name) once a cluster on its
@@ -127,4 +126,13 @@ pub fn activation_policy(cluster: &str, provider: &str, crds: &[&str]) -> Value 
 pub fn kubeconfig_credentials(secret: &str, namespace: &str, key: &str) -> Value {
     json!({"credentials": {"source": "Secret",
                            "secretRef": {"name": secret, "namespace": namespace, "key": key}}})
+}
+
+/// The Modelplane ReadWriteMany StorageClass `manifest` on the cluster, as a provider-kubernetes Object named
+/// `<cluster>-<part>`. A StorageClass has no Ready condition, so the Object is Ready once created.
+pub fn storage_class_object(cluster: &str, part: &str, manifest: Value) -> Value {
+    let mut object = remote::object(manifest, &provider_config_name(cluster));
+    object["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});
+    object["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"});
+    object
 }

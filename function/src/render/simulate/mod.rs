@@ -21,6 +21,8 @@ pub const ACCOUNT: &str = "123456789012";
 pub const SIMULATED_CA: &str = include_str!("../../../../tests/fixtures/tls/cluster-gateway-ca.pem");
 
 const PROVIDER_EKS_GROUP: &str = "eks.m.modelplane.ai";
+/// The upjet providers' namespaced groups end so (`container.gcp.m.upbound.io`, ...).
+const UPJET_GROUP_SUFFIX: &str = ".m.upbound.io";
 
 /// `composed` (a desired composed resource with the metadata Crossplane adds) as it would be observed once
 /// Ready.
@@ -31,6 +33,9 @@ pub fn observe(composed: &Value) -> Value {
     let kind = composed["kind"].as_str().unwrap_or_default();
     let mut status = match (api_version.split_once('/').map(|(group, _)| group), kind) {
         (Some(PROVIDER_EKS_GROUP), kind) => json!({"atProvider": eks_observation(kind, composed)}),
+        (Some(group), kind) if group.ends_with(UPJET_GROUP_SUFFIX) => {
+            json!({"atProvider": upjet_observation(group, kind, composed, &mut observed)})
+        }
         _ if api_version == OBJECT_API_VERSION && kind == "Object" => {
             json!({"atProvider": {"manifest": remote_object(composed)}})
         }
@@ -46,7 +51,7 @@ pub fn observe(composed: &Value) -> Value {
 
 /// A short, stable hex digest of `seed` (FNV-1a), for IDs that must differ between objects and never between
 /// runs.
-fn digest(seed: &str, digits: usize) -> String {
+pub(super) fn digest(seed: &str, digits: usize) -> String {
     let hash = seed.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
@@ -163,6 +168,19 @@ fn eks_observation(kind: &str, composed: &Value) -> Value {
     }
 }
 
+/// What an upjet provider reports under `status.atProvider` for a Ready resource of `kind` in `group`; some also
+/// set metadata on the object (an external name), which `observed` gets.
+fn upjet_observation(group: &str, kind: &str, composed: &Value, observed: &mut Value) -> Value {
+    let family = group.trim_end_matches(UPJET_GROUP_SUFFIX);
+    match family.rsplit_once('.').map_or(family, |(_, cloud)| cloud) {
+        "gcp" => gcp::observation(kind, composed, observed),
+        "azure" => azure::observation(kind, composed, observed),
+        "nebius" => nebius::observation(kind, composed, observed),
+        "vultr" => vultr::observation(kind, composed, observed),
+        _ => json!({}),
+    }
+}
+
 /// A VPC with a public and a private /24 in each zone, carved from the network's CIDR.
 fn network_observation(
     network: &modelplane_eks_api::NetworkParameters,
@@ -253,6 +271,11 @@ fn encode(observation: &impl Serialize) -> Value {
 fn aws_id(prefix: &str, seed: &str) -> String {
     format!("{prefix}-0{}", digest(&format!("{prefix}/{seed}"), 16))
 }
+
+mod azure;
+mod gcp;
+mod nebius;
+mod vultr;
 
 #[cfg(test)]
 mod tests;

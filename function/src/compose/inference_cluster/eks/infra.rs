@@ -11,8 +11,7 @@ use crate::{
     api::inference_cluster::InferenceClusterSpec,
     compose::{
         ComposeError, Output,
-        inference_cluster::{components::provider_config_name, observed::strings},
-        remote,
+        inference_cluster::{observed::strings, provision},
     },
     stack::components::{CLUSTER_AUTOSCALER_SERVICE_ACCOUNT, EKS_KUBERNETES_VERSION},
 };
@@ -414,8 +413,5 @@ pub fn storage_class(cluster: &str, file_system: &str) -> Value {
         "reclaimPolicy": "Delete",
         "volumeBindingMode": "Immediate",
     });
-    let mut object = remote::object(manifest, &provider_config_name(cluster));
-    object["metadata"] = json!({"name": format!("{cluster}-storageclass-efs"), "namespace": crate::compose::shared::CONTROL_NAMESPACE});
-    object["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"});
-    object
+    provision::storage_class_object(cluster, "storageclass-efs", manifest)
 }

@@ -1,0 +1,12 @@
+//! The Nebius half of a cluster, once its composer lands; until then refused by name.
+
+use crate::{
+    api::{inference_class::Provider, inference_cluster::NebiusCluster},
+    compose::ComposeError,
+};
+
+use super::provision::{self, Provisioner};
+
+pub fn provisioner(_: &NebiusCluster) -> Result<Box<dyn Provisioner + '_>, ComposeError> {
+    Err(provision::not_composed_yet(Provider::Nebius))
+}

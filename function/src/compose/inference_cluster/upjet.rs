@@ -1,0 +1,98 @@
+//! What every cloud composed through an upjet provider (GKE, AKS, Nebius, Vultr) shares: the namespaced
+//! managed-resource envelope (`<group>.m.upbound.io`), the provider config each MR authenticates with, the
+//! connection secret a cluster's kubeconfig lands in, the GPU pools' labels, taints
+//! and autoscaling range.
+//!
+//! Each cloud's module builds its `forProvider` blocks; this one keeps the envelope identical across them, so
+//! deletion order (Usages), readiness and naming work the same on every cloud.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::{
+    api::inference_cluster::{
+        GPU_TAINT_EFFECT, GPU_TAINT_KEY, InferenceClusterSpec, NodePool, POOL_LABEL, ProviderConfigRef,
+        TaintEffect,
+    },
+    compose::shared::CONTROL_NAMESPACE,
+};
+
+/// Node label carrying a GPU pool's accelerator type, as upstream Modelplane's node pools carry it.
+pub const GPU_LABEL: &str = "modelplane.ai/gpu";
+
+/// Where an upjet provider writes a cluster's kubeconfig: `<cluster>-kubeconfig` in [`CONTROL_NAMESPACE`], the
+/// Secret provider-kubernetes and provider-helm read it from.
+pub fn kubeconfig_secret(cluster: &str) -> String {
+    format!("{cluster}-kubeconfig")
+}
+
+/// A namespaced upjet managed resource named `name` in [`CONTROL_NAMESPACE`], authenticated by the provider config
+/// the cluster's `credentials` name.
+pub fn managed(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    credentials: &ProviderConfigRef,
+    for_provider: Value,
+) -> Value {
+    json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": CONTROL_NAMESPACE},
+        "spec": {
+            "forProvider": for_provider,
+            "providerConfigRef": {"kind": credentials.kind.as_str(), "name": credentials.name},
+        },
+    })
+}
+
+/// `mr` with its connection details (a kubeconfig, a key) written to `secret` in its own namespace.
+pub fn with_connection_secret(mut mr: Value, secret: &str) -> Value {
+    mr["spec"]["writeConnectionSecretToRef"] = json!({"name": secret});
+    mr
+}
+
+/// The labels every node of `pool` carries: its pool (what replicas are pinned by) and, for a GPU pool, its
+/// accelerator type.
+pub fn pool_labels(pool: &str, accelerator: Option<&str>) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([(POOL_LABEL.to_owned(), pool.to_owned())]);
+    if let Some(accelerator) = accelerator {
+        labels.insert(GPU_LABEL.to_owned(), accelerator.to_owned());
+    }
+    labels
+}
+
+/// One taint of a GPU node, before a cloud spells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeTaint {
+    pub key: String,
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+/// The GPU taint (which keeps everything but GPU workloads off GPU nodes) and the cluster's own taints, on every
+/// GPU node.
+pub fn gpu_taints(spec: &InferenceClusterSpec) -> Vec<NodeTaint> {
+    debug_assert_eq!(GPU_TAINT_EFFECT, TaintEffect::NoSchedule.as_str());
+    let mut taints = vec![NodeTaint {
+        key: GPU_TAINT_KEY.into(),
+        value: "true".into(),
+        effect: TaintEffect::NoSchedule,
+    }];
+    taints.extend(spec.taints.iter().map(|t| NodeTaint {
+        key: t.key.clone(),
+        value: t.value.clone(),
+        effect: t.effect,
+    }));
+    taints
+}
+
+/// The autoscaling range of a pool: `minNodeCount`..`maxNodeCount` around `nodeCount`; without a range the pool
+/// stays at its node count.
+pub fn node_range(pool: &NodePool) -> (u32, u32) {
+    (
+        pool.min_node_count.unwrap_or(pool.node_count),
+        pool.max_node_count.unwrap_or(pool.node_count),
+    )
+}
