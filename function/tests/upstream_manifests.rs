@@ -16,8 +16,7 @@ use common::{problems, read_documents, yaml_files};
 use modelplane_function::{
     compose::inference_cluster::class_requirement,
     proto::v1::{RunFunctionResponse, Severity},
-    render::{self, Inputs, RequestBuilder},
-    run_function,
+    render::RequestBuilder,
 };
 use serde_json::Value;
 
@@ -62,15 +61,7 @@ fn classes() -> Vec<Value> {
 }
 
 fn render(composite: &Value) -> RunFunctionResponse {
-    let inputs = Inputs {
-        composite: composite.clone(),
-        required: classes(),
-        ..Default::default()
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-    runtime
-        .block_on(render::run(&inputs, |req| async move { Ok(run_function(req)) }))
-        .unwrap()
+    common::render(composite, classes())
 }
 
 #[test]
@@ -205,29 +196,4 @@ fn upstreams_classes_for_the_other_four_clouds_render() {
         let fatal = common::fatal(&render(&doc));
         assert!(fatal.is_empty(), "{file}: {fatal:?}");
     }
-}
-
-#[test]
-fn a_cluster_on_a_cloud_without_a_composer_yet_is_refused_by_name_with_nothing_composed() {
-    let (file, cluster) = other_cloud_documents()
-        .into_iter()
-        .find(|(file, _)| file.ends_with("concepts/inference-cluster-gke.yaml"))
-        .unwrap();
-    let class = other_cloud_documents()
-        .into_iter()
-        .map(|(_, doc)| doc)
-        .find(|doc| doc["metadata"]["name"] == "gke-l4-1x-g2")
-        .unwrap();
-    let req = RequestBuilder::new(&cluster)
-        .required(&class_requirement("gke-l4-1x-g2"), &[class])
-        .build();
-    let rsp = run_function(req);
-    let fatal = common::fatal(&rsp);
-    assert!(
-        fatal.len() == 1
-            && fatal[0].ends_with(": spec.cluster.source: GKE provisioning is not available in this release"),
-        "{file}: {fatal:?}"
-    );
-    let composed: Vec<&String> = rsp.desired.iter().flat_map(|d| d.resources.keys()).collect();
-    assert!(composed.is_empty(), "{composed:?}");
 }

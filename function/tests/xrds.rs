@@ -346,13 +346,16 @@ fn serde_types_round_trip_the_examples_through_the_xrd_schemas() {
 /// where undeclared fields would be pruned and the ModelDeployment composer would never see them.
 #[test]
 fn the_status_the_composer_writes_is_declared_by_the_xrd() {
-    use modelplane_function::{compose::inference_cluster::class_requirement, render::RequestBuilder};
-    let class = read_documents(&repo_root().join("examples/classes/eks-h200-8x.yaml")).remove(0);
+    use modelplane_function::render::RequestBuilder;
+    // What the examples' render commands require: the classes, and the clouds' provider configs.
+    let required: Vec<Value> = ["examples/classes", "examples/install"]
+        .iter()
+        .flat_map(|dir| yaml_files(&repo_root().join(dir)))
+        .flat_map(|file| read_documents(&file))
+        .collect();
     for file in yaml_files(&repo_root().join("examples/clusters")) {
         let xr = read_documents(&file).remove(0);
-        let req = RequestBuilder::new(&xr)
-            .required(&class_requirement("eks-h200-8x"), std::slice::from_ref(&class))
-            .build();
+        let req = RequestBuilder::new(&xr).answered_from(&required).build();
         // Bring the cluster up with everything observed ready, so the status lists pools and their devices.
         let rsp = stages::every_stage(&req).pop().unwrap();
         let desired = rsp

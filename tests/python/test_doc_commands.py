@@ -1,6 +1,6 @@
 """Every `render` command the documentation shows runs.
 
-README.md and docs/*.md show `modelplane-function render` in fenced ```sh and ```bash blocks, either as
+README.md and the Markdown files under docs/ show `modelplane-function render` in fenced ```sh and ```bash blocks, either as
 `cargo run ... -p modelplane-function -- render ARGS` or as `modelplane-function render ARGS`. Each such command is
 run here with the binary under test in place of `cargo run ...`, from the repository root, as a reader on a fresh
 clone would run it; a non-zero exit (a missing example path, a FATAL result) fails naming the file and line.
@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REPO_ROOT, function_binary
 
-DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
 SHELL_FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*(sh|bash|shell)\b")
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 PACKAGE = "modelplane-function"

@@ -14,6 +14,8 @@ from conftest import render, render_documents as render_once
 REPO = Path(__file__).resolve().parents[2]
 CLUSTERS = REPO / "examples" / "clusters"
 CLASSES = REPO / "examples" / "classes"
+# The clouds' provider configs, which a provisioned cluster requires before it composes anything.
+INSTALL = REPO / "examples" / "install"
 EXAMPLES = sorted(CLUSTERS.glob("*.yaml"))
 # An EKS cluster is composed in stages; with its Cluster observed Ready, one render reaches the serving stack.
 OBSERVED = REPO / "tests" / "fixtures" / "observed"
@@ -30,7 +32,7 @@ def composed(docs: list[dict]) -> list[dict]:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_every_wrapped_manifest_is_accepted_by_its_schema(example):
-    objects = composed(render_documents(example, CLASSES))
+    objects = composed(render_documents(example, CLASSES, INSTALL))
     wrapped = [manifests.unwrap(o) for o in objects if manifests.is_provider_kubernetes_object(o)]
     for manifest in wrapped:
         manifests.assert_valid(manifest)

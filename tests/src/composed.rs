@@ -17,9 +17,10 @@ use crate::{
 };
 
 /// The objects a composite may require, as sets that belong together: the example classes with each fleet
-/// the tests keep (InferenceClusters with the status their composition gives them, staged caches).
+/// the tests keep (InferenceClusters with the status their composition gives them, staged caches), and the
+/// clouds' provider configs a provisioned cluster requires.
 const WORLDS: &[&[&str]] = &[
-    &["examples/classes"],
+    &["examples/classes", "examples/install"],
     &["examples/classes", "tests/fixtures/clusters/standard"],
     &["examples/classes", "tests/fixtures/clusters/dynamo"],
     &["examples/classes", "tests/fixtures/model-cache"],

@@ -11,6 +11,21 @@ use modelplane_function::proto::v1::{RunFunctionResponse, Severity};
 use serde::Deserialize;
 use serde_json::Value;
 
+/// What `render` answers for `composite` with `required` as the objects its requirements may select.
+pub fn render(composite: &Value, required: Vec<Value>) -> RunFunctionResponse {
+    let inputs = modelplane_function::render::Inputs {
+        composite: composite.clone(),
+        required,
+        ..Default::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime
+        .block_on(modelplane_function::render::run(&inputs, |req| async move {
+            Ok(modelplane_function::run_function(req))
+        }))
+        .unwrap()
+}
+
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }

@@ -1,5 +1,5 @@
 //! Bringing an InferenceCluster up the way Crossplane would: call the function, observe everything it composed
-//! as Ready (with the IDs and ARNs AWS would report), call again, until nothing new is composed.
+//! as Ready (with the IDs its cloud would report, as `render --until-ready` simulates them), call again, until nothing new is composed.
 
 #![allow(dead_code)]
 
@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use modelplane_function::{
     proto::v1::{Resource, RunFunctionRequest, RunFunctionResponse},
+    render::simulate,
     run_function,
     wire::RawStruct,
 };
@@ -19,30 +20,12 @@ pub fn resource(v: &Value) -> Resource {
     }
 }
 
-/// What AWS and Crossplane would report once a composed resource is Ready.
-pub fn observed_ready(object: &Value) -> Value {
-    let mut observed = object.clone();
-    let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    let at_provider = match object["kind"].as_str().unwrap_or_default() {
-        "Network" => {
-            let zones = object["spec"]["forProvider"]["zones"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            let subnets: Vec<Value> = zones
-                .iter()
-                .enumerate()
-                .map(|(i, zone)| json!({"zone": zone, "id": format!("subnet-0{i}"), "cidrBlock": format!("10.0.{i}.0/24")}))
-                .collect();
-            json!({"vpcId": "vpc-0a", "privateSubnets": subnets})
-        }
-        "Role" => json!({"arn": format!("arn:aws:iam::123456789012:role/{name}")}),
-        "FileSystem" => json!({"fileSystemId": "fs-0123abcd"}),
-        _ => json!({}),
-    };
-    observed["status"] = json!({"atProvider": at_provider,
-                                "conditions": [{"type": "Ready", "status": "True", "reason": "Available"}]});
-    observed
+/// What the resource's provider and Crossplane would report once the composed resource under `key` is Ready: the
+/// simulation `render --until-ready` observes with.
+pub fn observed_ready(key: &str, object: &Value) -> Value {
+    let mut object = object.clone();
+    object["metadata"]["annotations"]["crossplane.io/composition-resource-name"] = json!(key);
+    simulate::observe(&object)
 }
 
 /// Runs `req` (its observed composite and required resources as given) stage after stage; every response, the
@@ -73,7 +56,8 @@ pub fn every_stage(req: &RunFunctionRequest) -> Vec<RunFunctionResponse> {
         let observed = &mut req.observed.get_or_insert_with(Default::default).resources;
         observed.clear();
         for (key, object) in composed {
-            observed.insert(key, resource(&observed_ready(&object)));
+            let ready = observed_ready(&key, &object);
+            observed.insert(key, resource(&ready));
         }
     }
     panic!("the stages did not settle");

@@ -23,6 +23,8 @@ from kube import REPO_ROOT, ApiError, Kube, describe, load_yaml_documents
 EXAMPLES = REPO_ROOT / "examples"
 CLASSES = EXAMPLES / "classes"
 CLUSTERS = EXAMPLES / "clusters"
+# The clouds' provider configs, which a provisioned cluster requires before it composes anything.
+INSTALL = EXAMPLES / "install"
 STANDARD = REPO_ROOT / "tests" / "fixtures" / "clusters" / "standard"
 DYNAMO = REPO_ROOT / "tests" / "fixtures" / "clusters" / "dynamo"
 FLEET = REPO_ROOT / "tests" / "fixtures" / "model-cache" / "fleet.yaml"
@@ -31,7 +33,7 @@ SERVICES = REPO_ROOT / "tests" / "fixtures" / "services" / "fleet.yaml"
 # (example, what its function call needs), as the documentation renders them.
 RENDERED = [
     *[(path, ()) for path in sorted(CLASSES.glob("*.yaml"))],
-    *[(path, (CLASSES,)) for path in sorted(CLUSTERS.glob("*.yaml"))],
+    *[(path, (CLASSES, INSTALL)) for path in sorted(CLUSTERS.glob("*.yaml"))],
     (EXAMPLES / "deployments" / "qwen3-coder.yaml", (STANDARD,)),
     (EXAMPLES / "deployments" / "qwen3-coder.yaml", (DYNAMO,)),
     (EXAMPLES / "deployments" / "qwen3-small.yaml", (STANDARD, DYNAMO)),
@@ -105,7 +107,7 @@ def test_every_stage_of_every_example_cluster_passes_strict_server_side_admissio
     """`render --until-ready` takes a cluster through every stage its cloud's provider would (each stage composed
     once the one before is simulated Ready, with the IDs a provider reports); what it ends with is everything the
     cluster composes, each of which must pass the same admission as the first stage's."""
-    composed = [d for d in installs.render(cluster, CLASSES, until_ready=True)[1:] if d.get("kind") != "Result"]
+    composed = [d for d in installs.render(cluster, CLASSES, INSTALL, until_ready=True)[1:] if d.get("kind") != "Result"]
     kinds = {d.get("kind") for d in composed}
     assert "Release" in kinds, f"{cluster.name} never reached its components: {sorted(kinds)}"
     problems: list[str] = []

@@ -38,7 +38,6 @@ mod nebius;
 mod observed;
 pub mod provision;
 mod status;
-#[allow(dead_code)] // used by each upjet cloud as its composer lands
 mod upjet;
 mod usages;
 mod validate;
@@ -55,13 +54,28 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         requirements: requirements(name, spec),
         ..Output::default()
     };
-    let Some(classes) = classes(req, spec)? else {
+    let credentials = cloud.credentials();
+    if let Some(credentials) = &credentials {
+        out.requirements.insert(
+            provision::CREDENTIALS_REQUIREMENT.to_owned(),
+            credentials.selector(),
+        );
+    }
+    let fetched = match &credentials {
+        Some(credentials) => credentials.check(req)?,
+        None => true,
+    };
+    let Some(classes) = classes(req, spec)?.filter(|_| fetched) else {
         // Crossplane fetches the classes and calls again; nothing is composed until they are known.
         out.condition(
             ConditionType::ClassesResolved,
             Status::ConditionFalse,
             Reason::WaitingForClasses,
-            "waiting for Crossplane to fetch the node pools' InferenceClasses",
+            if credentials.is_some() {
+                "waiting for Crossplane to fetch the node pools' InferenceClasses and the cluster's provider config"
+            } else {
+                "waiting for Crossplane to fetch the node pools' InferenceClasses"
+            },
         );
         return Ok(out);
     };

@@ -14,10 +14,11 @@ use crate::compose::{remote, shared::CONTROL_NAMESPACE};
 use crate::{
     api::{
         inference_class::{InferenceClassSpec, Provider},
-        inference_cluster::{InferenceClusterSpec, Source},
+        inference_cluster::{InferenceClusterSpec, ProviderConfigKind, ProviderConfigRef, Source},
     },
     compose::{ComposeError, Output},
-    proto::v1::RunFunctionRequest,
+    proto::v1::{ResourceSelector, RunFunctionRequest, resource_selector::Match},
+    sdk::request,
     stack::Cloud,
 };
 
@@ -30,6 +31,15 @@ pub struct Progress {
     pub waiting: Vec<&'static str>,
 }
 
+/// Which provider config a cluster's managed resources use: `reference` (the spec's `credentials`) of
+/// `api_version`, named in errors by `field`.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub field: &'static str,
+    pub api_version: &'static str,
+    pub reference: ProviderConfigRef,
+}
+
 /// What the cloud a cluster is on provisions, and how the rest of Modelplane reaches it.
 pub trait Provisioner {
     /// The component table's column for this cloud.
@@ -40,6 +50,13 @@ pub trait Provisioner {
 
     /// The region chart values are rendered for, where the cloud has one in the spec.
     fn region(&self) -> Option<&str>;
+
+    /// The provider config the cloud's managed resources authenticate with, fetched before anything is composed
+    /// so a missing one is refused by the field that names it rather than left to fail in every MR; `None`
+    /// where nothing of a provider's is composed, or the provider reports it itself.
+    fn credentials(&self) -> Option<Credentials> {
+        None
+    }
 
     /// What the XRD cannot say about this cloud's cluster and its pools against their classes (each class has
     /// this cloud's provisioning block by now): checked before anything is composed, each failure naming the
@@ -135,4 +152,44 @@ pub fn storage_class_object(cluster: &str, part: &str, manifest: Value) -> Value
     object["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});
     object["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"});
     object
+}
+
+/// The requirement under which the cluster's provider config is fetched.
+pub const CREDENTIALS_REQUIREMENT: &str = "credentials";
+
+impl Credentials {
+    /// The provider config by name: a ClusterProviderConfig, or a ProviderConfig in the namespace the MRs are
+    /// composed in (the only one a namespaced MR's `providerConfigRef` can name).
+    pub fn selector(&self) -> ResourceSelector {
+        let kind = self.reference.kind;
+        ResourceSelector {
+            api_version: self.api_version.into(),
+            kind: kind.as_str().into(),
+            r#match: Some(Match::MatchName(self.reference.name.clone())),
+            namespace: (kind == ProviderConfigKind::ProviderConfig).then(|| CONTROL_NAMESPACE.to_owned()),
+        }
+    }
+
+    /// `Ok(true)` once Crossplane has fetched the provider config, `Ok(false)` before; refused by field when it
+    /// does not exist, before anything is composed (nothing the cloud composes could authenticate).
+    pub fn check(&self, req: &RunFunctionRequest) -> Result<bool, ComposeError> {
+        let Some(found) = request::required_resources(req, CREDENTIALS_REQUIREMENT) else {
+            return Ok(false);
+        };
+        if found.iter().any(|r| r.resource.is_some()) {
+            return Ok(true);
+        }
+        let kind = self.reference.kind.as_str();
+        let place = match self.reference.kind {
+            ProviderConfigKind::ProviderConfig => format!(" in namespace {CONTROL_NAMESPACE}"),
+            ProviderConfigKind::ClusterProviderConfig => String::new(),
+        };
+        Err(ComposeError::new(
+            self.field,
+            format!(
+                "{kind} {:?} ({}){place} does not exist: create it with the cloud's credentials, or name one that does",
+                self.reference.name, self.api_version
+            ),
+        ))
+    }
 }

@@ -1,12 +1,266 @@
-//! The Gke half of a cluster, once its composer lands; until then refused by name.
+//! The GKE half of a cluster, composed through provider-upjet-gcp's namespaced kinds in the order Google Cloud
+//! needs them and torn down in reverse.
+//!
+//! Each stage is composed only once what it needs is observed Ready, reading names and IDs from the observed
+//! status of the stage before, so the provider never resolves a reference and never sees a half-known spec:
+//!
+//! 1. the activation policy that starts the provider's controllers for exactly the kinds below;
+//! 2. the project's Compute, Kubernetes Engine, Filestore and IAM APIs (`ProjectService`; a fresh project has
+//!    them off, and every later stage fails without them; left enabled on deletion, since other workloads of
+//!    the project may use them);
+//! 3. the VPC `Network` and two `ServiceAccount`s: one the nodes run as, one provider-kubernetes and
+//!    provider-helm authenticate to the cluster as (GKE's kubeconfig carries no credentials of its own);
+//! 4. the `Subnetwork` with the pods' and services' secondary ranges, each account's `ProjectIAMMember` role,
+//!    and the admin account's key (its connection secret is the identity the provider configs present);
+//! 5. the `Cluster` on that subnetwork, default pool removed, Filestore CSI enabled, writing its kubeconfig;
+//! 6. once the cluster is Ready: the system `NodePool` and one per `spec.nodePools` entry, and once Filestore's
+//!    API is on too, the `modelplane-rwx` StorageClass on the workload cluster (Filestore on the cluster's VPC).
+//!
+//! Deletion is ordered by Usages ([`Gke::uses`]): what runs on the cluster and its pools first, then the
+//! cluster, then its subnetwork, network and node identity; the admin identity outlives everything that
+//! reaches the cluster with it.
 
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::observed::Observed;
+use super::provision::{self, Credentials, Progress, Provisioner};
+use super::upjet;
+use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
-    api::{inference_class::Provider, inference_cluster::GkeCluster},
-    compose::ComposeError,
+    api::{
+        inference_class::{InferenceClassSpec, Provider},
+        inference_cluster::{GkeCluster, InferenceClusterSpec},
+    },
+    compose::{ComposeError, Output},
+    proto::v1::RunFunctionRequest,
+    stack::Cloud,
 };
 
-use super::provision::{self, Provisioner};
+mod infra;
+mod node_pools;
+mod validate;
 
-pub fn provisioner(_: &GkeCluster) -> Result<Box<dyn Provisioner + '_>, ComposeError> {
-    Err(provision::not_composed_yet(Provider::Gke))
+pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
+pub const KEY_NETWORK: &str = "gke-network";
+pub const KEY_SUBNET: &str = "gke-subnet";
+pub const KEY_CLUSTER: &str = "gke-cluster";
+pub const KEY_NODE_ACCOUNT: &str = "gke-sa-nodes";
+pub const KEY_ADMIN_ACCOUNT: &str = "gke-sa-admin";
+pub const KEY_ADMIN_KEY: &str = "gke-sa-admin-key";
+pub const KEY_NODE_ROLE: &str = "gke-iam-nodes";
+pub const KEY_ADMIN_ROLE: &str = "gke-iam-admin";
+pub const KEY_STORAGE_CLASS: &str = "object-storageclass-filestore";
+const API_PREFIX: &str = "gke-api-";
+
+/// The ReadWriteMany StorageClass every GKE cluster gets for model caches (upstream Modelplane's name on GKE).
+pub const FILESTORE_STORAGE_CLASS: &str = "modelplane-rwx";
+
+/// The API group of provider-upjet-gcp's provider configs, which `spec.cluster.gke.credentials` names.
+const PROVIDER_CONFIG_API_VERSION: &str = "gcp.m.upbound.io/v1beta1";
+
+/// Where the admin account's key lands, in [`CONTROL_NAMESPACE`], and the key provider-upjet-gcp writes it under.
+pub fn admin_key_secret(cluster: &str) -> String {
+    format!("{cluster}-gcp-admin-key")
 }
+const PRIVATE_KEY: &str = "private_key";
+/// The identity type provider-kubernetes and provider-helm exchange a service account key for a token with.
+const IDENTITY_TYPE: &str = "GoogleApplicationCredentials";
+
+pub fn node_pool_key(pool: &str) -> String {
+    format!("gke-nodepool-{pool}")
+}
+
+/// A GKE cluster provider-upjet-gcp provisions.
+pub struct Gke<'a> {
+    cluster: &'a GkeCluster,
+}
+
+pub fn provisioner(cluster: &GkeCluster) -> Result<Box<dyn Provisioner + '_>, ComposeError> {
+    Ok(Box::new(Gke { cluster }))
+}
+
+impl Provisioner for Gke<'_> {
+    fn cloud(&self) -> Cloud {
+        Cloud::Gke
+    }
+
+    fn provider(&self) -> Option<Provider> {
+        Some(Provider::Gke)
+    }
+
+    fn region(&self) -> Option<&str> {
+        Some(&self.cluster.region)
+    }
+
+    fn credentials(&self) -> Option<Credentials> {
+        Some(Credentials {
+            field: "spec.cluster.gke.credentials",
+            api_version: PROVIDER_CONFIG_API_VERSION,
+            reference: self.cluster.credentials.clone(),
+        })
+    }
+
+    fn check(
+        &self,
+        spec: &InferenceClusterSpec,
+        classes: &BTreeMap<String, InferenceClassSpec>,
+    ) -> Result<(), ComposeError> {
+        validate::cluster(self.cluster, spec)?;
+        validate::pools_against_classes(spec, classes)
+    }
+
+    fn compose(
+        &self,
+        req: &RunFunctionRequest,
+        out: &mut Output,
+        name: &str,
+        spec: &InferenceClusterSpec,
+        classes: &BTreeMap<String, InferenceClassSpec>,
+    ) -> Result<Progress, ComposeError> {
+        validate::cluster_name(name)?;
+        let seen = Observed::new(req);
+        let ctx = Context {
+            name,
+            cluster: self.cluster,
+            seen: &seen,
+        };
+        compose(out, &ctx, spec, classes)
+    }
+
+    /// GKE's kubeconfig names the cluster and its CA but no user: provider-kubernetes and provider-helm
+    /// exchange the admin account's key for a Google token each time they connect.
+    fn workload_credentials(&self, name: &str) -> Value {
+        let mut spec = provision::kubeconfig_credentials(
+            &upjet::kubeconfig_secret(name),
+            CONTROL_NAMESPACE,
+            "kubeconfig",
+        );
+        spec["identity"] = json!({
+            "type": IDENTITY_TYPE,
+            "source": "Secret",
+            "secretRef": {"name": admin_key_secret(name), "namespace": CONTROL_NAMESPACE, "key": PRIVATE_KEY},
+        });
+        spec
+    }
+
+    fn cache_storage_class(&self, out: &Output) -> Option<String> {
+        out.resources
+            .get(KEY_STORAGE_CLASS)
+            .filter(|c| c.ready)
+            .map(|_| FILESTORE_STORAGE_CLASS.to_owned())
+    }
+
+    fn pool_key(&self, pool: &str) -> Option<String> {
+        Some(node_pool_key(pool))
+    }
+
+    fn uses(&self, kind: &str, key: &str) -> Vec<String> {
+        let uses: &[&str] = match kind {
+            "Release" | "Object" => &[KEY_CLUSTER],
+            "NodePool" => &[KEY_CLUSTER, KEY_NODE_ACCOUNT, KEY_NODE_ROLE],
+            // Whatever reaches the cluster through provider-kubernetes or provider-helm does so as the admin
+            // account, and goes before the cluster does: the cluster holding on to the admin's key and role keeps
+            // them until the last Release and Object are gone, with one Usage each instead of one per Release.
+            "Cluster" => &[
+                KEY_SUBNET,
+                KEY_NETWORK,
+                KEY_NODE_ACCOUNT,
+                KEY_ADMIN_KEY,
+                KEY_ADMIN_ROLE,
+            ],
+            "Subnetwork" => &[KEY_NETWORK],
+            "ServiceAccountKey" => &[KEY_ADMIN_ACCOUNT],
+            "ProjectIAMMember" if key == KEY_ADMIN_ROLE => &[KEY_ADMIN_ACCOUNT],
+            "ProjectIAMMember" => &[KEY_NODE_ACCOUNT],
+            _ => &[],
+        };
+        uses.iter().map(|u| (*u).to_owned()).collect()
+    }
+}
+
+fn compose(
+    out: &mut Output,
+    ctx: &Context,
+    spec: &InferenceClusterSpec,
+    classes: &BTreeMap<String, InferenceClassSpec>,
+) -> Result<Progress, ComposeError> {
+    let seen = ctx.seen;
+    let mut progress = Progress::default();
+    out.compose(KEY_ACTIVATION_POLICY, infra::activation_policy(ctx.name), false);
+    if !(seen.exists(KEY_ACTIVATION_POLICY) || seen.any_with_prefix("gke-")) {
+        progress.waiting.push("the provider-upjet-gcp activation policy");
+        return Ok(progress);
+    }
+
+    let apis = infra::project_services(out, ctx);
+    let past_apis = [KEY_NETWORK, KEY_NODE_ACCOUNT, KEY_ADMIN_ACCOUNT]
+        .iter()
+        .any(|key| seen.exists(key));
+    if !apis.core && !past_apis {
+        progress
+            .waiting
+            .push("the project's Compute Engine, Kubernetes Engine and IAM APIs");
+        return Ok(progress);
+    }
+    infra::network(out, ctx);
+    infra::service_account(out, ctx, &infra::NODES);
+    infra::service_account(out, ctx, &infra::ADMIN);
+    let identities = [
+        infra::role_binding(out, ctx, &infra::NODES),
+        infra::role_binding(out, ctx, &infra::ADMIN),
+        infra::admin_key(out, ctx),
+    ];
+    if identities.contains(&false) {
+        progress.waiting.push("the service accounts");
+    }
+    let subnet = infra::subnet(out, ctx);
+    let cluster_composed = infra::cluster(out, ctx);
+    if !(subnet && cluster_composed) {
+        progress.waiting.push("the network and subnetwork");
+    }
+
+    let cluster = seen.ready(KEY_CLUSTER);
+    progress.cluster_ready = cluster && seen.ready(KEY_ADMIN_KEY) && seen.ready(KEY_ADMIN_ROLE);
+    if cluster || seen.exists(&node_pool_key(node_pools::SYSTEM)) {
+        node_pools::compose(out, ctx, spec, classes)?;
+    } else {
+        progress.waiting.push("the GKE cluster");
+    }
+
+    match infra::network_name(ctx) {
+        Some(vpc) if (cluster && apis.filestore) || seen.exists(KEY_STORAGE_CLASS) => {
+            out.compose(KEY_STORAGE_CLASS, infra::storage_class(ctx.name, &vpc), false);
+        }
+        _ => progress.waiting.push("the Filestore API and the cluster's VPC"),
+    }
+    Ok(progress)
+}
+
+/// What every stage reads.
+pub struct Context<'a> {
+    pub name: &'a str,
+    pub cluster: &'a GkeCluster,
+    pub seen: &'a Observed<'a>,
+}
+
+impl Context<'_> {
+    /// A provider-upjet-gcp MR of this cluster, named `name`, authenticated by `spec.cluster.gke.credentials`.
+    pub fn managed(&self, group_version: &str, kind: &str, name: &str, for_provider: Value) -> Value {
+        upjet::managed(group_version, kind, name, &self.cluster.credentials, for_provider)
+    }
+
+    /// A string the stage before reported once Ready, or, for a resource that exists, what it was composed
+    /// with (so it stays composed, unchanged, while what it was built from is not observed).
+    pub fn input(&self, from: (&str, &str), own: (&str, &str)) -> Option<String> {
+        let text = |v: Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+        self.seen
+            .ready_field(from.0, from.1)
+            .and_then(text)
+            .or_else(|| self.seen.spec_field(own.0, own.1).and_then(text))
+    }
+}
+
+#[cfg(test)]
+mod tests;
