@@ -347,12 +347,20 @@ fn serde_types_round_trip_the_examples_through_the_xrd_schemas() {
 #[test]
 fn the_status_the_composer_writes_is_declared_by_the_xrd() {
     use modelplane_function::{compose::inference_cluster::class_requirement, render::RequestBuilder};
-    let class = read_documents(&repo_root().join("examples/classes/eks-h200-8x.yaml")).remove(0);
+    let classes: Vec<Value> = yaml_files(&repo_root().join("examples/classes"))
+        .iter()
+        .flat_map(|file| read_documents(file))
+        .collect();
     for file in yaml_files(&repo_root().join("examples/clusters")) {
         let xr = read_documents(&file).remove(0);
-        let req = RequestBuilder::new(&xr)
-            .required(&class_requirement("eks-h200-8x"), std::slice::from_ref(&class))
-            .build();
+        // Each example cluster's pools name a class of its own cloud.
+        let mut req = RequestBuilder::new(&xr);
+        for pool in xr["spec"]["nodePools"].as_array().unwrap() {
+            let name = pool["className"].as_str().unwrap();
+            let class = classes.iter().find(|c| c["metadata"]["name"] == name).unwrap();
+            req = req.required(&class_requirement(name), std::slice::from_ref(class));
+        }
+        let req = req.build();
         // Bring the cluster up with everything observed ready, so the status lists pools and their devices.
         let rsp = stages::every_stage(&req).pop().unwrap();
         let desired = rsp

@@ -1,5 +1,5 @@
 //! Bringing an InferenceCluster up the way Crossplane would: call the function, observe everything it composed
-//! as Ready (with the IDs and ARNs AWS would report), call again, until nothing new is composed.
+//! as Ready (with the IDs and ARNs AWS, or Vultr, would report), call again, until nothing new is composed.
 
 #![allow(dead_code)]
 
@@ -38,6 +38,8 @@ pub fn observed_ready(object: &Value) -> Value {
         }
         "Role" => json!({"arn": format!("arn:aws:iam::123456789012:role/{name}")}),
         "FileSystem" => json!({"fileSystemId": "fs-0123abcd"}),
+        // provider-upjet-vultr's VPC and VKE cluster: the IDs the cluster and its node pools are built on.
+        "VPC" | "Kubernetes" => json!({"id": format!("{name}-id")}),
         _ => json!({}),
     };
     observed["status"] = json!({"atProvider": at_provider,
