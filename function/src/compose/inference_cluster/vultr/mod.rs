@@ -143,7 +143,7 @@ impl Provisioner for Vultr<'_> {
         let uses: &[&str] = match kind {
             // What runs on the cluster or hangs off it goes first, while the API server still answers.
             "KubernetesNodePool" | "Release" | "Object" => &[KEY_CLUSTER],
-            // VKE refuses to delete a VPC a cluster's nodes are still attached to.
+            // The cluster's nodes sit in the VPC: it goes only once they are gone.
             "Kubernetes" => &[KEY_VPC],
             _ => &[],
         };
