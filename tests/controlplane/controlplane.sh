@@ -282,7 +282,8 @@ cmd_up() {
         --service-account-issuer https://kubernetes.default.svc \
         --service-account-key-file "$pki/service-account.pub" \
         --service-account-signing-key-file "$pki/service-account.key" \
-        --service-cluster-ip-range 10.0.0.0/24 --profiling=false
+        --service-cluster-ip-range 10.0.0.0/24 --profiling=false \
+        --allow-privileged=true
     write_kubeconfig "$api_port"
     wait_ready kube-apiserver api_ready "$api_port" /readyz
 

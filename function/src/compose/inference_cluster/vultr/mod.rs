@@ -1,12 +1,227 @@
-//! The Vultr half of a cluster, once its composer lands; until then refused by name.
+//! The Vultr half of a cluster: a VKE cluster through provider-upjet-vultr, composed in the order Vultr needs
+//! it and torn down in reverse.
+//!
+//! Each stage is composed only once what it needs is observed, reading IDs from the observed status of the stage
+//! before, so the provider never resolves a reference and never sees a half-known spec:
+//!
+//! 1. the activation policy that starts provider-upjet-vultr's controllers for the kinds composed here; nothing
+//!    of the provider before it is seen, or Crossplane's first applies fail for want of the kinds;
+//! 2. the `VPC` the cluster's nodes share (Vultr has no node identity or role bindings to compose: the API key
+//!    of the provider config is the only credential, and nodes need none);
+//! 3. the `Kubernetes` cluster in that VPC, with the system pool inline (VKE creates no cluster without a pool)
+//!    and its kubeconfig written to the connection secret provider-kubernetes and provider-helm read;
+//! 4. once the cluster is Ready: one `KubernetesNodePool` per `spec.nodePools` entry, and the in-cluster NFS
+//!    server model caches stage on (see [`storage`]);
+//! 5. once the NFS server and its CSI driver are Ready: the `modelplane-rwx-fs` StorageClass, which is what the
+//!    InferenceCluster reports as its cache storage class.
+//!
+//! A resource that exists stays composed even if what it was built from is no longer observed (leaving it out
+//! would delete it); its inputs then come from its own observed spec. Deletion runs in reverse, held in order by
+//! Crossplane `Usage`s ([`Vultr::uses`]): the GPU pools and everything on the cluster first, then the cluster,
+//! then its VPC.
 
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::observed::Observed;
+use super::provision::{self, Progress, Provisioner};
+use super::upjet;
+use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
-    api::{inference_class::Provider, inference_cluster::VultrCluster},
-    compose::ComposeError,
+    api::{
+        inference_class::{InferenceClassSpec, Provider},
+        inference_cluster::{InferenceClusterSpec, VultrCluster},
+    },
+    compose::{ComposeError, Output},
+    proto::v1::RunFunctionRequest,
+    stack::Cloud,
 };
 
-use super::provision::{self, Provisioner};
+mod infra;
+mod node_pools;
+mod storage;
+mod validate;
 
-pub fn provisioner(_: &VultrCluster) -> Result<Box<dyn Provisioner + '_>, ComposeError> {
-    Err(provision::not_composed_yet(Provider::Vultr))
+/// Every composed resource of provider-upjet-vultr or of the NFS stack is keyed `vultr-...`, so one observed
+/// key of the prefix says the activation policy has done its work.
+const KEY_PREFIX: &str = "vultr-";
+pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
+pub const KEY_VPC: &str = "vultr-vpc";
+pub const KEY_CLUSTER: &str = "vultr-cluster";
+
+/// The upjet groups and the name of the provider package the policy activates.
+pub const PROVIDER: &str = "provider-upjet-vultr";
+pub const VKE_API_VERSION: &str = "vke.vultr.m.upbound.io/v1beta1";
+pub const NETWORK_API_VERSION: &str = "network.vultr.m.upbound.io/v1beta1";
+/// The CRDs of every provider-upjet-vultr kind composed here, as the activation policy names them.
+pub const CRDS: &[&str] = &[
+    "vpcs.network.vultr.m.upbound.io",
+    "kubernetes.vke.vultr.m.upbound.io",
+    "kubernetesnodepools.vke.vultr.m.upbound.io",
+];
+
+/// The key provider-upjet-vultr writes the cluster's kubeconfig under in its connection secret.
+pub const KUBECONFIG_KEY: &str = "kubeconfig";
+
+pub fn node_pool_key(pool: &str) -> String {
+    format!("{KEY_PREFIX}nodepool-{pool}")
 }
+
+pub fn provisioner(cluster: &VultrCluster) -> Result<Box<dyn Provisioner + '_>, ComposeError> {
+    Ok(Box::new(Vultr { cluster }))
+}
+
+/// A VKE cluster provider-upjet-vultr provisions.
+pub struct Vultr<'a> {
+    cluster: &'a VultrCluster,
+}
+
+impl Provisioner for Vultr<'_> {
+    fn cloud(&self) -> Cloud {
+        Cloud::Vultr
+    }
+
+    fn provider(&self) -> Option<Provider> {
+        Some(Provider::Vultr)
+    }
+
+    fn region(&self) -> Option<&str> {
+        Some(&self.cluster.region)
+    }
+
+    fn check(
+        &self,
+        spec: &InferenceClusterSpec,
+        classes: &BTreeMap<String, InferenceClassSpec>,
+    ) -> Result<(), ComposeError> {
+        validate::cluster(self.cluster)?;
+        validate::pools(spec)?;
+        validate::pools_against_classes(spec, classes)
+    }
+
+    fn compose(
+        &self,
+        req: &RunFunctionRequest,
+        out: &mut Output,
+        name: &str,
+        spec: &InferenceClusterSpec,
+        classes: &BTreeMap<String, InferenceClassSpec>,
+    ) -> Result<Progress, ComposeError> {
+        let seen = Observed::new(req);
+        let ctx = Context {
+            name,
+            cluster: self.cluster,
+            seen: &seen,
+        };
+        Ok(compose(out, &ctx, spec, classes))
+    }
+
+    /// The VKE kubeconfig authenticates with the client certificate it embeds, so it needs no `identity` block.
+    fn workload_credentials(&self, name: &str) -> Value {
+        provision::kubeconfig_credentials(&upjet::kubeconfig_secret(name), CONTROL_NAMESPACE, KUBECONFIG_KEY)
+    }
+
+    /// Modelplane's NFS class, reported only once its StorageClass is observed on the cluster, so no cache
+    /// volume waits on a class that does not exist yet.
+    fn cache_storage_class(&self, out: &Output) -> Option<String> {
+        out.resources
+            .get(storage::KEY_STORAGE_CLASS)
+            .filter(|c| c.ready)
+            .map(|_| storage::STORAGE_CLASS.to_owned())
+    }
+
+    /// The system pool is the cluster's inline pool, so the cluster gates it; every other pool has its own MR.
+    fn pool_key(&self, pool: &str) -> Option<String> {
+        if pool == node_pools::SYSTEM {
+            return Some(KEY_CLUSTER.to_owned());
+        }
+        Some(node_pool_key(pool))
+    }
+
+    fn uses(&self, kind: &str, _key: &str) -> Vec<String> {
+        let uses: &[&str] = match kind {
+            // What runs on the cluster or hangs off it goes first, while the API server still answers.
+            "KubernetesNodePool" | "Release" | "Object" => &[KEY_CLUSTER],
+            // The cluster's nodes sit in the VPC: it goes only once they are gone.
+            "Kubernetes" => &[KEY_VPC],
+            _ => &[],
+        };
+        uses.iter().map(|u| (*u).to_owned()).collect()
+    }
+}
+
+fn compose(
+    out: &mut Output,
+    ctx: &Context,
+    spec: &InferenceClusterSpec,
+    classes: &BTreeMap<String, InferenceClassSpec>,
+) -> Progress {
+    let mut progress = Progress::default();
+    out.compose(
+        KEY_ACTIVATION_POLICY,
+        provision::activation_policy(ctx.name, PROVIDER, CRDS),
+        false,
+    );
+    let started = ctx.seen.exists(KEY_ACTIVATION_POLICY) || ctx.seen.any_with_prefix(KEY_PREFIX);
+    if !started {
+        progress
+            .waiting
+            .push("the provider-upjet-vultr activation policy");
+        return progress;
+    }
+
+    match infra::vpc(out, ctx) {
+        Some(vpc) => infra::cluster(out, ctx, &vpc),
+        None => progress.waiting.push("the VPC"),
+    }
+
+    progress.cluster_ready = ctx.seen.ready(KEY_CLUSTER);
+    let pools_composed = spec
+        .node_pools
+        .iter()
+        .any(|p| ctx.seen.exists(&node_pool_key(&p.name)));
+    if !(progress.cluster_ready || pools_composed || storage::any_composed(ctx)) {
+        progress.waiting.push("the VKE cluster");
+        return progress;
+    }
+    node_pools::compose(out, ctx, spec, classes, infra::cluster_id(ctx).as_deref());
+    if !storage::compose(out, ctx) {
+        progress.waiting.push("the NFS server for model caches");
+    }
+    progress
+}
+
+/// What every stage reads.
+pub struct Context<'a> {
+    pub name: &'a str,
+    pub cluster: &'a VultrCluster,
+    pub seen: &'a Observed<'a>,
+}
+
+impl Context<'_> {
+    /// A provider-upjet-vultr MR of the cluster, authenticated by the provider config `credentials` names.
+    pub fn managed(&self, api_version: &str, kind: &str, name: &str, for_provider: Value) -> Value {
+        upjet::managed(api_version, kind, name, &self.cluster.credentials, for_provider)
+    }
+
+    /// A string field of the resource's own observed spec, for a resource that exists and must keep what it was
+    /// created with.
+    pub fn spec_string(&self, key: &str, pointer: &str) -> Option<String> {
+        self.seen
+            .spec_field(key, pointer)
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .filter(|s| !s.is_empty())
+    }
+
+    /// A string field of the observed status of `key`, once it is Ready.
+    pub fn ready_string(&self, key: &str, pointer: &str) -> Option<String> {
+        self.seen
+            .ready_field(key, pointer)
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .filter(|s| !s.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests;
