@@ -347,12 +347,18 @@ fn serde_types_round_trip_the_examples_through_the_xrd_schemas() {
 #[test]
 fn the_status_the_composer_writes_is_declared_by_the_xrd() {
     use modelplane_function::{compose::inference_cluster::class_requirement, render::RequestBuilder};
-    let class = read_documents(&repo_root().join("examples/classes/eks-h200-8x.yaml")).remove(0);
+    let classes: Vec<Value> = yaml_files(&repo_root().join("examples/classes"))
+        .iter()
+        .map(|f| read_documents(f).remove(0))
+        .collect();
     for file in yaml_files(&repo_root().join("examples/clusters")) {
         let xr = read_documents(&file).remove(0);
-        let req = RequestBuilder::new(&xr)
-            .required(&class_requirement("eks-h200-8x"), std::slice::from_ref(&class))
-            .build();
+        let mut req = RequestBuilder::new(&xr);
+        for class in &classes {
+            let name = class["metadata"]["name"].as_str().unwrap();
+            req = req.required(&class_requirement(name), std::slice::from_ref(class));
+        }
+        let req = req.build();
         // Bring the cluster up with everything observed ready, so the status lists pools and their devices.
         let rsp = stages::every_stage(&req).pop().unwrap();
         let desired = rsp

@@ -21,6 +21,17 @@ pub fn resource(v: &Value) -> Resource {
 
 /// What AWS and Crossplane would report once a composed resource is Ready.
 pub fn observed_ready(object: &Value) -> Value {
+    // An upjet provider's resources (the clouds beyond EKS) are observed as `render --until-ready` observes them,
+    // with the IDs and external names their composers read.
+    let group = object["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    if group.ends_with(".m.upbound.io") {
+        return modelplane_function::render::simulate::observe(object);
+    }
     let mut observed = object.clone();
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     let at_provider = match object["kind"].as_str().unwrap_or_default() {
