@@ -104,7 +104,8 @@ pub fn network(out: &mut Output, ctx: &Context, group: Option<&str>) -> Option<S
         .or_else(|| ctx.spec_string(KEY_SUBNET, "/spec/forProvider/virtualNetworkName"))
 }
 
-/// The node subnet of `network`; its ID once it is Ready (or as the cluster carries it).
+/// The node subnet of `network`; its ID once it is Ready, or as the cluster carries it (even while the subnet
+/// itself cannot be composed, so the cluster never loses it).
 pub fn subnet(out: &mut Output, ctx: &Context, group: Option<&str>, network: Option<&str>) -> Option<String> {
     let group = group
         .map(str::to_owned)
@@ -112,20 +113,19 @@ pub fn subnet(out: &mut Output, ctx: &Context, group: Option<&str>, network: Opt
     let network = network
         .map(str::to_owned)
         .or_else(|| ctx.spec_string(KEY_SUBNET, "/spec/forProvider/virtualNetworkName"));
-    let (Some(group), Some(network)) = (group, network) else {
-        return None;
-    };
-    let mr = ctx.managed(
-        NETWORK_API,
-        "Subnet",
-        &format!("{}-nodes", ctx.name),
-        json!({
-            "resourceGroupName": group,
-            "virtualNetworkName": network,
-            "addressPrefixes": [SUBNET_CIDR],
-        }),
-    );
-    out.compose(KEY_SUBNET, mr, false);
+    if let (Some(group), Some(network)) = (group, network) {
+        let mr = ctx.managed(
+            NETWORK_API,
+            "Subnet",
+            &format!("{}-nodes", ctx.name),
+            json!({
+                "resourceGroupName": group,
+                "virtualNetworkName": network,
+                "addressPrefixes": [SUBNET_CIDR],
+            }),
+        );
+        out.compose(KEY_SUBNET, mr, false);
+    }
     ctx.ready_string(KEY_SUBNET, "/status/atProvider/id")
         .or_else(|| ctx.spec_string(KEY_CLUSTER, "/spec/forProvider/defaultNodePool/vnetSubnetId"))
 }
@@ -136,25 +136,21 @@ pub fn identity(out: &mut Output, ctx: &Context, group: Option<&str>) -> Identit
     let group = group
         .map(str::to_owned)
         .or_else(|| ctx.spec_string(KEY_IDENTITY, "/spec/forProvider/resourceGroupName"));
-    let Some(group) = group else {
-        return Identity {
-            id: None,
-            principal_id: None,
-        };
-    };
-    let name = format!("{}-control-plane", ctx.name);
-    let mr = ctx.managed(
-        IDENTITY_API,
-        "UserAssignedIdentity",
-        &name,
-        json!({
-            "name": name,
-            "location": ctx.cluster.location,
-            "resourceGroupName": group,
-            "tags": ctx.tags(),
-        }),
-    );
-    out.compose(KEY_IDENTITY, mr, false);
+    if let Some(group) = group {
+        let name = format!("{}-control-plane", ctx.name);
+        let mr = ctx.managed(
+            IDENTITY_API,
+            "UserAssignedIdentity",
+            &name,
+            json!({
+                "name": name,
+                "location": ctx.cluster.location,
+                "resourceGroupName": group,
+                "tags": ctx.tags(),
+            }),
+        );
+        out.compose(KEY_IDENTITY, mr, false);
+    }
     Identity {
         id: ctx
             .ready_string(KEY_IDENTITY, "/status/atProvider/id")
