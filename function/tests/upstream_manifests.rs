@@ -1,8 +1,8 @@
 //! Upstream Modelplane's own documentation manifests for EKS and existing clusters, their classes and their
 //! model caches (vendored verbatim under `fixtures/upstream/`, see its SOURCES.md) are accepted as they are:
 //! each validates against our XRD and renders without a FATAL result. Those for GKE, AKS, Nebius and Vultr
-//! (`fixtures/upstream-clouds/`) validate against our XRDs too; their clusters are refused by name until the
-//! clouds' composers land.
+//! (`fixtures/upstream-clouds/`) validate against our XRDs too; AKS clusters compose (see `cloud_aks.rs`), the
+//! other clouds' are refused by name until their composers land.
 
 // Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
