@@ -45,7 +45,10 @@ fn upstream_aks(kind: &str) -> Vec<Value> {
         .collect()
 }
 
-fn simulate(composite: &Value, required: Vec<Value>) -> Simulation {
+/// Runs `composite` until it settles, its requirements answered from `required` and upstream's provider-upjet-azure
+/// ClusterProviderConfig.
+fn simulate(composite: &Value, mut required: Vec<Value>) -> Simulation {
+    required.extend(upstream("getting-started/clusterproviderconfig-azure.yaml"));
     let inputs = Inputs {
         composite: composite.clone(),
         required,

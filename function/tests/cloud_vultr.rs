@@ -45,10 +45,16 @@ fn concepts() -> (Value, Value) {
     (class, cluster)
 }
 
+/// Runs `cluster` until it settles, its requirements answered with `class` and upstream's provider-upjet-vultr
+/// ClusterProviderConfig.
 fn until_ready(cluster: &Value, class: &Value) -> Simulation {
+    let mut required = vec![class.clone()];
+    required.extend(read_documents(
+        &manifests().join("getting-started/clusterproviderconfig-vultr.yaml"),
+    ));
     let inputs = Inputs {
         composite: cluster.clone(),
-        required: vec![class.clone()],
+        required,
         ..Default::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();

@@ -5,6 +5,7 @@
 //! Requests are built with the function crate's `RequestBuilder` (the request `render` sends), then encoded
 //! once; the benchmark sends those bytes as they are, so no client spends time on protobuf while it measures.
 
+pub mod clouds;
 mod objects;
 pub mod scale;
 
@@ -44,6 +45,9 @@ pub enum Scenario {
     /// One ModelDeployment reconcile in [`scale`]'s 100-cluster fleet with `others` other deployments: settled
     /// (its home cluster required by name) or waiting (the candidate set required).
     FleetScale { others: usize, waiting: bool },
+    /// A settled reconcile of the example cluster of cloud `cloud` of [`clouds::CLOUDS`], everything it composes
+    /// observed Ready.
+    SettledCluster { cloud: usize },
 }
 
 impl Scenario {
@@ -65,6 +69,11 @@ impl Scenario {
             .flat_map(|others| [false, true].map(|waiting| Scenario::FleetScale { others, waiting }))
     }
 
+    /// One settled cluster reconcile per cloud.
+    pub fn clouds() -> impl Iterator<Item = Scenario> {
+        (0..clouds::CLOUDS.len()).map(|cloud| Scenario::SettledCluster { cloud })
+    }
+
     pub fn label(self) -> String {
         match self {
             Scenario::Trivial => "trivial XR".into(),
@@ -74,6 +83,12 @@ impl Scenario {
                 "fleet-scale {}, {others} others",
                 if waiting { "waiting" } else { "settled" }
             ),
+            Scenario::SettledCluster { cloud } => {
+                format!(
+                    "settled {} cluster",
+                    clouds::CLOUDS[cloud % clouds::CLOUDS.len()].0
+                )
+            }
         }
     }
 
@@ -90,6 +105,7 @@ impl Scenario {
                 others,
                 waiting: true,
             } => scale::waiting(others),
+            Scenario::SettledCluster { cloud } => clouds::settled(cloud),
         }
     }
 
@@ -182,6 +198,33 @@ mod tests {
             "100-cluster fleet request is {} bytes",
             sizes[3]
         );
+    }
+
+    #[test]
+    fn each_clouds_settled_reconcile_is_ready_and_composes_nothing_new() {
+        for scenario in Scenario::clouds() {
+            let req = scenario.request();
+            let observed = req.observed.as_ref().map_or(0, |o| o.resources.len());
+            let rsp = modelplane_function::run_function(req);
+            assert!(
+                rsp.results.iter().all(|r| r.severity != 1),
+                "{}: {:?}",
+                scenario.label(),
+                rsp.results
+            );
+            let desired = rsp.desired.unwrap_or_default().resources;
+            assert!(
+                observed > 20 && desired.len() == observed,
+                "{}: {observed} observed, {} desired",
+                scenario.label(),
+                desired.len()
+            );
+            assert!(
+                desired.values().all(|r| r.ready == 1),
+                "{}: not every resource Ready",
+                scenario.label()
+            );
+        }
     }
 
     #[test]

@@ -61,21 +61,16 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             credentials.selector(),
         );
     }
-    let fetched = match &credentials {
-        Some(credentials) => credentials.check(req)?,
-        None => true,
-    };
-    let Some(classes) = classes(req, spec)?.filter(|_| fetched) else {
+    if let Some(credentials) = &credentials {
+        credentials.check(req)?;
+    }
+    let Some(classes) = classes(req, spec)? else {
         // Crossplane fetches the classes and calls again; nothing is composed until they are known.
         out.condition(
             ConditionType::ClassesResolved,
             Status::ConditionFalse,
             Reason::WaitingForClasses,
-            if credentials.is_some() {
-                "waiting for Crossplane to fetch the node pools' InferenceClasses and the cluster's provider config"
-            } else {
-                "waiting for Crossplane to fetch the node pools' InferenceClasses"
-            },
+            "waiting for Crossplane to fetch the node pools' InferenceClasses",
         );
         return Ok(out);
     };

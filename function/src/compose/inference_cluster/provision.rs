@@ -170,14 +170,15 @@ impl Credentials {
         }
     }
 
-    /// `Ok(true)` once Crossplane has fetched the provider config, `Ok(false)` before; refused by field when it
-    /// does not exist, before anything is composed (nothing the cloud composes could authenticate).
-    pub fn check(&self, req: &RunFunctionRequest) -> Result<bool, ComposeError> {
+    /// Refused by field when Crossplane looked for the provider config and found none, before anything is
+    /// composed (nothing the cloud composes could authenticate). Not asked yet is not refused: Crossplane answers
+    /// every requirement before it applies what a call composed.
+    pub fn check(&self, req: &RunFunctionRequest) -> Result<(), ComposeError> {
         let Some(found) = request::required_resources(req, CREDENTIALS_REQUIREMENT) else {
-            return Ok(false);
+            return Ok(());
         };
         if found.iter().any(|r| r.resource.is_some()) {
-            return Ok(true);
+            return Ok(());
         }
         let kind = self.reference.kind.as_str();
         let place = match self.reference.kind {

@@ -70,7 +70,9 @@ enum RequestSet {
     Standard,
     /// One ModelDeployment reconcile, settled and waiting, with 0, 1,000 and 10,000 other deployments.
     FleetScale,
-    /// Both.
+    /// One settled InferenceCluster reconcile per cloud (the 100-cluster mixed-cloud fleet's unit).
+    Clouds,
+    /// All of the above.
     All,
 }
 
@@ -80,7 +82,11 @@ impl RequestSet {
         match self {
             RequestSet::Standard => standard().collect(),
             RequestSet::FleetScale => Scenario::fleet_scale().collect(),
-            RequestSet::All => standard().chain(Scenario::fleet_scale()).collect(),
+            RequestSet::Clouds => Scenario::clouds().collect(),
+            RequestSet::All => standard()
+                .chain(Scenario::fleet_scale())
+                .chain(Scenario::clouds())
+                .collect(),
         }
     }
 }
@@ -118,7 +124,8 @@ fn plan(scenario: Scenario) -> Plan {
             sequential: 300,
             concurrent: 1_600,
         },
-        Scenario::Fleet { .. } | Scenario::FleetScale { .. } => Plan {
+        // A settled cluster carries its ~100 composed resources back as observed: 200-400 KB.
+        Scenario::Fleet { .. } | Scenario::FleetScale { .. } | Scenario::SettledCluster { .. } => Plan {
             warmup: 15,
             sequential: 150,
             concurrent: 800,
@@ -286,6 +293,7 @@ async fn run(cli: &Cli) -> Result<bool, String> {
     println!();
     report::print_table(&names, &rows);
     report::print_fleet_scale(&names, &rows);
+    report::print_clouds(&names, &rows);
     println!("\nWhat each server answered (one response per request, decoded after warm-up):");
     for answer in &answers {
         println!("{answer}");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use modelplane_function::proto::v1::{RunFunctionResponse, Severity};
-use modelplane_tests::fleet::{Scenario, scale};
+use modelplane_tests::fleet::{Scenario, clouds, scale};
 use prost::Message;
 
 use crate::load::Sample;
@@ -145,6 +145,53 @@ pub fn print_fleet_scale(servers: &[&str], rows: &[Row]) {
         line.push_str(&format!(" {before} / {after} |"));
         println!("{line}");
     }
+}
+
+/// The settled cluster reconciles, one row per cloud, and what a 100-cluster mixed-cloud fleet costs per poll:
+/// [`clouds::CLUSTERS_PER_CLOUD`] reconciles of each, one caller.
+pub fn print_clouds(servers: &[&str], rows: &[Row]) {
+    let single: Vec<&Row> = rows
+        .iter()
+        .filter(|row| row.concurrency == 1 && matches!(row.scenario, Scenario::SettledCluster { .. }))
+        .collect();
+    if single.is_empty() {
+        return;
+    }
+    let mut header = String::from("\n| settled reconcile | request |");
+    let mut rule = String::from("|---|---:|");
+    for name in servers {
+        header.push_str(&format!(" {name} p50 / p99 ms |"));
+        rule.push_str("---|");
+    }
+    for name in &servers[OURS + 1..] {
+        header.push_str(&format!(" ours vs {name}: p50 |"));
+        rule.push_str("---:|");
+    }
+    println!("{header}\n{rule}");
+    let mut fleet = vec![0.0; servers.len()];
+    for row in &single {
+        let mut line = format!("| {} | {} |", row.request, size(row.request_bytes));
+        for (server, sample) in row.samples.iter().enumerate() {
+            let p50 = sample.percentile(50.0);
+            fleet[server] += p50.as_secs_f64() * clouds::CLUSTERS_PER_CLOUD as f64;
+            line.push_str(&format!(" {} / {} |", ms(p50), ms(sample.percentile(99.0))));
+        }
+        let ours = row.samples[OURS].percentile(50.0).as_secs_f64();
+        for theirs in &row.samples[OURS + 1..] {
+            let ratio = ours / theirs.percentile(50.0).as_secs_f64().max(1e-9);
+            line.push_str(&format!(" {ratio:.2}x |"));
+        }
+        println!("{line}");
+    }
+    let clusters = single.len() * clouds::CLUSTERS_PER_CLOUD;
+    let mut line = format!("| {clusters}-cluster mixed fleet, one poll (sum of p50s) | |");
+    for total in &fleet {
+        line.push_str(&format!(" {:.1} |", total * 1e3));
+    }
+    for theirs in &fleet[OURS + 1..] {
+        line.push_str(&format!(" {:.2}x |", fleet[OURS] / theirs.max(1e-9)));
+    }
+    println!("{line}");
 }
 
 /// A one-line account of a response: how big, whether the tag came back, and what the function decided.

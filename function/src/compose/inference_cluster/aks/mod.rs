@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::observed::Observed;
-use super::provision::{self, Progress, Provisioner};
+use super::provision::{self, Credentials, Progress, Provisioner};
 use super::upjet;
 use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
@@ -97,6 +97,14 @@ impl Provisioner for Aks<'_> {
 
     fn provider(&self) -> Option<Provider> {
         Some(Provider::Aks)
+    }
+
+    fn credentials(&self) -> Option<Credentials> {
+        Some(Credentials {
+            field: "spec.cluster.aks.credentials",
+            api_version: "azure.m.upbound.io/v1beta1",
+            reference: self.cluster.credentials.clone(),
+        })
     }
 
     fn region(&self) -> Option<&str> {

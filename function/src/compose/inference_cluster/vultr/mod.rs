@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::observed::Observed;
-use super::provision::{self, Progress, Provisioner};
+use super::provision::{self, Credentials, Progress, Provisioner};
 use super::upjet;
 use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
@@ -84,6 +84,14 @@ impl Provisioner for Vultr<'_> {
 
     fn provider(&self) -> Option<Provider> {
         Some(Provider::Vultr)
+    }
+
+    fn credentials(&self) -> Option<Credentials> {
+        Some(Credentials {
+            field: "spec.cluster.vultr.credentials",
+            api_version: "vultr.m.upbound.io/v1beta1",
+            reference: self.cluster.credentials.clone(),
+        })
     }
 
     fn region(&self) -> Option<&str> {
