@@ -28,10 +28,12 @@ use crate::{
     },
 };
 
-/// Kinds that never report conditions: existing is as ready as they get.
+/// Kinds that never report conditions: existing is as ready as they get. A Secret is one a cloud composes on
+/// the control plane for its MRs to read (Nebius node groups' cloud-init).
 const CONDITIONLESS_KINDS: &[&str] = &[
     "ClusterProviderConfig",
     "ManagedResourceActivationPolicy",
+    "Secret",
     "Usage",
 ];
 

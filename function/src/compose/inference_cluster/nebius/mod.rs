@@ -1,12 +1,296 @@
-//! The Nebius half of a cluster, once its composer lands; until then refused by name.
+//! The Nebius half of a cluster: a mk8s cluster provider-upjet-nebius provisions, composed in the order Nebius
+//! needs it and torn down in reverse.
+//!
+//! Every MR goes to the project the cluster's provider config names (its `projectID` is the default parent), so
+//! the spec block needs no project or region: Nebius projects live in one region. Each stage is composed only
+//! once what it needs is observed, reading IDs from the observed status of the stage before, so the provider
+//! never resolves a reference and never sees a half-known spec:
+//!
+//! 1. the activation policy that starts provider-upjet-nebius's controllers for the kinds composed here;
+//!    nothing of the provider before it is seen, or Crossplane's first applies fail for want of the kinds;
+//! 2. the VPC `Network`, the shared `Filesystem` model caches live on, the cloud-init `Secret` that mounts it on
+//!    every node, and one `GpuCluster` per InfiniBand fabric a pool joins;
+//! 3. the `Subnet`, once the network has an ID (it takes its addresses from the network's default pools);
+//! 4. the mk8s `Cluster` on that subnet with a public endpoint, writing its kubeconfig to
+//!    [`upjet::kubeconfig_secret`];
+//! 5. once the cluster is Ready: the `NodeGroup`s (a system group and one per pool, each attaching the
+//!    filesystem, GPU groups on their fabric's GPU cluster) and Nebius's csi-mounted-fs-path driver;
+//! 6. once that driver is Ready: the `modelplane-rwx-fs` StorageClass, reported as the cache storage class.
+//!
+//! No node service account is composed: nothing on the nodes calls a Nebius API (mk8s scales node groups
+//! itself, Compute attaches the filesystem, the driver images are public), so no IAM grant is needed there.
+//!
+//! A resource that exists stays composed even when what it was built from is no longer observed (leaving it
+//! out would delete it); its inputs then come from its own observed spec. Deletion runs in reverse, held by
+//! Crossplane `Usage`s ([`Nebius::uses`]): what runs on the cluster and the node groups first, then the
+//! cluster, its subnet, its network. Node groups hold the filesystem (Nebius will not delete one still
+//! attached), their GPU cluster, and the cloud-init Secret the provider reads for as long as a group exists.
 
+use std::{cell::RefCell, collections::BTreeMap};
+
+use serde_json::Value;
+
+use super::observed::Observed;
+use super::provision::{self, Credentials, Progress, Provisioner};
+use super::upjet;
+use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
-    api::{inference_class::Provider, inference_cluster::NebiusCluster},
-    compose::ComposeError,
+    api::{
+        inference_class::{InferenceClassSpec, Provider},
+        inference_cluster::{InferenceClusterSpec, NebiusCluster},
+    },
+    compose::{ComposeError, Output},
+    proto::v1::RunFunctionRequest,
+    stack::Cloud,
 };
 
-use super::provision::{self, Provisioner};
+mod credentials;
+mod infra;
+mod node_pools;
+mod validate;
 
-pub fn provisioner(_: &NebiusCluster) -> Result<Box<dyn Provisioner + '_>, ComposeError> {
-    Err(provision::not_composed_yet(Provider::Nebius))
+pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
+/// Every composed key of provider-upjet-nebius's kinds starts so.
+pub const KEY_PREFIX: &str = "nebius-";
+pub const KEY_NETWORK: &str = "nebius-network";
+pub const KEY_SUBNET: &str = "nebius-subnet";
+pub const KEY_CLUSTER: &str = "nebius-cluster";
+pub const KEY_FILESYSTEM: &str = "nebius-filesystem";
+pub const KEY_CLOUD_INIT: &str = "nebius-cloud-init";
+pub const KEY_CSI_DRIVER: &str = "release-csi-mounted-fs-path";
+pub const KEY_STORAGE_CLASS: &str = "object-storageclass-fs";
+
+/// The ReadWriteMany StorageClass every Nebius cluster gets for model caches, served from the shared filesystem
+/// (upstream Modelplane's name, so manifests written for it keep working).
+pub const FS_STORAGE_CLASS: &str = "modelplane-rwx-fs";
+
+/// The key provider-upjet-nebius writes the kubeconfig under (it targets the public endpoint when there is one).
+pub const KUBECONFIG_KEY: &str = "kubeconfig";
+
+const API_VPC: &str = "vpc.nebius.m.upbound.io/v1beta1";
+const API_MK8S: &str = "mk8s.nebius.m.upbound.io/v1beta1";
+const API_COMPUTE: &str = "compute.nebius.m.upbound.io/v1beta1";
+
+/// The CRDs of every kind composed here, which the activation policy activates.
+pub const CRDS: &[&str] = &[
+    "networks.vpc.nebius.m.upbound.io",
+    "subnets.vpc.nebius.m.upbound.io",
+    "clusters.mk8s.nebius.m.upbound.io",
+    "nodegroups.mk8s.nebius.m.upbound.io",
+    "filesystems.compute.nebius.m.upbound.io",
+    "gpuclusters.compute.nebius.m.upbound.io",
+];
+
+pub fn node_group_key(pool: &str) -> String {
+    format!("{KEY_PREFIX}nodegroup-{pool}")
 }
+
+pub fn gpu_cluster_key(fabric: &str) -> String {
+    format!("{KEY_PREFIX}gpucluster-{fabric}")
+}
+
+pub fn provisioner(cluster: &NebiusCluster) -> Result<Box<dyn Provisioner + '_>, ComposeError> {
+    Ok(Box::new(Nebius::new(cluster)))
+}
+
+/// A mk8s cluster provider-upjet-nebius provisions.
+pub struct Nebius<'a> {
+    cluster: &'a NebiusCluster,
+    /// What `compose` read from the request that later calls of the trait need and are not given: the
+    /// identity provider-kubernetes authenticates as, and which GPU cluster each node group joins.
+    learned: RefCell<Learned>,
+}
+
+#[derive(Debug, Default)]
+struct Learned {
+    identity: Option<credentials::SecretRef>,
+    gpu_cluster_of: BTreeMap<String, String>,
+}
+
+impl<'a> Nebius<'a> {
+    pub fn new(cluster: &'a NebiusCluster) -> Self {
+        Self {
+            cluster,
+            learned: RefCell::default(),
+        }
+    }
+}
+
+impl Provisioner for Nebius<'_> {
+    fn cloud(&self) -> Cloud {
+        Cloud::Nebius
+    }
+
+    fn provider(&self) -> Option<Provider> {
+        Some(Provider::Nebius)
+    }
+
+    fn credentials(&self) -> Option<Credentials> {
+        Some(Credentials {
+            field: credentials::FIELD,
+            api_version: credentials::PROVIDER_CONFIG_API,
+            reference: self.cluster.credentials.clone(),
+        })
+    }
+
+    /// None: the region is the project's, which only the provider config knows.
+    fn region(&self) -> Option<&str> {
+        None
+    }
+
+    fn check(
+        &self,
+        spec: &InferenceClusterSpec,
+        classes: &BTreeMap<String, InferenceClassSpec>,
+    ) -> Result<(), ComposeError> {
+        validate::cluster(self.cluster, spec)?;
+        validate::pools_against_classes(spec, classes)
+    }
+
+    fn compose(
+        &self,
+        req: &RunFunctionRequest,
+        out: &mut Output,
+        name: &str,
+        spec: &InferenceClusterSpec,
+        classes: &BTreeMap<String, InferenceClassSpec>,
+    ) -> Result<Progress, ComposeError> {
+        let seen = Observed::new(req);
+        // Read first: a provider config that cannot lend its identity is refused before anything is composed.
+        let identity = credentials::identity(req, &seen, &self.cluster.credentials)?;
+        let ctx = Context {
+            name,
+            cluster: self.cluster,
+            seen: &seen,
+        };
+        let progress = compose(out, &ctx, spec, classes)?;
+        let mut learned = self.learned.borrow_mut();
+        learned.identity = identity;
+        learned.gpu_cluster_of = node_pools::gpu_clusters_of(spec);
+        Ok(progress)
+    }
+
+    /// The kubeconfig from the cluster's connection secret, which carries only the endpoint and CA (Nebius
+    /// authenticates every client through its IAM), plus the provider config's own service account as the
+    /// identity, once compose has read it.
+    fn workload_credentials(&self, name: &str) -> Value {
+        let mut spec = provision::kubeconfig_credentials(
+            &upjet::kubeconfig_secret(name),
+            CONTROL_NAMESPACE,
+            KUBECONFIG_KEY,
+        );
+        if let Some(identity) = &self.learned.borrow().identity {
+            spec["identity"] = identity.as_identity();
+        }
+        spec
+    }
+
+    /// Modelplane's own class, reported only once its StorageClass is observed on the cluster, so no cache
+    /// volume waits on a class that does not exist yet.
+    fn cache_storage_class(&self, out: &Output) -> Option<String> {
+        out.resources
+            .get(KEY_STORAGE_CLASS)
+            .filter(|c| c.ready)
+            .map(|_| FS_STORAGE_CLASS.to_owned())
+    }
+
+    fn pool_key(&self, pool: &str) -> Option<String> {
+        Some(node_group_key(pool))
+    }
+
+    fn uses(&self, kind: &str, key: &str) -> Vec<String> {
+        let uses: &[&str] = match kind {
+            "NodeGroup" => &[KEY_CLUSTER, KEY_FILESYSTEM, KEY_CLOUD_INIT],
+            "Release" | "Object" => &[KEY_CLUSTER],
+            "Cluster" => &[KEY_SUBNET],
+            "Subnet" => &[KEY_NETWORK],
+            _ => &[],
+        };
+        let mut used: Vec<String> = uses.iter().map(|u| (*u).to_owned()).collect();
+        if kind == "NodeGroup"
+            && let Some(gpu_cluster) = self.learned.borrow().gpu_cluster_of.get(key)
+        {
+            used.push(gpu_cluster.clone());
+        }
+        used
+    }
+}
+
+fn compose(
+    out: &mut Output,
+    ctx: &Context,
+    spec: &InferenceClusterSpec,
+    classes: &BTreeMap<String, InferenceClassSpec>,
+) -> Result<Progress, ComposeError> {
+    let mut progress = Progress::default();
+    out.compose(KEY_ACTIVATION_POLICY, activation_policy(ctx.name), false);
+    let started = ctx.seen.exists(KEY_ACTIVATION_POLICY) || ctx.seen.any_with_prefix(KEY_PREFIX);
+    if !started {
+        progress
+            .waiting
+            .push("the provider-upjet-nebius activation policy");
+        return Ok(progress);
+    }
+
+    infra::network(out, ctx);
+    infra::filesystem(out, ctx);
+    infra::cloud_init(out, ctx);
+    infra::gpu_clusters(out, ctx, spec);
+    if !infra::subnet(out, ctx) {
+        progress.waiting.push("the Nebius network");
+    }
+    if !infra::cluster(out, ctx) {
+        progress.waiting.push("the Nebius subnet");
+    }
+
+    progress.cluster_ready = ctx.seen.ready(KEY_CLUSTER);
+    if progress.cluster_ready || ctx.seen.any_with_prefix(&node_group_key("")) {
+        progress
+            .waiting
+            .extend(node_pools::compose(out, ctx, spec, classes));
+    } else {
+        progress.waiting.push("the mk8s cluster");
+    }
+    if progress.cluster_ready || ctx.seen.exists(KEY_CSI_DRIVER) {
+        out.compose(KEY_CSI_DRIVER, infra::csi_driver(ctx.name), false);
+    }
+    if ctx.seen.ready(KEY_CSI_DRIVER) || ctx.seen.exists(KEY_STORAGE_CLASS) {
+        out.compose(KEY_STORAGE_CLASS, infra::storage_class(ctx.name), false);
+    } else {
+        progress.waiting.push("the shared filesystem's CSI driver");
+    }
+    Ok(progress)
+}
+
+/// What every stage reads.
+pub struct Context<'a> {
+    pub name: &'a str,
+    pub cluster: &'a NebiusCluster,
+    pub seen: &'a Observed<'a>,
+}
+
+impl Context<'_> {
+    /// A provider-upjet-nebius MR named `name`, authenticated by the cluster's provider config.
+    pub fn managed(&self, api_version: &str, kind: &str, name: &str, for_provider: Value) -> Value {
+        upjet::managed(api_version, kind, name, &self.cluster.credentials, for_provider)
+    }
+
+    /// An ID a resource is built from: read from the resource it comes from (`source`) once that is Ready, else
+    /// from what the resource that takes it (`taker`) was composed with, so a resource that exists never loses
+    /// an input because its source is not observed right now.
+    pub fn input(&self, source: &str, taker: &str, taker_pointer: &str) -> Option<String> {
+        let string = |v: Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+        self.seen
+            .ready_field(source, "/status/atProvider/id")
+            .and_then(string)
+            .or_else(|| self.seen.spec_field(taker, taker_pointer).and_then(string))
+    }
+}
+
+/// The ManagedResourceActivationPolicy that activates provider-upjet-nebius's kinds.
+pub fn activation_policy(cluster: &str) -> Value {
+    provision::activation_policy(cluster, "provider-upjet-nebius", CRDS)
+}
+
+#[cfg(test)]
+mod tests;
