@@ -1,8 +1,8 @@
 //! Composes one GPU cluster from an `InferenceCluster`: what its cloud provisions (see [`provision`]: for
 //! `source: EKS` the provider-eks `Cluster`, a system node pool and one `NodePool` per pool, plus the activation
-//! policy that wakes provider-eks; GKE, AKS, Nebius and Vultr are admitted and refused by name until their
-//! composers land); for every cluster the provider configs that reach it and its version-locked components, the cloud's
-//! common ones plus the serving stack's own.
+//! policy that wakes provider-eks; for GKE, AKS, Nebius and Vultr the provider-upjet kinds of modules `gke`, `aks`,
+//! `nebius` and `vultr`, staged the same way); for every cluster the provider configs that reach it and its
+//! version-locked components, the cloud's common ones plus the serving stack's own.
 //!
 //! Namespaces: the InferenceCluster is cluster-scoped, but provider-eks MRs, provider-helm Releases and
 //! provider-kubernetes Objects are namespaced, and a cluster-scoped composite must say where they go. They all

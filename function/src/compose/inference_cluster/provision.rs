@@ -114,18 +114,6 @@ pub fn provisioner(spec: &InferenceClusterSpec) -> Result<Box<dyn Provisioner + 
     }
 }
 
-/// For a cloud the XRDs admit but this release does not compose: refused before the classes are fetched or
-/// anything is composed, so no cluster is half-provisioned.
-pub fn not_composed_yet(provider: Provider) -> ComposeError {
-    ComposeError::new(
-        "spec.cluster.source",
-        format!(
-            "{} provisioning is not available in this release",
-            provider.as_str()
-        ),
-    )
-}
-
 /// The ManagedResourceActivationPolicy that activates a provider's kinds (by CRD name) once a cluster on its
 /// cloud exists. Named per cluster and provider, so clusters never fight over one policy. Activation is one-way
 /// (an Active ManagedResourceDefinition never returns to Inactive): deleting the last cluster of a cloud
