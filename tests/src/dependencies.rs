@@ -75,7 +75,7 @@ pub const PROVIDER_KUBERNETES: Dependency = Dependency {
             version: Version(1, 0, 0),
             dir: "min/provider-kubernetes-v1.0.0",
         },
-        // The snapshot's CRDs are byte for byte those of tag v1.3.0 (tests/crds/SOURCES.md).
+        // The snapshot's CRDs are byte for byte those of tag v1.3.0 (tests/crds/README.md).
         Release {
             version: Version(1, 3, 0),
             dir: "provider-kubernetes",
