@@ -7,7 +7,10 @@
 
 use serde_json::{Value, json};
 
-use crate::api::inference_cluster::{GPU_TAINT_EFFECT, GPU_TAINT_KEY, Taint};
+use crate::api::{
+    inference_class::Provider,
+    inference_cluster::{GPU_TAINT_EFFECT, GPU_TAINT_KEY, Taint},
+};
 
 /// Kubernetes minor version of the EKS clusters this table was validated with: DRA (`resource.k8s.io/v1`) is GA
 /// from 1.34, and the scheduler's ResourceClaimTemplates use that API.
@@ -31,6 +34,18 @@ pub enum Cloud {
 }
 
 impl Cloud {
+    /// The cloud whose InferenceClasses a cluster here names; `None` for a cluster nobody provisions.
+    pub fn provider(self) -> Option<Provider> {
+        match self {
+            Cloud::Eks => Some(Provider::Eks),
+            Cloud::Gke => Some(Provider::Gke),
+            Cloud::Aks => Some(Provider::Aks),
+            Cloud::Nebius => Some(Provider::Nebius),
+            Cloud::Vultr => Some(Provider::Vultr),
+            Cloud::Generic => None,
+        }
+    }
+
     /// Where the NVIDIA driver lives on the cloud's GPU nodes, which the DRA driver's kubelet plugin loads it
     /// from: GKE installs it off the root filesystem, every other image at `/`.
     pub fn nvidia_driver_root(self) -> &'static str {

@@ -1,18 +1,12 @@
 //! A cluster nobody of ours provisions: reached with the kubeconfig the user's Secret holds, its caches staged on
 //! the ReadWriteMany class the user names, its pools offered as soon as the cluster is reachable.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
-use super::provision::{self, Progress, Provisioner};
+use super::provision::{self, ClusterInput, Progress, Provisioner};
 use crate::{
-    api::{
-        inference_class::{InferenceClassSpec, Provider},
-        inference_cluster::{ExistingCluster, InferenceClusterSpec},
-    },
+    api::inference_cluster::ExistingCluster,
     compose::{ComposeError, Output},
-    proto::v1::RunFunctionRequest,
     stack::Cloud,
 };
 
@@ -31,30 +25,12 @@ impl Provisioner for Existing<'_> {
         Cloud::Generic
     }
 
-    fn provider(&self) -> Option<Provider> {
-        None
-    }
-
-    fn region(&self) -> Option<&str> {
-        None
-    }
-
-    fn check(
-        &self,
-        _: &InferenceClusterSpec,
-        _: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<(), ComposeError> {
+    /// Nothing to check: nobody of ours provisions it.
+    fn check(&self, _: &ClusterInput) -> Result<(), ComposeError> {
         Ok(())
     }
 
-    fn compose(
-        &self,
-        _: &RunFunctionRequest,
-        _: &mut Output,
-        _: &str,
-        _: &InferenceClusterSpec,
-        _: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<Progress, ComposeError> {
+    fn compose(&self, _: &ClusterInput, _: &mut Output) -> Result<Progress, ComposeError> {
         Ok(Progress {
             cluster_ready: true,
             waiting: Vec::new(),

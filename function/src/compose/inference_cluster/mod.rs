@@ -74,7 +74,13 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         );
         return Ok(out);
     };
-    validate::pools_against_classes(spec, &classes, cloud.as_ref())?;
+    let input = provision::ClusterInput {
+        req,
+        name,
+        spec,
+        classes: &classes,
+    };
+    validate::pools_against_classes(&input, cloud.as_ref())?;
 
     let stack = serving_stack(spec.stack);
     let facts = ClusterFacts {
@@ -84,7 +90,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         taints: &spec.taints,
     };
     let mut plan = components::plan(cloud.cloud(), stack, spec);
-    let progress = cloud.compose(req, &mut out, name, spec, &classes)?;
+    let progress = cloud.compose(&input, &mut out)?;
     // Charts and objects need the cluster's API server; once any is installed it stays composed.
     let installable = progress.cluster_ready || components::any_installed(req);
     components::compose_provider_configs(&mut out, name, cloud.as_ref());

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{aks, components::provider_config_name, eks, existing, gke, nebius, vultr};
+use super::{aks, components::provider_config_name, eks, existing, gke, nebius, observed::Observed, vultr};
 use crate::compose::{remote, shared::CONTROL_NAMESPACE};
 use crate::{
     api::{
@@ -40,16 +40,30 @@ pub struct Credentials {
     pub reference: ProviderConfigRef,
 }
 
+/// What a provisioner is given of the composite: the request (what is observed), the cluster's name, its spec and
+/// the InferenceClasses its pools name (each has this cloud's provisioning block by now).
+#[derive(Clone, Copy)]
+pub struct ClusterInput<'a> {
+    pub req: &'a RunFunctionRequest,
+    pub name: &'a str,
+    pub spec: &'a InferenceClusterSpec,
+    pub classes: &'a BTreeMap<String, InferenceClassSpec>,
+}
+
 /// What the cloud a cluster is on provisions, and how the rest of Modelplane reaches it.
 pub trait Provisioner {
     /// The component table's column for this cloud.
     fn cloud(&self) -> Cloud;
 
     /// The cloud whose InferenceClasses this cluster's pools must name; `None` for a cluster nobody provisions.
-    fn provider(&self) -> Option<Provider>;
+    fn provider(&self) -> Option<Provider> {
+        self.cloud().provider()
+    }
 
     /// The region chart values are rendered for, where the cloud has one in the spec.
-    fn region(&self) -> Option<&str>;
+    fn region(&self) -> Option<&str> {
+        None
+    }
 
     /// The provider config the cloud's managed resources authenticate with, fetched before anything is composed
     /// so a missing one is refused by the field that names it rather than left to fail in every MR; `None`
@@ -58,30 +72,23 @@ pub trait Provisioner {
         None
     }
 
-    /// What the XRD cannot say about this cloud's cluster and its pools against their classes (each class has
-    /// this cloud's provisioning block by now): checked before anything is composed, each failure naming the
-    /// field.
-    fn check(
-        &self,
-        spec: &InferenceClusterSpec,
-        classes: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<(), ComposeError>;
+    /// What the XRD cannot say about this cloud's cluster and its pools against their classes: checked before
+    /// anything is composed, each failure naming the field.
+    fn check(&self, input: &ClusterInput) -> Result<(), ComposeError>;
 
     /// Composes the cloud's resources, each stage once the one before is observed Ready.
-    fn compose(
-        &self,
-        req: &RunFunctionRequest,
-        out: &mut Output,
-        name: &str,
-        spec: &InferenceClusterSpec,
-        classes: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<Progress, ComposeError>;
+    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError>;
 
-    /// The `spec` of the provider-kubernetes and provider-helm ClusterProviderConfigs that reach the cluster.
-    fn workload_credentials(&self, name: &str) -> Value;
+    /// The `spec` of the provider-kubernetes and provider-helm ClusterProviderConfigs that reach the cluster: by
+    /// default the kubeconfig the cloud's provider writes to [`kubeconfig_secret`], which carries its own client
+    /// credentials.
+    fn workload_credentials(&self, name: &str) -> Value {
+        kubeconfig_credentials(&kubeconfig_secret(name), CONTROL_NAMESPACE, KUBECONFIG_KEY)
+    }
 
     /// The ReadWriteMany StorageClass model caches stage on, once it exists: read from what is composed and
-    /// ready in `out` (a provisioned cluster's own class) or from the spec (an existing cluster's).
+    /// ready in `out` (a provisioned cluster's own class, see [`ready_storage_class`]) or from the spec (an
+    /// existing cluster's).
     fn cache_storage_class(&self, out: &Output) -> Option<String>;
 
     /// The composed resource whose readiness offers `pool` to the scheduler; `None` when nothing of ours
@@ -90,6 +97,29 @@ pub trait Provisioner {
 
     /// The keys of the composed resources a resource of `kind` under `key` uses, so it is deleted first.
     fn uses(&self, kind: &str, key: &str) -> Vec<String>;
+}
+
+/// Where a provisioning provider (provider-eks, every upjet provider) writes a cluster's kubeconfig:
+/// `<cluster>-kubeconfig` in [`CONTROL_NAMESPACE`], the Secret provider-kubernetes and provider-helm read it from.
+pub fn kubeconfig_secret(cluster: &str) -> String {
+    format!("{cluster}-kubeconfig")
+}
+
+/// The key every provisioning provider writes the kubeconfig under in its connection secret.
+pub const KUBECONFIG_KEY: &str = "kubeconfig";
+
+/// `class` once the composed object under `key` that creates it on the cluster is ready, so no cache volume
+/// waits on a class that does not exist yet.
+pub fn ready_storage_class(out: &Output, key: &str, class: &str) -> Option<String> {
+    out.resources
+        .get(key)
+        .filter(|c| c.ready)
+        .map(|_| class.to_owned())
+}
+
+/// Owned copies of a static list of composed-resource keys, as [`Provisioner::uses`] returns them.
+pub fn keys(keys: &[&str]) -> Vec<String> {
+    keys.iter().map(|k| (*k).to_owned()).collect()
 }
 
 /// The provisioner of the cluster's source, built from its spec block (the XRD requires the block its source
@@ -127,6 +157,17 @@ pub fn activation_policy(cluster: &str, provider: &str, crds: &[&str]) -> Value 
     })
 }
 
+/// The key every cloud composes its activation policy under.
+pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
+
+/// Composes a cloud's activation `policy` and says whether its kinds are active yet: the policy is observed, or
+/// a resource of the cloud (keyed `prefix...`) is, which only an active kind can be. Until then the cloud composes
+/// nothing else: Crossplane's applies of its kinds would fail.
+pub fn activate(out: &mut Output, seen: &Observed, policy: Value, prefix: &str) -> bool {
+    out.compose(KEY_ACTIVATION_POLICY, policy, false);
+    seen.exists(KEY_ACTIVATION_POLICY) || seen.any_with_prefix(prefix)
+}
+
 /// A provider-kubernetes/provider-helm credentials block reading a kubeconfig from a Secret.
 pub fn kubeconfig_credentials(secret: &str, namespace: &str, key: &str) -> Value {
     json!({"credentials": {"source": "Secret",
@@ -146,6 +187,15 @@ pub fn storage_class_object(cluster: &str, part: &str, manifest: Value) -> Value
 pub const CREDENTIALS_REQUIREMENT: &str = "credentials";
 
 impl Credentials {
+    /// The provider config `reference` (the spec's `credentials`, at `field`) of `api_version`.
+    pub fn new(field: &'static str, api_version: &'static str, reference: &ProviderConfigRef) -> Self {
+        Self {
+            field,
+            api_version,
+            reference: reference.clone(),
+        }
+    }
+
     /// The provider config by name: a ClusterProviderConfig, or a ProviderConfig in the namespace the MRs are
     /// composed in (the only one a namespaced MR's `providerConfigRef` can name).
     pub fn selector(&self) -> ResourceSelector {

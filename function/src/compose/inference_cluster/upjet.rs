@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::observed::Observed;
 use crate::{
     api::inference_cluster::{
         GPU_TAINT_EFFECT, GPU_TAINT_KEY, InferenceClusterSpec, NodePool, POOL_LABEL, ProviderConfigRef,
@@ -21,10 +22,46 @@ use crate::{
 /// Node label carrying a GPU pool's accelerator type, as upstream Modelplane's node pools carry it.
 pub const GPU_LABEL: &str = "modelplane.ai/gpu";
 
-/// Where an upjet provider writes a cluster's kubeconfig: `<cluster>-kubeconfig` in [`CONTROL_NAMESPACE`], the
-/// Secret provider-kubernetes and provider-helm read it from.
-pub fn kubeconfig_secret(cluster: &str) -> String {
-    format!("{cluster}-kubeconfig")
+pub use super::provision::kubeconfig_secret;
+
+/// What every stage of an upjet cloud reads: the cluster's name, its cloud's spec block `C`, the provider config
+/// its MRs authenticate with, and what is observed.
+pub struct Context<'a, C> {
+    pub name: &'a str,
+    pub cluster: &'a C,
+    pub credentials: &'a ProviderConfigRef,
+    pub seen: &'a Observed<'a>,
+}
+
+impl<C> Context<'_, C> {
+    /// A namespaced MR of the cluster named `name`, authenticated by the cluster's provider config.
+    pub fn managed(&self, api_version: &str, kind: &str, name: &str, for_provider: Value) -> Value {
+        managed(api_version, kind, name, self.credentials, for_provider)
+    }
+
+    /// A non-empty string at `pointer` of the resource under `key`, once it is observed Ready.
+    pub fn ready_string(&self, key: &str, pointer: &str) -> Option<String> {
+        non_empty(self.seen.ready_field(key, pointer))
+    }
+
+    /// A non-empty string at `pointer` of what the resource under `key` was last composed with.
+    pub fn spec_string(&self, key: &str, pointer: &str) -> Option<String> {
+        non_empty(self.seen.spec_field(key, pointer))
+    }
+
+    /// An input a resource is built from: read from the stage before (`from`: key and pointer) once that is Ready,
+    /// else, for a resource that exists, what it was composed with (`own`), so it stays composed, unchanged, while
+    /// what it was built from is not observed.
+    pub fn input(&self, from: (&str, &str), own: (&str, &str)) -> Option<String> {
+        self.ready_string(from.0, from.1)
+            .or_else(|| self.spec_string(own.0, own.1))
+    }
+}
+
+fn non_empty(value: Option<Value>) -> Option<String> {
+    value
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .filter(|s| !s.is_empty())
 }
 
 /// A namespaced upjet managed resource named `name` in [`CONTROL_NAMESPACE`], authenticated by the provider config

@@ -2,18 +2,10 @@
 //! every cloud: the name as a cloud resource name, and each pool's class against the cluster's cloud. What
 //! only one cloud checks is that cloud's `Provisioner::check`. Every failure names the field.
 
-use std::collections::BTreeMap;
-
 use modelplane_eks_api::names::is_dns_label;
 
-use super::provision::Provisioner;
-use crate::{
-    api::{
-        inference_class::{InferenceClassSpec, Provider},
-        inference_cluster::InferenceClusterSpec,
-    },
-    compose::ComposeError,
-};
+use super::provision::{ClusterInput, Provisioner};
+use crate::{api::inference_class::Provider, compose::ComposeError};
 
 /// Longest cluster name: node pool MRs are named `<cluster>-<pool>` (pools up to 20 characters) and must stay
 /// within a 63-character DNS label, as must the cloud's cluster name.
@@ -34,16 +26,12 @@ pub fn cluster_name(name: &str) -> Result<(), ComposeError> {
 
 /// Each pool of a provisioned cluster names a class of its cloud, with that cloud's provisioning block; then
 /// the cloud's own checks.
-pub fn pools_against_classes(
-    spec: &InferenceClusterSpec,
-    classes: &BTreeMap<String, InferenceClassSpec>,
-    cloud: &dyn Provisioner,
-) -> Result<(), ComposeError> {
+pub fn pools_against_classes(input: &ClusterInput, cloud: &dyn Provisioner) -> Result<(), ComposeError> {
     let Some(provider) = cloud.provider() else {
         return Ok(());
     };
-    for (i, pool) in spec.node_pools.iter().enumerate() {
-        let Some(class) = classes.get(&pool.class_name) else {
+    for (i, pool) in input.spec.node_pools.iter().enumerate() {
+        let Some(class) = input.classes.get(&pool.class_name) else {
             continue; // Every class is fetched before this runs; a missing one was refused by name.
         };
         let provisioning = &class.provisioning;
@@ -71,5 +59,5 @@ pub fn pools_against_classes(
             ));
         }
     }
-    cloud.check(spec, classes)
+    cloud.check(input)
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::{
     AZURE_FILES_STORAGE_CLASS, Context, KEY_CLUSTER, KEY_IDENTITY, KEY_NETWORK, KEY_RESOURCE_GROUP,
-    KEY_SUBNET, KEY_SUBNET_ROLE, node_pools,
+    KEY_SUBNET, KEY_SUBNET_ROLE, external_name, node_pools, tags,
 };
 use crate::compose::{
     Output,
@@ -73,10 +73,10 @@ pub fn resource_group(out: &mut Output, ctx: &Context) -> Option<String> {
         RESOURCE_GROUP_API,
         "ResourceGroup",
         ctx.name,
-        json!({"location": ctx.cluster.location, "tags": ctx.tags()}),
+        json!({"location": ctx.cluster.location, "tags": tags(ctx.name)}),
     );
     out.compose(KEY_RESOURCE_GROUP, mr, false);
-    ctx.external_name(KEY_RESOURCE_GROUP).or_else(|| {
+    external_name(ctx, KEY_RESOURCE_GROUP).or_else(|| {
         [KEY_CLUSTER, KEY_NETWORK, KEY_IDENTITY, KEY_SUBNET]
             .iter()
             .find_map(|key| ctx.spec_string(key, "/spec/forProvider/resourceGroupName"))
@@ -96,11 +96,11 @@ pub fn network(out: &mut Output, ctx: &Context, group: Option<&str>) -> Option<S
             "location": ctx.cluster.location,
             "resourceGroupName": group,
             "addressSpace": [VNET_CIDR],
-            "tags": ctx.tags(),
+            "tags": tags(ctx.name),
         }),
     );
     out.compose(KEY_NETWORK, mr, false);
-    ctx.external_name(KEY_NETWORK)
+    external_name(ctx, KEY_NETWORK)
         .or_else(|| ctx.spec_string(KEY_SUBNET, "/spec/forProvider/virtualNetworkName"))
 }
 
@@ -146,7 +146,7 @@ pub fn identity(out: &mut Output, ctx: &Context, group: Option<&str>) -> Identit
                 "name": name,
                 "location": ctx.cluster.location,
                 "resourceGroupName": group,
-                "tags": ctx.tags(),
+                "tags": tags(ctx.name),
             }),
         );
         out.compose(KEY_IDENTITY, mr, false);
@@ -231,7 +231,7 @@ pub fn cluster(
             // The Azure Files CSI driver the cache StorageClass names (on by default; stated, since the cache
             // depends on it).
             "storageProfile": {"fileDriverEnabled": true},
-            "tags": ctx.tags(),
+            "tags": tags(ctx.name),
         }),
     );
     let mut mr = upjet::with_connection_secret(mr, &upjet::kubeconfig_secret(ctx.name));

@@ -25,19 +25,12 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use super::observed::Observed;
-use super::provision::{self, Credentials, Progress, Provisioner};
+use super::provision::{self, ClusterInput, Credentials, Progress, Provisioner};
 use super::upjet;
-use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
-    api::{
-        inference_class::{InferenceClassSpec, Provider},
-        inference_cluster::{AksCluster, InferenceClusterSpec},
-    },
+    api::inference_cluster::AksCluster,
     compose::{ComposeError, Output},
-    proto::v1::RunFunctionRequest,
     stack::Cloud,
 };
 
@@ -45,7 +38,6 @@ mod infra;
 mod node_pools;
 mod validate;
 
-pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
 pub const KEY_RESOURCE_GROUP: &str = "aks-resource-group";
 pub const KEY_NETWORK: &str = "aks-network";
 pub const KEY_SUBNET: &str = "aks-subnet";
@@ -61,10 +53,6 @@ const NODE_POOL_PREFIX: &str = "aks-nodepool-";
 /// The ReadWriteMany StorageClass every AKS cluster gets for model caches (upstream Modelplane's name, so
 /// manifests written for it keep working).
 pub const AZURE_FILES_STORAGE_CLASS: &str = "modelplane-rwx-fs";
-
-/// The key provider-upjet-azure writes the cluster's kubeconfig (`kube_config_raw`) under in its connection
-/// secret.
-pub const KUBECONFIG_KEY: &str = "kubeconfig";
 
 /// The provider-upjet-azure kinds a cluster composes, by CRD name: what the activation policy activates.
 pub const CRDS: &[&str] = &[
@@ -95,55 +83,35 @@ impl Provisioner for Aks<'_> {
         Cloud::Aks
     }
 
-    fn provider(&self) -> Option<Provider> {
-        Some(Provider::Aks)
-    }
-
     fn credentials(&self) -> Option<Credentials> {
-        Some(Credentials {
-            field: "spec.cluster.aks.credentials",
-            api_version: "azure.m.upbound.io/v1beta1",
-            reference: self.cluster.credentials.clone(),
-        })
+        let field = "spec.cluster.aks.credentials";
+        Some(Credentials::new(
+            field,
+            "azure.m.upbound.io/v1beta1",
+            &self.cluster.credentials,
+        ))
     }
 
     fn region(&self) -> Option<&str> {
         Some(&self.cluster.location)
     }
 
-    fn check(
-        &self,
-        spec: &InferenceClusterSpec,
-        classes: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<(), ComposeError> {
-        validate::cluster(self.cluster, spec)?;
-        validate::pools_against_classes(spec, classes)
+    fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
+        validate::cluster(self.cluster, input.spec)?;
+        validate::pools_against_classes(input.spec, input.classes)
     }
 
-    fn compose(
-        &self,
-        req: &RunFunctionRequest,
-        out: &mut Output,
-        name: &str,
-        spec: &InferenceClusterSpec,
-        classes: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<Progress, ComposeError> {
-        compose(req, out, name, self.cluster, spec, classes)
+    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
+        compose(input, out, self.cluster)
     }
 
-    /// The kubeconfig alone: with local accounts on, it carries a client certificate of the cluster's own, so
-    /// provider-kubernetes and provider-helm need no Azure identity to reach the API server.
-    fn workload_credentials(&self, name: &str) -> Value {
-        provision::kubeconfig_credentials(&upjet::kubeconfig_secret(name), CONTROL_NAMESPACE, KUBECONFIG_KEY)
-    }
+    // The default workload credentials: with local accounts on, the kubeconfig carries a client certificate of
+    // the cluster's own, so provider-kubernetes and provider-helm need no Azure identity to reach the API server.
 
     /// Modelplane's Azure Files class, reported only once its StorageClass is observed on the cluster, so no
     /// cache volume waits on a class that does not exist yet.
     fn cache_storage_class(&self, out: &Output) -> Option<String> {
-        out.resources
-            .get(KEY_STORAGE_CLASS)
-            .filter(|c| c.ready)
-            .map(|_| AZURE_FILES_STORAGE_CLASS.to_owned())
+        provision::ready_storage_class(out, KEY_STORAGE_CLASS, AZURE_FILES_STORAGE_CLASS)
     }
 
     /// The system pool is the cluster's default pool, so the cluster gates it; every other pool has its own.
@@ -168,26 +136,16 @@ impl Provisioner for Aks<'_> {
             "VirtualNetwork" | "UserAssignedIdentity" => &[KEY_RESOURCE_GROUP],
             _ => &[],
         };
-        uses.iter().map(|u| (*u).to_owned()).collect()
+        provision::keys(uses)
     }
 }
 
-fn compose(
-    req: &RunFunctionRequest,
-    out: &mut Output,
-    name: &str,
-    cluster: &AksCluster,
-    spec: &InferenceClusterSpec,
-    classes: &BTreeMap<String, InferenceClassSpec>,
-) -> Result<Progress, ComposeError> {
-    let seen = Observed::new(req);
+fn compose(input: &ClusterInput, out: &mut Output, cluster: &AksCluster) -> Result<Progress, ComposeError> {
+    let (name, spec, classes) = (input.name, input.spec, input.classes);
+    let seen = Observed::new(input.req);
     let mut progress = Progress::default();
-    out.compose(
-        KEY_ACTIVATION_POLICY,
-        provision::activation_policy(name, "provider-upjet-azure", CRDS),
-        false,
-    );
-    if !(seen.exists(KEY_ACTIVATION_POLICY) || seen.any_with_prefix(KEY_PREFIX)) {
+    let policy = provision::activation_policy(name, "provider-upjet-azure", CRDS);
+    if !provision::activate(out, &seen, policy, KEY_PREFIX) {
         progress
             .waiting
             .push("the provider-upjet-azure activation policy");
@@ -196,6 +154,7 @@ fn compose(
     let ctx = Context {
         name,
         cluster,
+        credentials: &cluster.credentials,
         seen: &seen,
     };
 
@@ -234,50 +193,22 @@ fn compose(
 }
 
 /// What every stage reads.
-pub struct Context<'a> {
-    pub name: &'a str,
-    pub cluster: &'a AksCluster,
-    pub seen: &'a Observed<'a>,
-}
+pub type Context<'a> = upjet::Context<'a, AksCluster>;
 
-impl Context<'_> {
-    /// A provider-upjet-azure MR named `name`, authenticated by the provider config the cluster's `credentials`
-    /// name.
-    pub fn managed(&self, api_version: &str, kind: &str, name: &str, for_provider: Value) -> Value {
-        upjet::managed(api_version, kind, name, &self.cluster.credentials, for_provider)
-    }
-
-    /// The tags every Azure resource of the cluster carries. Azure refuses `/` in a tag name, so this is not
-    /// the `modelplane.ai/cluster` label the Kubernetes side uses.
-    pub fn tags(&self) -> BTreeMap<&'static str, String> {
-        BTreeMap::from([("modelplane-cluster", self.name.to_owned())])
-    }
-
-    /// A string at `pointer` of the Ready resource under `key`.
-    pub fn ready_string(&self, key: &str, pointer: &str) -> Option<String> {
-        self.seen
-            .ready_field(key, pointer)
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .filter(|s| !s.is_empty())
-    }
-
-    /// A string at `pointer` of what the resource under `key` was last composed with.
-    pub fn spec_string(&self, key: &str, pointer: &str) -> Option<String> {
-        self.seen
-            .spec_field(key, pointer)
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .filter(|s| !s.is_empty())
-    }
-
-    /// The name Azure knows the Ready resource under `key` by: its external name, which the provider sets.
-    pub fn external_name(&self, key: &str) -> Option<String> {
-        self.ready_string(key, EXTERNAL_NAME_POINTER)
-    }
+/// The tags every Azure resource of the cluster carries. Azure refuses `/` in a tag name, so this is not the
+/// `modelplane.ai/cluster` label the Kubernetes side uses.
+pub fn tags(cluster: &str) -> BTreeMap<&'static str, String> {
+    BTreeMap::from([("modelplane-cluster", cluster.to_owned())])
 }
 
 /// Where Crossplane keeps a managed resource's name in the cloud.
 pub const EXTERNAL_NAME_ANNOTATION: &str = "crossplane.io/external-name";
 const EXTERNAL_NAME_POINTER: &str = "/metadata/annotations/crossplane.io~1external-name";
+
+/// The name Azure knows the Ready resource under `key` by: its external name, which the provider sets.
+pub fn external_name(ctx: &Context, key: &str) -> Option<String> {
+    ctx.ready_string(key, EXTERNAL_NAME_POINTER)
+}
 
 #[cfg(test)]
 mod tests;

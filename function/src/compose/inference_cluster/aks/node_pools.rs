@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Context, EXTERNAL_NAME_ANNOTATION, KEY_CLUSTER, infra::CONTAINER_SERVICE_API, node_pool_key};
+use super::{
+    Context, EXTERNAL_NAME_ANNOTATION, KEY_CLUSTER, infra::CONTAINER_SERVICE_API, node_pool_key, tags,
+};
 use crate::{
     api::{inference_class::InferenceClassSpec, inference_cluster::InferenceClusterSpec},
     compose::{
@@ -92,7 +94,7 @@ pub fn compose(
             "gpuDriver": GPU_DRIVER,
             "nodeLabels": upjet::pool_labels(&pool.name, Some(&class.accelerator.type_)),
             "nodeTaints": taints,
-            "tags": ctx.tags(),
+            "tags": tags(ctx.name),
         });
         if !pool.zones.is_empty() {
             for_provider["zones"] = json!(pool.zones);

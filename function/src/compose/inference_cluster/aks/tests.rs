@@ -5,6 +5,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
+use crate::{api::inference_class::Provider, compose::inference_cluster::provision::KEY_ACTIVATION_POLICY};
+
 use super::super::{class_requirement, compose};
 use super::*;
 use crate::{

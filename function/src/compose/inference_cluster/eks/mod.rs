@@ -33,15 +33,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::observed::Observed;
-use super::provision::{self, Progress, Provisioner};
+use super::provision::{self, ClusterInput, Progress, Provisioner};
 use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
-    api::{
-        inference_class::{InferenceClassSpec, Provider},
-        inference_cluster::{EksCluster, InferenceClusterSpec},
-    },
+    api::inference_cluster::EksCluster,
     compose::{ComposeError, Output},
-    proto::v1::RunFunctionRequest,
     stack::Cloud,
 };
 
@@ -50,7 +46,6 @@ mod node_pools;
 mod validate;
 
 pub const KEY_CLUSTER: &str = "eks-cluster";
-pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
 pub const KEY_NETWORK: &str = "eks-network";
 pub const KEY_FILE_SYSTEM: &str = "eks-filesystem";
 pub const KEY_STORAGE_CLASS: &str = "object-storageclass-efs";
@@ -59,13 +54,8 @@ pub const KEY_STORAGE_CLASS: &str = "object-storageclass-efs";
 /// system (upstream Modelplane's name, so manifests written for it keep working).
 pub const EFS_STORAGE_CLASS: &str = "modelplane-rwx-efs";
 
-/// Where provider-eks writes the cluster's kubeconfig, in [`CONTROL_NAMESPACE`].
-pub fn kubeconfig_secret(cluster: &str) -> String {
-    format!("{cluster}-kubeconfig")
-}
-
-/// The key provider-eks writes the kubeconfig under in its connection secret.
-pub const KUBECONFIG_KEY: &str = "kubeconfig";
+/// Where provider-eks writes the cluster's kubeconfig, in [`CONTROL_NAMESPACE`], and under which key.
+pub use super::provision::kubeconfig_secret;
 
 pub fn node_pool_key(pool: &str) -> String {
     format!("eks-nodepool-{pool}")
@@ -87,45 +77,22 @@ impl Provisioner for Eks<'_> {
         Cloud::Eks
     }
 
-    fn provider(&self) -> Option<Provider> {
-        Some(Provider::Eks)
-    }
-
     fn region(&self) -> Option<&str> {
         Some(&self.cluster.region)
     }
 
-    fn check(
-        &self,
-        spec: &InferenceClusterSpec,
-        classes: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<(), ComposeError> {
-        validate::cluster(self.cluster, spec)?;
-        validate::pools_against_classes(spec, classes)
+    fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
+        validate::cluster(self.cluster, input.spec)?;
+        validate::pools_against_classes(input.spec, input.classes)
     }
 
-    fn compose(
-        &self,
-        req: &RunFunctionRequest,
-        out: &mut Output,
-        name: &str,
-        spec: &InferenceClusterSpec,
-        classes: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<Progress, ComposeError> {
-        compose(req, out, name, self.cluster, spec, classes)
+    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
+        compose(input, out, self.cluster)
     }
 
-    fn workload_credentials(&self, name: &str) -> Value {
-        provision::kubeconfig_credentials(&kubeconfig_secret(name), CONTROL_NAMESPACE, KUBECONFIG_KEY)
-    }
-
-    /// Modelplane's own EFS class, reported only once its StorageClass is observed on the cluster, so no cache
-    /// volume waits on a class that does not exist yet.
+    /// Modelplane's own EFS class, once its StorageClass is observed on the cluster.
     fn cache_storage_class(&self, out: &Output) -> Option<String> {
-        out.resources
-            .get(KEY_STORAGE_CLASS)
-            .filter(|c| c.ready)
-            .map(|_| EFS_STORAGE_CLASS.to_owned())
+        provision::ready_storage_class(out, KEY_STORAGE_CLASS, EFS_STORAGE_CLASS)
     }
 
     fn pool_key(&self, pool: &str) -> Option<String> {
@@ -140,7 +107,7 @@ impl Provisioner for Eks<'_> {
             "FileSystem" => &[KEY_NETWORK],
             _ => &[],
         };
-        let mut used: Vec<String> = uses.iter().map(|u| (*u).to_owned()).collect();
+        let mut used = provision::keys(uses);
         if kind == "PodIdentityAssociation" {
             used.push(key.replace(infra::POD_IDENTITY_PREFIX, infra::ROLE_PREFIX));
         }
@@ -148,19 +115,11 @@ impl Provisioner for Eks<'_> {
     }
 }
 
-fn compose(
-    req: &RunFunctionRequest,
-    out: &mut Output,
-    name: &str,
-    cluster: &EksCluster,
-    spec: &InferenceClusterSpec,
-    classes: &BTreeMap<String, InferenceClassSpec>,
-) -> Result<Progress, ComposeError> {
-    let seen = Observed::new(req);
+fn compose(input: &ClusterInput, out: &mut Output, cluster: &EksCluster) -> Result<Progress, ComposeError> {
+    let (name, spec, classes) = (input.name, input.spec, input.classes);
+    let seen = Observed::new(input.req);
     let mut progress = Progress::default();
-    out.compose(KEY_ACTIVATION_POLICY, activation_policy(name), false);
-    let started = seen.exists(KEY_ACTIVATION_POLICY) || seen.any_with_prefix("eks-");
-    if !started {
+    if !provision::activate(out, &seen, activation_policy(name), "eks-") {
         progress.waiting.push("the provider-eks activation policy");
         return Ok(progress);
     }

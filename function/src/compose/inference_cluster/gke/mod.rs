@@ -25,16 +25,15 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::observed::Observed;
-use super::provision::{self, Credentials, Progress, Provisioner};
+use super::provision::{self, ClusterInput, Credentials, Progress, Provisioner};
 use super::upjet;
 use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
     api::{
-        inference_class::{InferenceClassSpec, Provider},
+        inference_class::InferenceClassSpec,
         inference_cluster::{GkeCluster, InferenceClusterSpec},
     },
     compose::{ComposeError, Output},
-    proto::v1::RunFunctionRequest,
     stack::Cloud,
 };
 
@@ -42,7 +41,6 @@ mod infra;
 mod node_pools;
 mod validate;
 
-pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
 pub const KEY_NETWORK: &str = "gke-network";
 pub const KEY_SUBNET: &str = "gke-subnet";
 pub const KEY_CLUSTER: &str = "gke-cluster";
@@ -86,47 +84,34 @@ impl Provisioner for Gke<'_> {
         Cloud::Gke
     }
 
-    fn provider(&self) -> Option<Provider> {
-        Some(Provider::Gke)
-    }
-
     fn region(&self) -> Option<&str> {
         Some(&self.cluster.region)
     }
 
     fn credentials(&self) -> Option<Credentials> {
-        Some(Credentials {
-            field: "spec.cluster.gke.credentials",
-            api_version: PROVIDER_CONFIG_API_VERSION,
-            reference: self.cluster.credentials.clone(),
-        })
+        let field = "spec.cluster.gke.credentials";
+        Some(Credentials::new(
+            field,
+            PROVIDER_CONFIG_API_VERSION,
+            &self.cluster.credentials,
+        ))
     }
 
-    fn check(
-        &self,
-        spec: &InferenceClusterSpec,
-        classes: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<(), ComposeError> {
-        validate::cluster(self.cluster, spec)?;
-        validate::pools_against_classes(spec, classes)
+    fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
+        validate::cluster(self.cluster, input.spec)?;
+        validate::pools_against_classes(input.spec, input.classes)
     }
 
-    fn compose(
-        &self,
-        req: &RunFunctionRequest,
-        out: &mut Output,
-        name: &str,
-        spec: &InferenceClusterSpec,
-        classes: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<Progress, ComposeError> {
-        validate::cluster_name(name)?;
-        let seen = Observed::new(req);
+    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
+        validate::cluster_name(input.name)?;
+        let seen = Observed::new(input.req);
         let ctx = Context {
-            name,
+            name: input.name,
             cluster: self.cluster,
+            credentials: &self.cluster.credentials,
             seen: &seen,
         };
-        compose(out, &ctx, spec, classes)
+        compose(out, &ctx, input.spec, input.classes)
     }
 
     /// GKE's kubeconfig names the cluster and its CA but no user: provider-kubernetes and provider-helm
@@ -135,7 +120,7 @@ impl Provisioner for Gke<'_> {
         let mut spec = provision::kubeconfig_credentials(
             &upjet::kubeconfig_secret(name),
             CONTROL_NAMESPACE,
-            "kubeconfig",
+            provision::KUBECONFIG_KEY,
         );
         spec["identity"] = json!({
             "type": IDENTITY_TYPE,
@@ -146,10 +131,7 @@ impl Provisioner for Gke<'_> {
     }
 
     fn cache_storage_class(&self, out: &Output) -> Option<String> {
-        out.resources
-            .get(KEY_STORAGE_CLASS)
-            .filter(|c| c.ready)
-            .map(|_| FILESTORE_STORAGE_CLASS.to_owned())
+        provision::ready_storage_class(out, KEY_STORAGE_CLASS, FILESTORE_STORAGE_CLASS)
     }
 
     fn pool_key(&self, pool: &str) -> Option<String> {
@@ -176,7 +158,7 @@ impl Provisioner for Gke<'_> {
             "ProjectIAMMember" => &[KEY_NODE_ACCOUNT],
             _ => &[],
         };
-        uses.iter().map(|u| (*u).to_owned()).collect()
+        provision::keys(uses)
     }
 }
 
@@ -188,8 +170,7 @@ fn compose(
 ) -> Result<Progress, ComposeError> {
     let seen = ctx.seen;
     let mut progress = Progress::default();
-    out.compose(KEY_ACTIVATION_POLICY, infra::activation_policy(ctx.name), false);
-    if !(seen.exists(KEY_ACTIVATION_POLICY) || seen.any_with_prefix("gke-")) {
+    if !provision::activate(out, seen, infra::activation_policy(ctx.name), "gke-") {
         progress.waiting.push("the provider-upjet-gcp activation policy");
         return Ok(progress);
     }
@@ -239,28 +220,7 @@ fn compose(
 }
 
 /// What every stage reads.
-pub struct Context<'a> {
-    pub name: &'a str,
-    pub cluster: &'a GkeCluster,
-    pub seen: &'a Observed<'a>,
-}
-
-impl Context<'_> {
-    /// A provider-upjet-gcp MR of this cluster, named `name`, authenticated by `spec.cluster.gke.credentials`.
-    pub fn managed(&self, group_version: &str, kind: &str, name: &str, for_provider: Value) -> Value {
-        upjet::managed(group_version, kind, name, &self.cluster.credentials, for_provider)
-    }
-
-    /// A string the stage before reported once Ready, or, for a resource that exists, what it was composed
-    /// with (so it stays composed, unchanged, while what it was built from is not observed).
-    pub fn input(&self, from: (&str, &str), own: (&str, &str)) -> Option<String> {
-        let text = |v: Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
-        self.seen
-            .ready_field(from.0, from.1)
-            .and_then(text)
-            .or_else(|| self.seen.spec_field(own.0, own.1).and_then(text))
-    }
-}
+pub type Context<'a> = upjet::Context<'a, GkeCluster>;
 
 #[cfg(test)]
 mod tests;

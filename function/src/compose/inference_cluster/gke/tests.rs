@@ -5,6 +5,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
+use crate::compose::inference_cluster::provision::KEY_ACTIVATION_POLICY;
+
 use super::*;
 use crate::{
     compose::inference_cluster::{

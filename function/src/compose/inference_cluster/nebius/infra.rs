@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{
     API_COMPUTE, API_MK8S, API_VPC, Context, FS_STORAGE_CLASS, KEY_CLOUD_INIT, KEY_CLUSTER, KEY_FILESYSTEM,
-    KEY_NETWORK, KEY_SUBNET, gpu_cluster_key,
+    KEY_NETWORK, KEY_SUBNET, gpu_cluster_key, id_input,
 };
 use crate::{
     api::inference_cluster::{FabricType, InferenceClusterSpec},
@@ -48,7 +48,7 @@ pub fn network(out: &mut Output, ctx: &Context) {
 /// The subnet, once the network has an ID; its addresses come from the network's default private pools, so
 /// there is no CIDR to choose. Whether it is composed.
 pub fn subnet(out: &mut Output, ctx: &Context) -> bool {
-    let Some(network) = ctx.input(KEY_NETWORK, KEY_SUBNET, "/spec/forProvider/networkId") else {
+    let Some(network) = id_input(ctx, KEY_NETWORK, KEY_SUBNET, "/spec/forProvider/networkId") else {
         return false;
     };
     let mr = ctx.managed(
@@ -65,7 +65,12 @@ pub fn subnet(out: &mut Output, ctx: &Context) -> bool {
 /// The mk8s control plane on the subnet, with a public endpoint (the control plane reaches it from outside
 /// Nebius), writing its kubeconfig for the provider configs. Whether it is composed.
 pub fn cluster(out: &mut Output, ctx: &Context) -> bool {
-    let Some(subnet) = ctx.input(KEY_SUBNET, KEY_CLUSTER, "/spec/forProvider/controlPlane/subnetId") else {
+    let Some(subnet) = id_input(
+        ctx,
+        KEY_SUBNET,
+        KEY_CLUSTER,
+        "/spec/forProvider/controlPlane/subnetId",
+    ) else {
         return false;
     };
     let mr = ctx.managed(

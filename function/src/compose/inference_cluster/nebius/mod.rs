@@ -31,16 +31,15 @@ use std::{cell::RefCell, collections::BTreeMap};
 use serde_json::Value;
 
 use super::observed::Observed;
-use super::provision::{self, Credentials, Progress, Provisioner};
+use super::provision::{self, ClusterInput, Credentials, Progress, Provisioner};
 use super::upjet;
 use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
     api::{
-        inference_class::{InferenceClassSpec, Provider},
+        inference_class::InferenceClassSpec,
         inference_cluster::{InferenceClusterSpec, NebiusCluster},
     },
     compose::{ComposeError, Output},
-    proto::v1::RunFunctionRequest,
     stack::Cloud,
 };
 
@@ -49,7 +48,6 @@ mod infra;
 mod node_pools;
 mod validate;
 
-pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
 /// Every composed key of provider-upjet-nebius's kinds starts so.
 pub const KEY_PREFIX: &str = "nebius-";
 pub const KEY_NETWORK: &str = "nebius-network";
@@ -121,52 +119,36 @@ impl Provisioner for Nebius<'_> {
         Cloud::Nebius
     }
 
-    fn provider(&self) -> Option<Provider> {
-        Some(Provider::Nebius)
-    }
-
     fn credentials(&self) -> Option<Credentials> {
-        Some(Credentials {
-            field: credentials::FIELD,
-            api_version: credentials::PROVIDER_CONFIG_API,
-            reference: self.cluster.credentials.clone(),
-        })
+        let reference = &self.cluster.credentials;
+        Some(Credentials::new(
+            credentials::FIELD,
+            credentials::PROVIDER_CONFIG_API,
+            reference,
+        ))
     }
 
-    /// None: the region is the project's, which only the provider config knows.
-    fn region(&self) -> Option<&str> {
-        None
+    // No region: it is the project's, which only the provider config knows.
+
+    fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
+        validate::cluster(self.cluster, input.spec)?;
+        validate::pools_against_classes(input.spec, input.classes)
     }
 
-    fn check(
-        &self,
-        spec: &InferenceClusterSpec,
-        classes: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<(), ComposeError> {
-        validate::cluster(self.cluster, spec)?;
-        validate::pools_against_classes(spec, classes)
-    }
-
-    fn compose(
-        &self,
-        req: &RunFunctionRequest,
-        out: &mut Output,
-        name: &str,
-        spec: &InferenceClusterSpec,
-        classes: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<Progress, ComposeError> {
-        let seen = Observed::new(req);
+    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
+        let seen = Observed::new(input.req);
         // Read first: a provider config that cannot lend its identity is refused before anything is composed.
-        let identity = credentials::identity(req, &seen, &self.cluster.credentials)?;
+        let identity = credentials::identity(input.req, &seen, &self.cluster.credentials)?;
         let ctx = Context {
-            name,
+            name: input.name,
             cluster: self.cluster,
+            credentials: &self.cluster.credentials,
             seen: &seen,
         };
-        let progress = compose(out, &ctx, spec, classes)?;
+        let progress = compose(out, &ctx, input.spec, input.classes)?;
         let mut learned = self.learned.borrow_mut();
         learned.identity = identity;
-        learned.gpu_cluster_of = node_pools::gpu_clusters_of(spec);
+        learned.gpu_cluster_of = node_pools::gpu_clusters_of(input.spec);
         Ok(progress)
     }
 
@@ -188,10 +170,7 @@ impl Provisioner for Nebius<'_> {
     /// Modelplane's own class, reported only once its StorageClass is observed on the cluster, so no cache
     /// volume waits on a class that does not exist yet.
     fn cache_storage_class(&self, out: &Output) -> Option<String> {
-        out.resources
-            .get(KEY_STORAGE_CLASS)
-            .filter(|c| c.ready)
-            .map(|_| FS_STORAGE_CLASS.to_owned())
+        provision::ready_storage_class(out, KEY_STORAGE_CLASS, FS_STORAGE_CLASS)
     }
 
     fn pool_key(&self, pool: &str) -> Option<String> {
@@ -206,7 +185,7 @@ impl Provisioner for Nebius<'_> {
             "Subnet" => &[KEY_NETWORK],
             _ => &[],
         };
-        let mut used: Vec<String> = uses.iter().map(|u| (*u).to_owned()).collect();
+        let mut used = provision::keys(uses);
         if kind == "NodeGroup"
             && let Some(gpu_cluster) = self.learned.borrow().gpu_cluster_of.get(key)
         {
@@ -223,9 +202,7 @@ fn compose(
     classes: &BTreeMap<String, InferenceClassSpec>,
 ) -> Result<Progress, ComposeError> {
     let mut progress = Progress::default();
-    out.compose(KEY_ACTIVATION_POLICY, activation_policy(ctx.name), false);
-    let started = ctx.seen.exists(KEY_ACTIVATION_POLICY) || ctx.seen.any_with_prefix(KEY_PREFIX);
-    if !started {
+    if !provision::activate(out, ctx.seen, activation_policy(ctx.name), KEY_PREFIX) {
         progress
             .waiting
             .push("the provider-upjet-nebius activation policy");
@@ -263,28 +240,13 @@ fn compose(
 }
 
 /// What every stage reads.
-pub struct Context<'a> {
-    pub name: &'a str,
-    pub cluster: &'a NebiusCluster,
-    pub seen: &'a Observed<'a>,
-}
+pub type Context<'a> = upjet::Context<'a, NebiusCluster>;
 
-impl Context<'_> {
-    /// A provider-upjet-nebius MR named `name`, authenticated by the cluster's provider config.
-    pub fn managed(&self, api_version: &str, kind: &str, name: &str, for_provider: Value) -> Value {
-        upjet::managed(api_version, kind, name, &self.cluster.credentials, for_provider)
-    }
-
-    /// An ID a resource is built from: read from the resource it comes from (`source`) once that is Ready, else
-    /// from what the resource that takes it (`taker`) was composed with, so a resource that exists never loses
-    /// an input because its source is not observed right now.
-    pub fn input(&self, source: &str, taker: &str, taker_pointer: &str) -> Option<String> {
-        let string = |v: Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
-        self.seen
-            .ready_field(source, "/status/atProvider/id")
-            .and_then(string)
-            .or_else(|| self.seen.spec_field(taker, taker_pointer).and_then(string))
-    }
+/// An ID a resource is built from: read from the resource it comes from (`source`) once that is Ready, else from
+/// what the resource that takes it (`taker`) was composed with, so a resource that exists never loses an input
+/// because its source is not observed right now.
+pub fn id_input(ctx: &Context, source: &str, taker: &str, taker_pointer: &str) -> Option<String> {
+    ctx.input((source, "/status/atProvider/id"), (taker, taker_pointer))
 }
 
 /// The ManagedResourceActivationPolicy that activates provider-upjet-nebius's kinds.

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::{
-    API_MK8S, Context, KEY_CLUSTER, KEY_FILESYSTEM, KEY_SUBNET, gpu_cluster_key, infra, node_group_key,
+    API_MK8S, Context, KEY_CLUSTER, KEY_FILESYSTEM, KEY_SUBNET, gpu_cluster_key, id_input, infra,
+    node_group_key,
 };
 use crate::{
     api::{
@@ -110,7 +111,8 @@ pub fn compose(
 fn placement(ctx: &Context, pool: &str, fabric: Option<&str>) -> Option<Placement> {
     let key = node_group_key(pool);
     let gpu_cluster = match fabric {
-        Some(fabric) => Some(ctx.input(
+        Some(fabric) => Some(id_input(
+            ctx,
             &gpu_cluster_key(fabric),
             &key,
             "/spec/forProvider/template/gpuCluster/id",
@@ -118,13 +120,15 @@ fn placement(ctx: &Context, pool: &str, fabric: Option<&str>) -> Option<Placemen
         None => None,
     };
     Some(Placement {
-        parent: ctx.input(KEY_CLUSTER, &key, "/spec/forProvider/parentId")?,
-        subnet: ctx.input(
+        parent: id_input(ctx, KEY_CLUSTER, &key, "/spec/forProvider/parentId")?,
+        subnet: id_input(
+            ctx,
             KEY_SUBNET,
             &key,
             "/spec/forProvider/template/networkInterfaces/0/subnetId",
         )?,
-        filesystem: ctx.input(
+        filesystem: id_input(
+            ctx,
             KEY_FILESYSTEM,
             &key,
             "/spec/forProvider/template/filesystems/0/existingFilesystem/id",

@@ -22,19 +22,15 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use super::observed::Observed;
-use super::provision::{self, Credentials, Progress, Provisioner};
+use super::provision::{self, ClusterInput, Credentials, Progress, Provisioner};
 use super::upjet;
-use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
     api::{
-        inference_class::{InferenceClassSpec, Provider},
+        inference_class::InferenceClassSpec,
         inference_cluster::{InferenceClusterSpec, VultrCluster},
     },
     compose::{ComposeError, Output},
-    proto::v1::RunFunctionRequest,
     stack::Cloud,
 };
 
@@ -46,7 +42,6 @@ mod validate;
 /// Every composed resource of provider-upjet-vultr or of the NFS stack is keyed `vultr-...`, so one observed
 /// key of the prefix says the activation policy has done its work.
 const KEY_PREFIX: &str = "vultr-";
-pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
 pub const KEY_VPC: &str = "vultr-vpc";
 pub const KEY_CLUSTER: &str = "vultr-cluster";
 
@@ -60,9 +55,6 @@ pub const CRDS: &[&str] = &[
     "kubernetes.vke.vultr.m.upbound.io",
     "kubernetesnodepools.vke.vultr.m.upbound.io",
 ];
-
-/// The key provider-upjet-vultr writes the cluster's kubeconfig under in its connection secret.
-pub const KUBECONFIG_KEY: &str = "kubeconfig";
 
 pub fn node_pool_key(pool: &str) -> String {
     format!("{KEY_PREFIX}nodepool-{pool}")
@@ -82,61 +74,41 @@ impl Provisioner for Vultr<'_> {
         Cloud::Vultr
     }
 
-    fn provider(&self) -> Option<Provider> {
-        Some(Provider::Vultr)
-    }
-
     fn credentials(&self) -> Option<Credentials> {
-        Some(Credentials {
-            field: "spec.cluster.vultr.credentials",
-            api_version: "vultr.m.upbound.io/v1beta1",
-            reference: self.cluster.credentials.clone(),
-        })
+        let field = "spec.cluster.vultr.credentials";
+        Some(Credentials::new(
+            field,
+            "vultr.m.upbound.io/v1beta1",
+            &self.cluster.credentials,
+        ))
     }
 
     fn region(&self) -> Option<&str> {
         Some(&self.cluster.region)
     }
 
-    fn check(
-        &self,
-        spec: &InferenceClusterSpec,
-        classes: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<(), ComposeError> {
+    fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
         validate::cluster(self.cluster)?;
-        validate::pools(spec)?;
-        validate::pools_against_classes(spec, classes)
+        validate::pools(input.spec)?;
+        validate::pools_against_classes(input.spec, input.classes)
     }
 
-    fn compose(
-        &self,
-        req: &RunFunctionRequest,
-        out: &mut Output,
-        name: &str,
-        spec: &InferenceClusterSpec,
-        classes: &BTreeMap<String, InferenceClassSpec>,
-    ) -> Result<Progress, ComposeError> {
-        let seen = Observed::new(req);
+    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
+        let seen = Observed::new(input.req);
         let ctx = Context {
-            name,
+            name: input.name,
             cluster: self.cluster,
+            credentials: &self.cluster.credentials,
             seen: &seen,
         };
-        Ok(compose(out, &ctx, spec, classes))
+        Ok(compose(out, &ctx, input.spec, input.classes))
     }
 
-    /// The VKE kubeconfig authenticates with the client certificate it embeds, so it needs no `identity` block.
-    fn workload_credentials(&self, name: &str) -> Value {
-        provision::kubeconfig_credentials(&upjet::kubeconfig_secret(name), CONTROL_NAMESPACE, KUBECONFIG_KEY)
-    }
+    // The default workload credentials: the VKE kubeconfig authenticates with the client certificate it embeds.
 
-    /// Modelplane's NFS class, reported only once its StorageClass is observed on the cluster, so no cache
-    /// volume waits on a class that does not exist yet.
+    /// Modelplane's NFS class, once its StorageClass is observed on the cluster.
     fn cache_storage_class(&self, out: &Output) -> Option<String> {
-        out.resources
-            .get(storage::KEY_STORAGE_CLASS)
-            .filter(|c| c.ready)
-            .map(|_| storage::STORAGE_CLASS.to_owned())
+        provision::ready_storage_class(out, storage::KEY_STORAGE_CLASS, storage::STORAGE_CLASS)
     }
 
     /// The system pool is the cluster's inline pool, so the cluster gates it; every other pool has its own MR.
@@ -155,7 +127,7 @@ impl Provisioner for Vultr<'_> {
             "Kubernetes" => &[KEY_VPC],
             _ => &[],
         };
-        uses.iter().map(|u| (*u).to_owned()).collect()
+        provision::keys(uses)
     }
 }
 
@@ -166,13 +138,8 @@ fn compose(
     classes: &BTreeMap<String, InferenceClassSpec>,
 ) -> Progress {
     let mut progress = Progress::default();
-    out.compose(
-        KEY_ACTIVATION_POLICY,
-        provision::activation_policy(ctx.name, PROVIDER, CRDS),
-        false,
-    );
-    let started = ctx.seen.exists(KEY_ACTIVATION_POLICY) || ctx.seen.any_with_prefix(KEY_PREFIX);
-    if !started {
+    let policy = provision::activation_policy(ctx.name, PROVIDER, CRDS);
+    if !provision::activate(out, ctx.seen, policy, KEY_PREFIX) {
         progress
             .waiting
             .push("the provider-upjet-vultr activation policy");
@@ -201,35 +168,7 @@ fn compose(
 }
 
 /// What every stage reads.
-pub struct Context<'a> {
-    pub name: &'a str,
-    pub cluster: &'a VultrCluster,
-    pub seen: &'a Observed<'a>,
-}
-
-impl Context<'_> {
-    /// A provider-upjet-vultr MR of the cluster, authenticated by the provider config `credentials` names.
-    pub fn managed(&self, api_version: &str, kind: &str, name: &str, for_provider: Value) -> Value {
-        upjet::managed(api_version, kind, name, &self.cluster.credentials, for_provider)
-    }
-
-    /// A string field of the resource's own observed spec, for a resource that exists and must keep what it was
-    /// created with.
-    pub fn spec_string(&self, key: &str, pointer: &str) -> Option<String> {
-        self.seen
-            .spec_field(key, pointer)
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .filter(|s| !s.is_empty())
-    }
-
-    /// A string field of the observed status of `key`, once it is Ready.
-    pub fn ready_string(&self, key: &str, pointer: &str) -> Option<String> {
-        self.seen
-            .ready_field(key, pointer)
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .filter(|s| !s.is_empty())
-    }
-}
+pub type Context<'a> = upjet::Context<'a, VultrCluster>;
 
 #[cfg(test)]
 mod tests;
