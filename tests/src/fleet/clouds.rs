@@ -1,6 +1,6 @@
-//! Settled InferenceCluster reconciles, one per cloud: an example Dynamo cluster with everything it composes
-//! observed Ready (as `render --until-ready` simulates its provider), which is what Crossplane sends for every
-//! cluster of a fleet on each poll once the fleet is up. A 100-cluster mixed-cloud fleet is
+//! Settled InferenceCluster reconciles, one per provisioned cloud: an example Dynamo cluster with everything it
+//! composes observed Ready (as `render --until-ready` simulates its provider), which is what Crossplane sends for
+//! every cluster of a fleet on each poll once the fleet is up. A 100-cluster mixed-cloud fleet is
 //! [`CLUSTERS_PER_CLOUD`] of each, so its reconcile cost is that many times the sum of these.
 
 use std::path::{Path, PathBuf};
@@ -19,8 +19,8 @@ pub const CLOUDS: &[(&str, &str)] = &[
     ("EKS", "eks-h200-us-east.yaml"),
     ("GKE", "gke-h100-us-central.yaml"),
     ("AKS", "aks-h100-westeurope.yaml"),
+    ("Nebius", "nebius-h100-eu-north1.yaml"),
     ("Vultr", "vultr-l40s-ewr.yaml"),
-    ("Existing", "existing-onprem.yaml"),
 ];
 /// 100 clusters, evenly over the clouds above.
 pub const CLUSTERS_PER_CLOUD: usize = 20;
