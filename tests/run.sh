@@ -75,8 +75,8 @@ else
     step "Python venv $venv is up to date with $requirements"
 fi
 
-# The control plane's Go build: etcd, kube-apiserver, kube-controller-manager, Crossplane core and provider-kubernetes
-# from pinned Go modules (tests/controlplane; Go's caches make later runs fast). provider-eks' end-to-end tests
+# The control plane's Go build: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Crossplane core
+# and provider-kubernetes from pinned Go modules (tests/controlplane; Go's caches make later runs fast). provider-eks' end-to-end tests
 # (provider-eks/tests/e2e*.rs) start a kube-apiserver from these binaries inside `cargo test`.
 command -v go >/dev/null || fail "go is not on PATH (Go 1.26 or later is needed, https://go.dev/dl/)"
 start_background controlplane-build bash tests/controlplane/controlplane.sh build
@@ -138,11 +138,12 @@ case "$status" in
 esac
 
 # --- Real control plane (tests/controlplane) ----------------------------------------------------------------------
-# The binaries built above, started on loopback; the admission and Crossplane-in-the-loop tests run against them.
-# controlplane.sh stops every process it started when the tests end, pass or fail.
+# The binaries built above, started on loopback; the admission, Crossplane-in-the-loop and simulated-node tests run
+# against them (kube-scheduler places pods on nodes kwok simulates). controlplane.sh stops every process it started
+# when the tests end, pass or fail.
 step "pytest tests/controlplane/python on the real control plane"
 status=0
-bash tests/controlplane/controlplane.sh run --crossplane -- \
+bash tests/controlplane/controlplane.sh run --crossplane --nodes -- \
     "$venv/bin/python" -m pytest tests/controlplane/python -q || status=$?
 ((status == 0)) || fail "control-plane tests failed (exit $status; logs in tests/controlplane/.run/)"
 # --- end of the control-plane block ---------------------------------------------------------------------------------

@@ -2,16 +2,21 @@
 # A real Kubernetes control plane on loopback for the tests, built from pinned Go modules.
 #
 #   controlplane.sh build [COMPONENT...]   build (or reuse) the binaries into tests/controlplane/.bin/ (components:
-#                                          etcd kube-apiserver kube-controller-manager crossplane provider-kubernetes)
-#   controlplane.sh up                     build, then start etcd, kube-apiserver and kube-controller-manager;
-#                                          prints `export KUBECONFIG=...` lines for eval
+#                                          etcd kube-apiserver kube-controller-manager kube-scheduler kwok crossplane
+#                                          provider-kubernetes)
+#   controlplane.sh up [--nodes]           build, then start etcd, kube-apiserver and kube-controller-manager;
+#                                          prints `export KUBECONFIG=...` lines for eval. With --nodes, also
+#                                          kube-scheduler and kwok (simulated nodes and pods, no kubelet), and the
+#                                          controllers that turn workloads into pods (Deployment, ReplicaSet, Job,
+#                                          ResourceClaim)
 #   controlplane.sh crossplane             on a running control plane: install Crossplane's and
 #                                          provider-kubernetes' CRDs, start Crossplane core, provider-kubernetes and
 #                                          modelplane-function (MODELPLANE_FUNCTION_BIN) with mTLS, register the
 #                                          function with Crossplane; prints more export lines
 #   controlplane.sh down                   stop every process `up`/`crossplane` started, by recorded PID
-#   controlplane.sh run [--crossplane] -- CMD...
-#                                          up (and crossplane), run CMD with the exports, down on any exit
+#   controlplane.sh run [--crossplane] [--nodes] -- CMD...
+#                                          up (with nodes, and crossplane), run CMD with the exports, down on any
+#                                          exit
 #
 # Every component is one go.mod under modules/ (their dependency graphs would fight in one); the mains of one module
 # build in one `go build`. Go's own caches (GOMODCACHE, GOCACHE) keep the sources and objects; a binary is rebuilt
@@ -34,6 +39,8 @@ components=(
     "etcd|etcd|go.etcd.io/etcd/server/v3"
     "kube-apiserver|kubernetes|k8s.io/kubernetes/cmd/kube-apiserver"
     "kube-controller-manager|kubernetes|k8s.io/kubernetes/cmd/kube-controller-manager"
+    "kube-scheduler|kubernetes|k8s.io/kubernetes/cmd/kube-scheduler"
+    "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok"
     "crossplane|crossplane|github.com/crossplane/crossplane/v2/cmd/crossplane"
     "provider-kubernetes|provider-kubernetes|github.com/crossplane-contrib/provider-kubernetes/cmd/provider"
 )
@@ -248,10 +255,24 @@ exports() {
     cat "$state/env"
 }
 
+# The annotation a Node carries for kwok to run it: only those nodes are simulated, so a test can still create a
+# Node nobody runs (it stays NotReady, as a lost node would).
+kwok_node_annotation="kwok.x-k8s.io/node=fake"
+
 cmd_up() {
     command -v openssl >/dev/null || die "openssl is not on PATH (Debian: apt-get install openssl)"
     command -v curl >/dev/null || die "curl is not on PATH (Debian: apt-get install curl)"
-    cmd_build etcd kube-apiserver kube-controller-manager
+    local nodes=false
+    case "${1:-}" in
+    --nodes) nodes=true ;;
+    "") ;;
+    *) die "up: unknown argument '$1' (usage: up [--nodes])" ;;
+    esac
+    if $nodes; then
+        cmd_build etcd kube-apiserver kube-controller-manager kube-scheduler kwok
+    else
+        cmd_build etcd kube-apiserver kube-controller-manager
+    fi
     if [[ -f "$pids_file" ]]; then
         die "a control plane from $state is still recorded as running: run '$0 down' first"
     fi
@@ -289,6 +310,15 @@ cmd_up() {
 
     local kcm_controllers=garbage-collector-controller,namespace-controller
     kcm_controllers+=,serviceaccount-controller,serviceaccount-token-controller
+    # With nodes, pods exist: workloads make them (Deployments through ReplicaSets, Jobs), a pod's
+    # ResourceClaimTemplates become its ResourceClaims, and Endpoints follow the Ready pods behind a Service. The
+    # node lifecycle controller lifts the not-ready taint admission puts on every new Node once kwok reports it
+    # Ready (and would mark it NotReady again were kwok's heartbeat to stop).
+    if $nodes; then
+        kcm_controllers+=,deployment-controller,replicaset-controller,job-controller,resourceclaim-controller
+        kcm_controllers+=,endpointslice-controller,endpoints-controller,ttl-after-finished-controller
+        kcm_controllers+=,node-lifecycle-controller
+    fi
     # The controller manager brings garbage collection (owner references), namespace deletion and service accounts.
     start kube-controller-manager "$bin_dir/kube-controller-manager" \
         --kubeconfig "$state/kubeconfig" --authentication-kubeconfig "$state/kubeconfig" \
@@ -298,12 +328,37 @@ cmd_up() {
         --use-service-account-credentials=false --profiling=false
     wait_ready kube-controller-manager kcm_ready
 
+    if $nodes; then
+        local scheduler_port kwok_port
+        scheduler_port="$(free_port)"
+        # The scheduler's default profile, so DynamicResources (GA in this release) allocates ResourceClaims
+        # against the ResourceSlices published for the simulated nodes.
+        start kube-scheduler "$bin_dir/kube-scheduler" \
+            --kubeconfig "$state/kubeconfig" --authentication-kubeconfig "$state/kubeconfig" \
+            --authorization-kubeconfig "$state/kubeconfig" --leader-elect=false \
+            --bind-address 127.0.0.1 --secure-port "$scheduler_port" --cert-dir "$state/scheduler-certs" \
+            --profiling=false
+        wait_ready kube-scheduler https_ok "$scheduler_port" /readyz
+        kwok_port="$(free_port)"
+        local stage stages=()
+        for stage in "$here"/kwok-stages/*.yaml; do stages+=(--config "$stage"); done
+        # kwok's own "fast" stages (kwok-stages/SOURCES.md); no config of the user's home is read. It renews each
+        # node's Lease, as a kubelet does: the node lifecycle controller marks a node without one NotReady (and its
+        # pods unready) after its grace period.
+        start kwok "$bin_dir/kwok" --kubeconfig "$state/kubeconfig" "${stages[@]}" \
+            --manage-nodes-with-annotation-selector "$kwok_node_annotation" \
+            --server-address "127.0.0.1:$kwok_port" --cidr 10.1.0.0/16 --node-ip 127.0.0.1 \
+            --node-lease-duration-seconds 40
+        wait_ready kwok http_ok "$kwok_port" /healthz
+    fi
+
     cat >"$state/env" <<EOF
 export KUBECONFIG=$state/kubeconfig
 export CONTROLPLANE_STATE=$state
 export CONTROLPLANE_PIDS=$pids_file
 export CONTROLPLANE_BIN=$bin_dir
 export CONTROLPLANE_API=https://127.0.0.1:$api_port
+export CONTROLPLANE_NODES=$nodes
 EOF
     trap - EXIT
     exports
@@ -355,6 +410,9 @@ crds_dir() {
 tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 http_ok() { curl -fsS --max-time 5 "http://127.0.0.1:$1$2" >/dev/null; }
+
+# A component's own serving certificate is self-signed, so its health endpoint is checked without verification.
+https_ok() { curl -kfsS --max-time 5 "https://127.0.0.1:$1$2" >/dev/null; }
 
 # Crossplane, provider-kubernetes and our function on the running control plane. Crossplane runs its packages
 # with the External runtime: it never starts a Deployment, and reaches the function at the endpoint the
@@ -450,21 +508,22 @@ EOF
 }
 
 cmd_run() {
-    local with_crossplane=false
+    local with_crossplane=false up_args=()
     while (($#)); do
         case "$1" in
         --crossplane) with_crossplane=true ;;
+        --nodes) up_args+=(--nodes) ;;
         --) shift; break ;;
-        *) die "run: unknown argument '$1' (usage: run [--crossplane] -- CMD...)" ;;
+        *) die "run: unknown argument '$1' (usage: run [--crossplane] [--nodes] -- CMD...)" ;;
         esac
         shift
     done
-    (($#)) || die "run: no command given (usage: run [--crossplane] -- CMD...)"
+    (($#)) || die "run: no command given (usage: run [--crossplane] [--nodes] -- CMD...)"
     trap 'cmd_down' EXIT
     trap 'exit 130' INT TERM
     # Not `eval "$(cmd_up)"`: that would hide a failed start behind eval's own success.
     local exported
-    exported="$(cmd_up)" || exit 1
+    exported="$(cmd_up "${up_args[@]}")" || exit 1
     eval "$exported"
     if $with_crossplane; then
         exported="$(cmd_crossplane)" || exit 1
@@ -475,9 +534,9 @@ cmd_run() {
 
 case "${1:-}" in
 build) shift; cmd_build "$@" ;;
-up) cmd_up ;;
+up) shift; cmd_up "$@" ;;
 crossplane) cmd_crossplane ;;
 down) cmd_down ;;
 run) shift; cmd_run "$@" ;;
-*) die "usage: $0 build [COMPONENT...] | up | crossplane | down | run [--crossplane] -- CMD..." ;;
+*) die "usage: $0 build [COMPONENT...] | up [--nodes] | crossplane | down | run [--crossplane] [--nodes] -- CMD..." ;;
 esac

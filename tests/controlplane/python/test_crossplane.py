@@ -10,74 +10,16 @@ would once the charts were installed.
 
 from __future__ import annotations
 
-import base64
 import copy
-import os
-from pathlib import Path
 
-from kube import REPO_ROOT, Kube, describe, load_yaml_documents, wait_for
+from kube import REPO_ROOT, describe, load_yaml_documents, wait_for
+from workload import (API, OBJECT_API, RELEASE_API, composed_by, conditions, exists, kubeconfig_pointing_back,
+                      play_provider_helm, play_trust_manager, tolerating)
 
 EXAMPLES = REPO_ROOT / "examples"
-API = "modelplane.ai/v1alpha1"
-OBJECT_API = "kubernetes.m.crossplane.io/v1alpha1"
-RELEASE_API = "helm.m.crossplane.io/v1beta1"
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 # Crossplane reconciles on watch events (realtime compositions); provider-kubernetes polls every 10 s here.
 CONVERGE_SECONDS = 180
-
-
-def conditions(obj: dict | None) -> dict[str, str]:
-    return {c.get("type"): c.get("status") for c in ((obj or {}).get("status") or {}).get("conditions") or []}
-
-
-def kubeconfig_pointing_back(kube: Kube) -> str:
-    """What an Existing InferenceCluster's secret holds: here, a kubeconfig for this very API server."""
-    pki = Path(os.environ["CONTROLPLANE_STATE"]) / "pki"
-
-    def b64(name: str) -> str:
-        return base64.b64encode((pki / name).read_bytes()).decode()
-
-    return f"""apiVersion: v1
-kind: Config
-clusters:
-- name: workload
-  cluster: {{server: "{kube.server}", certificate-authority-data: {b64("ca.crt")}}}
-users:
-- name: provider-kubernetes
-  user: {{client-certificate-data: {b64("admin.crt")}, client-key-data: {b64("admin.key")}}}
-contexts:
-- name: workload
-  context: {{cluster: workload, user: provider-kubernetes}}
-current-context: workload
-"""
-
-
-def composed_by(kube: Kube, api_version: str, kind: str, composite: str) -> list[dict]:
-    return [o for o in kube.list(api_version, kind)
-            if ((o.get("metadata") or {}).get("labels") or {}).get("crossplane.io/composite") == composite]
-
-
-def play_provider_helm(kube: Kube, composite: str) -> list[dict]:
-    """Marks the composite's Releases Ready and Synced, as provider-helm reports an installed chart."""
-    releases = composed_by(kube, RELEASE_API, "Release", composite)
-    for release in releases:
-        if conditions(release).get("Ready") == "True":
-            continue  # already "installed": patching again would only add watch events
-        kube.patch_status(release, {"conditions": [
-            {"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-            {"type": "Synced", "status": "True", "reason": "ReconcileSuccess",
-             "lastTransitionTime": "2026-01-01T00:00:00Z"},
-        ]})
-    return releases
-
-
-def play_trust_manager(kube: Kube) -> None:
-    """Writes the ConfigMap the cluster gateway CA's Bundle targets, as trust-manager does once cert-manager has
-    issued the CA, with a CA certificate whose key was never kept."""
-    kube.ensure_namespace("modelplane-system")
-    kube.apply({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "modelplane-cluster-gateway-ca", "namespace": "modelplane-system"},
-                "data": {"ca.crt": (REPO_ROOT / "tests" / "fixtures" / "tls" / "cluster-gateway-ca.pem").read_text()}})
 
 
 def gang_deployment(cluster: dict) -> dict:
@@ -86,14 +28,8 @@ def gang_deployment(cluster: dict) -> dict:
     deployment = copy.deepcopy(load_yaml_documents(EXAMPLES / "deployments" / "qwen3-coder.yaml")[0])
     spec = deployment["spec"]["template"]["spec"]
     spec.pop("modelCacheRef", None)
-    spec["tolerations"] = [{"key": t["key"], "operator": "Equal", "value": t["value"]}
-                           for t in cluster["spec"].get("taints", [])]
+    spec["tolerations"] = tolerating(cluster)
     return deployment
-
-
-def exists(kube: Kube, obj: dict) -> bool:
-    meta = obj.get("metadata") or {}
-    return kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")) is not None
 
 
 def test_an_existing_cluster_and_a_gang_deployment_are_composed_applied_and_cleaned_up(platform):

@@ -1,5 +1,6 @@
-// Builds kube-apiserver, kube-controller-manager and kubectl at a pinned release. k8s.io/kubernetes replaces its staging
-// modules with paths inside its own repository; here each is pinned to the published release of the same tag.
+// Builds kube-apiserver, kube-controller-manager, kube-scheduler and kubectl at a pinned release. k8s.io/kubernetes
+// replaces its staging modules with paths inside its own repository; here each is pinned to the published release of
+// the same tag.
 module modelplane.test/controlplane/kubernetes
 
 go 1.26
@@ -7,6 +8,7 @@ go 1.26
 tool (
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager
+	k8s.io/kubernetes/cmd/kube-scheduler
 	k8s.io/kubernetes/cmd/kubectl
 )
 

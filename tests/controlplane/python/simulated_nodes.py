@@ -1,0 +1,77 @@
+"""GPU nodes made from InferenceClasses, for the real kube-scheduler and kwok (controlplane.sh up --nodes).
+
+Each pool of an InferenceCluster becomes `nodeCount` Nodes that kwok runs (its annotation), labelled and tainted as
+the pool's node group is (`modelplane.ai/pool`, the GPU taint and the cluster's own taints), and, for each device
+of the pool's class, the ResourceSlice the class says its DRA driver publishes on such a node: `count` devices with
+the class's attributes and capacity. The scheduler's DRA allocator then evaluates our composed
+ResourceClaimTemplates, their device class and their CEL selectors against exactly what the class declares.
+
+Classes name no CPU or memory, so every simulated node offers the same generous amount; what a replica competes
+for here is its devices and its pool.
+"""
+
+from __future__ import annotations
+
+# What kwok is told to run (controlplane.sh --manage-nodes-with-annotation-selector).
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+# The labels and taint every pool's node group gets (function/src/api/inference_cluster.rs).
+POOL_LABEL = "modelplane.ai/pool"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+# The pool of untainted nodes every provisioned cluster also has, where the stack's own pods run.
+SYSTEM_POOL = "system"
+NODE_RESOURCES = {"cpu": "192", "memory": "2048Gi", "pods": "110"}
+RESOURCE_API = "resource.k8s.io/v1"
+
+
+def node(name: str, pool: str, taints: list[dict]) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": dict(KWOK_ANNOTATION),
+                     "labels": {POOL_LABEL: pool, "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                "type": "kwok"}},
+        "spec": {"taints": taints},
+        "status": {"capacity": dict(NODE_RESOURCES), "allocatable": dict(NODE_RESOURCES)},
+    }
+
+
+def resource_slice(node_name: str, device: dict) -> dict:
+    """The slice the device's DRA driver publishes on `node_name`: one pool per node, as the NVIDIA driver does."""
+    devices = [{"name": f"{device['name']}-{i}", "attributes": device.get("attributes") or {},
+                "capacity": device.get("capacity") or {}} for i in range(device.get("count", 1))]
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node_name}-{device['name']}"},
+        "spec": {"driver": device["driver"], "nodeName": node_name,
+                 "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1}, "devices": devices},
+    }
+
+
+def device_classes(classes: list[dict]) -> list[dict]:
+    """The DeviceClasses the drivers' charts install: each selects its driver's devices."""
+    seen: dict[str, str] = {}
+    for inference_class in classes:
+        for device in inference_class["spec"].get("devices") or []:
+            if device.get("claim") == "DRA" and device.get("deviceClassName"):
+                seen[device["deviceClassName"]] = device["driver"]
+    return [{"apiVersion": RESOURCE_API, "kind": "DeviceClass", "metadata": {"name": name},
+             "spec": {"selectors": [{"cel": {"expression": f"device.driver == {driver!r}"}}]}}
+            for name, driver in sorted(seen.items())]
+
+
+def cluster_nodes(cluster: dict, classes: list[dict], system_nodes: int = 1) -> list[dict]:
+    """The Nodes and ResourceSlices of every pool of `cluster`, named `<cluster>-<pool>-<i>`, and its system
+    pool's nodes."""
+    by_name = {c["metadata"]["name"]: c for c in classes}
+    name = cluster["metadata"]["name"]
+    spec = cluster["spec"]
+    out = [node(f"{name}-{SYSTEM_POOL}-{i}", SYSTEM_POOL, []) for i in range(system_nodes)]
+    for pool in spec.get("nodePools") or []:
+        devices = [d for d in by_name[pool["className"]]["spec"].get("devices") or [] if d.get("claim") == "DRA"]
+        taints = ([dict(GPU_TAINT)] if devices else []) + [dict(t) for t in spec.get("taints") or []]
+        for i in range(pool.get("nodeCount", 1)):
+            node_name = f"{name}-{pool['name']}-{i}"
+            out.append(node(node_name, pool["name"], taints))
+            out += [resource_slice(node_name, device) for device in devices]
+    return out
