@@ -311,13 +311,15 @@ cmd_up() {
     local kcm_controllers=garbage-collector-controller,namespace-controller
     kcm_controllers+=,serviceaccount-controller,serviceaccount-token-controller
     # With nodes, pods exist: workloads make them (Deployments through ReplicaSets, Jobs), a pod's
-    # ResourceClaimTemplates become its ResourceClaims, and Endpoints follow the Ready pods behind a Service. The
+    # ResourceClaimTemplates become its ResourceClaims, claims of volumes bind to volumes (and are released only once
+    # no pod uses them), and Endpoints follow the Ready pods behind a Service. The
     # node lifecycle controller lifts the not-ready taint admission puts on every new Node once kwok reports it
     # Ready (and would mark it NotReady again were kwok's heartbeat to stop).
     if $nodes; then
         kcm_controllers+=,deployment-controller,replicaset-controller,job-controller,resourceclaim-controller
         kcm_controllers+=,endpointslice-controller,endpoints-controller,ttl-after-finished-controller
-        kcm_controllers+=,node-lifecycle-controller
+        kcm_controllers+=,node-lifecycle-controller,persistentvolume-binder-controller
+        kcm_controllers+=,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller
     fi
     # The controller manager brings garbage collection (owner references), namespace deletion and service accounts.
     start kube-controller-manager "$bin_dir/kube-controller-manager" \

@@ -1,6 +1,7 @@
 """Pods on simulated nodes: a ModelDeployment composed by Crossplane and our function runs on nodes kwok simulates,
 placed by the real kube-scheduler with its DRA allocator evaluating our ResourceClaimTemplates against the
-ResourceSlices the cluster's InferenceClasses describe (simulated_nodes.py).
+ResourceSlices the cluster's InferenceClasses describe (simulated_nodes.py); and a ModelCache stages there through
+its hydration Job (which kwok completes) before the deployment waiting on it is composed.
 
 Stand-ins left: provider-helm's charts and trust-manager (as in test_crossplane.py), and Envoy Gateway, which would
 give the cluster gateway its address: the test writes one, as it would. kwok marks a scheduled pod Running and Ready
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -47,6 +49,8 @@ def existing_cluster(kube: Kube) -> dict:
     """The Existing example cluster under a name of its own, its kubeconfig pointing back at this API server."""
     cluster = copy.deepcopy(load_yaml_documents(EXAMPLES / "clusters" / "existing-onprem.yaml")[0])
     cluster["metadata"]["name"] = CLUSTER_NAME
+    cache_class = cluster["spec"]["cluster"]["existing"]["cache"]["storageClassName"]
+    assert cache_class, "the example cluster names no cache storage class"
     secret_ref = cluster["spec"]["cluster"]["existing"]["secretRef"]
     secret_ref["name"] = f"{CLUSTER_NAME}-kubeconfig"
     namespace = secret_ref.get("namespace", "modelplane-system")
@@ -54,6 +58,16 @@ def existing_cluster(kube: Kube) -> dict:
     kube.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret_ref["name"], "namespace": namespace},
                 "stringData": {secret_ref.get("key", "kubeconfig"): kubeconfig_pointing_back(kube)}})
     return cluster
+
+
+def cache_volume(cluster: dict) -> dict:
+    """A volume of the cluster's cache storage class, as that class's provisioner would make for a cache's claim
+    (nothing provisions here). Nothing mounts it: kwok starts no container."""
+    storage_class = cluster["spec"]["cluster"]["existing"]["cache"]["storageClassName"]
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{CLUSTER_NAME}-cache-0"},
+            "spec": {"storageClassName": storage_class, "capacity": {"storage": "64Gi"},
+                     "accessModes": ["ReadWriteMany"], "persistentVolumeReclaimPolicy": "Retain",
+                     "nfs": {"server": "127.0.0.1", "path": "/modelcache"}}}
 
 
 def standalone_deployment(cluster: dict) -> dict:
@@ -66,11 +80,14 @@ def standalone_deployment(cluster: dict) -> dict:
     return deployment
 
 
-def test_a_standalone_deployment_runs_on_scheduled_nodes_with_its_devices_and_frees_them(nodes_running):
+@pytest.fixture(scope="module")
+def kwok_cluster(nodes_running) -> Iterator[dict]:
+    """The Existing example cluster, Ready on its simulated nodes with its gateway's address; deleted, with its
+    nodes, after the module's tests."""
     kube = nodes_running
     classes = load_yaml_documents(EXAMPLES / "classes")
     cluster = existing_cluster(kube)
-    simulated = device_classes(classes) + cluster_nodes(cluster, classes)
+    simulated = device_classes(classes) + cluster_nodes(cluster, classes) + [cache_volume(cluster)]
     for obj in classes + simulated:
         kube.apply(obj)
     kube.apply(cluster)
@@ -90,7 +107,26 @@ def test_a_standalone_deployment_runs_on_scheduled_nodes_with_its_devices_and_fr
 
     wait_for("the InferenceCluster Ready with its gateway's address", serving, CONVERGE_SECONDS,
              lambda: str(cluster_now().get("status")))
+    yield cluster
 
+    kube.delete(API, "InferenceCluster", CLUSTER_NAME)
+    wait_for("the InferenceCluster removed", lambda: not cluster_now(), CONVERGE_SECONDS)
+    for obj in simulated:
+        meta = obj["metadata"]
+        kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+
+
+def engine_pods(kube: Kube, namespace: str, deployment: str) -> list[dict]:
+    return [p for p in kube.list("v1", "Pod", namespace)
+            if (p["metadata"].get("labels") or {}).get("modelplane.ai/workload", "").startswith(f"{deployment}-0-")]
+
+
+def running_and_ready(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and conditions(pod).get("Ready") == "True"
+
+
+def test_a_standalone_deployment_runs_on_scheduled_nodes_with_its_devices_and_frees_them(nodes_running, kwok_cluster):
+    kube, cluster = nodes_running, kwok_cluster
     deployment = standalone_deployment(cluster)
     namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
     kube.ensure_namespace(namespace)
@@ -102,18 +138,13 @@ def test_a_standalone_deployment_runs_on_scheduled_nodes_with_its_devices_and_fr
     def deployment_now() -> dict:
         return kube.get(API, "ModelDeployment", name, namespace) or {}
 
-    def engine_pods() -> list[dict]:
-        return [p for p in kube.list("v1", "Pod", namespace)
-                if (p["metadata"].get("labels") or {}).get("modelplane.ai/workload", "").startswith(f"{name}-0-")]
-
-    def running_and_ready(pod: dict) -> bool:
-        status = pod.get("status") or {}
-        return status.get("phase") == "Running" and conditions(pod).get("Ready") == "True"
+    def engines() -> list[dict]:
+        return engine_pods(kube, namespace, name)
 
     copies = deployment["spec"]["template"]["spec"]["engines"][0]["copies"]
     pods = wait_for(f"{copies} engine pods Running and Ready",
-                    lambda: (lambda ps: len(ps) == copies and all(map(running_and_ready, ps)) and ps)(engine_pods()),
-                    CONVERGE_SECONDS, lambda: str([(p["metadata"]["name"], p.get("status")) for p in engine_pods()]))
+                    lambda: (lambda ps: len(ps) == copies and all(map(running_and_ready, ps)) and ps)(engines()),
+                    CONVERGE_SECONDS, lambda: str([(p["metadata"]["name"], p.get("status")) for p in engines()]))
 
     # The scheduler put each pod on a node of the cluster's GPU pool and allocated it one device there.
     gpu_nodes = {n["metadata"]["name"] for n in kube.list("v1", "Node")
@@ -145,14 +176,62 @@ def test_a_standalone_deployment_runs_on_scheduled_nodes_with_its_devices_and_fr
     # Deleting the deployment takes its pods, and with them their claims: the devices are free again.
     kube.delete(API, "ModelService", name, namespace)
     kube.delete(API, "ModelDeployment", name, namespace)
-    wait_for("the engine pods gone", lambda: not engine_pods(), CONVERGE_SECONDS,
-             lambda: str([p["metadata"]["name"] for p in engine_pods()]))
+    wait_for("the engine pods gone", lambda: not engines(), CONVERGE_SECONDS,
+             lambda: str([p["metadata"]["name"] for p in engines()]))
     wait_for("the ResourceClaims released", lambda: not kube.list(RESOURCE_API, "ResourceClaim", namespace),
              CONVERGE_SECONDS, lambda: str([c["metadata"]["name"] for c in kube.list(RESOURCE_API, "ResourceClaim",
                                                                                      namespace)]))
 
-    kube.delete(API, "InferenceCluster", CLUSTER_NAME)
-    wait_for("the InferenceCluster removed", lambda: not cluster_now(), CONVERGE_SECONDS)
-    for obj in simulated:
-        meta = obj["metadata"]
-        kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+
+
+def test_a_model_cache_stages_through_its_job_before_the_deployment_waiting_on_it_is_composed(nodes_running,
+                                                                                              kwok_cluster):
+    kube, cluster = nodes_running, kwok_cluster
+    deployment = standalone_deployment(cluster)
+    namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    deployment["spec"]["template"]["spec"]["modelCacheRef"] = {"name": name}
+    cache = {"apiVersion": API, "kind": "ModelCache", "metadata": {"name": name, "namespace": namespace},
+             "spec": {"source": "HuggingFace", "huggingFace": {"repo": "Qwen/Qwen3-0.6B", "revision": "main",
+                                                                "sizeGiB": 2}}}
+    kube.ensure_namespace(namespace)
+    kube.apply(cache)
+    kube.apply(deployment)
+
+    def cache_now() -> dict:
+        return kube.get(API, "ModelCache", name, namespace) or {}
+
+    jobs_seen: dict[str, str] = {}
+
+    def staged() -> bool:
+        # The deployment's engines wait for the cache: none may run before it is staged on their cluster.
+        for job in kube.list("batch/v1", "Job", namespace):
+            done = [c["type"] for c in (job.get("status") or {}).get("conditions") or [] if c["status"] == "True"]
+            jobs_seen[job["metadata"]["name"]] = ",".join(done) or "running"
+        ready = conditions(cache_now()).get("Ready") == "True"
+        assert ready or not engine_pods(kube, namespace, name), "engines run before their cache is staged"
+        return ready
+
+    wait_for("the ModelCache staged", staged, CONVERGE_SECONDS,
+             lambda: f"{(cache_now().get('status') or {})}, jobs: {jobs_seen}")
+    assert [(c["cluster"], c["phase"]) for c in cache_now()["status"]["clusters"]] == [(CLUSTER_NAME, "Ready")]
+    # The hydration Job ran on a simulated node and completed (kwok completes a Job's pods; the Job controller is
+    # kube-controller-manager's own), and its volume is bound to the cluster's cache class.
+    assert "Complete" in ",".join(jobs_seen.values()), jobs_seen
+    (claim,) = [c for c in kube.list("v1", "PersistentVolumeClaim", namespace)
+                if (c["metadata"].get("labels") or {}).get("modelplane.ai/model-cache") == name]
+    assert claim["status"]["phase"] == "Bound", claim["status"]
+
+    copies = deployment["spec"]["template"]["spec"]["engines"][0]["copies"]
+    pods = wait_for(f"{copies} engine pods Running and Ready on the staged cache",
+                    lambda: (lambda ps: len(ps) == copies and all(map(running_and_ready, ps)) and ps)(
+                        engine_pods(kube, namespace, name)), CONVERGE_SECONDS,
+                    lambda: str((kube.get(API, "ModelDeployment", name, namespace) or {}).get("status")))
+    for pod in pods:
+        claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["spec"].get("volumes") or []
+                  if "persistentVolumeClaim" in v}
+        assert claims == {claim["metadata"]["name"]}, (pod["metadata"]["name"], claims)
+
+    kube.delete(API, "ModelDeployment", name, namespace)
+    kube.delete(API, "ModelCache", name, namespace)
+    wait_for("the engine pods gone", lambda: not engine_pods(kube, namespace, name), CONVERGE_SECONDS)
+    wait_for("the ModelCache removed", lambda: not cache_now(), CONVERGE_SECONDS)
