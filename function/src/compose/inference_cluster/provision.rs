@@ -1,9 +1,9 @@
 //! The seam behind which clouds differ, as `ServingStack` is for stacks: each cluster source (EKS through
-//! provider-eks, Existing through nobody; GKE, AKS, Nebius and Vultr through their upjet providers once their
-//! composers land) is one [`Provisioner`]. The composer asks it what to check, what to compose stage by stage, how provider-kubernetes
+//! provider-eks; GKE, AKS, Nebius and Vultr through their upjet providers; Existing through nobody) is one
+//! [`Provisioner`]. The composer asks it what to check, what to compose stage by stage, how provider-kubernetes
 //! and provider-helm reach the cluster, where model caches stage, which pool resource gates each pool, and what
 //! must outlive what on deletion. Everything else of a cluster (components, status, the ledger) is the same on
-//! every cloud.
+//! every cloud; what the upjet clouds share besides is in `upjet`.
 
 use std::collections::BTreeMap;
 
