@@ -125,6 +125,12 @@ def running_and_ready(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") == "Running" and conditions(pod).get("Ready") == "True"
 
 
+def all_engines_running(kube: Kube, namespace: str, deployment: str, copies: int) -> list[dict] | None:
+    """The replica's engine pods once there are `copies` of them and each is Running and Ready."""
+    pods = engine_pods(kube, namespace, deployment)
+    return pods if len(pods) == copies and all(map(running_and_ready, pods)) else None
+
+
 def test_a_standalone_deployment_runs_on_scheduled_nodes_with_its_devices_and_frees_them(nodes_running, kwok_cluster):
     kube, cluster = nodes_running, kwok_cluster
     deployment = standalone_deployment(cluster)
@@ -143,8 +149,8 @@ def test_a_standalone_deployment_runs_on_scheduled_nodes_with_its_devices_and_fr
 
     copies = deployment["spec"]["template"]["spec"]["engines"][0]["copies"]
     pods = wait_for(f"{copies} engine pods Running and Ready",
-                    lambda: (lambda ps: len(ps) == copies and all(map(running_and_ready, ps)) and ps)(engines()),
-                    CONVERGE_SECONDS, lambda: str([(p["metadata"]["name"], p.get("status")) for p in engines()]))
+                    lambda: all_engines_running(kube, namespace, name, copies), CONVERGE_SECONDS,
+                    lambda: str([(p["metadata"]["name"], p.get("status")) for p in engines()]))
 
     # The scheduler put each pod on a node of the cluster's GPU pool and allocated it one device there.
     gpu_nodes = {n["metadata"]["name"] for n in kube.list("v1", "Node")
@@ -223,8 +229,7 @@ def test_a_model_cache_stages_through_its_job_before_the_deployment_waiting_on_i
 
     copies = deployment["spec"]["template"]["spec"]["engines"][0]["copies"]
     pods = wait_for(f"{copies} engine pods Running and Ready on the staged cache",
-                    lambda: (lambda ps: len(ps) == copies and all(map(running_and_ready, ps)) and ps)(
-                        engine_pods(kube, namespace, name)), CONVERGE_SECONDS,
+                    lambda: all_engines_running(kube, namespace, name, copies), CONVERGE_SECONDS,
                     lambda: str((kube.get(API, "ModelDeployment", name, namespace) or {}).get("status")))
     for pod in pods:
         claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["spec"].get("volumes") or []

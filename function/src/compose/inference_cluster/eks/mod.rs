@@ -54,7 +54,7 @@ pub const KEY_STORAGE_CLASS: &str = "object-storageclass-efs";
 /// system (upstream Modelplane's name, so manifests written for it keep working).
 pub const EFS_STORAGE_CLASS: &str = "modelplane-rwx-efs";
 
-/// Where provider-eks writes the cluster's kubeconfig, in [`CONTROL_NAMESPACE`], and under which key.
+/// Where provider-eks writes the cluster's kubeconfig, in [`CONTROL_NAMESPACE`].
 pub use super::provision::kubeconfig_secret;
 
 pub fn node_pool_key(pool: &str) -> String {
