@@ -3,7 +3,9 @@
 use serde_json::{Value, json};
 
 use crate::{
+    compose::{Output, inference_cluster::class_requirement},
     proto::v1::{Resource, Resources, RunFunctionRequest},
+    render::RequestBuilder,
     wire::RawStruct,
 };
 
@@ -117,4 +119,56 @@ impl ClusterFixture {
     pub fn build(self) -> Value {
         self.0
     }
+}
+
+/// A cluster composer's request: `xr` with the `observed` composed resources, and each of `classes` answering
+/// its own requirement, as Crossplane sends it once the classes are fetched.
+pub fn cluster_request(xr: &Value, classes: &[Value], observed: &[(String, Value)]) -> RequestBuilder {
+    let mut req = RequestBuilder::new(xr);
+    for (key, object) in observed {
+        req = req.observed(key, object);
+    }
+    for class in classes {
+        let name = class["metadata"]["name"].as_str().unwrap_or_default();
+        req = req.required(&class_requirement(name), std::slice::from_ref(class));
+    }
+    req
+}
+
+/// Every resource `out` composes, observed as `observe` says its provider reports it.
+pub fn observe_all(out: &Output, observe: impl Fn(&Value) -> Value) -> Vec<(String, Value)> {
+    out.resources
+        .iter()
+        .map(|(k, c)| (k.clone(), observe(&Value::Object(c.object.clone()))))
+        .collect()
+}
+
+/// `object` as an upjet provider reports it once Ready, with `at_provider` observed.
+pub fn ready_at_provider(object: &Value, at_provider: Value) -> Value {
+    let mut observed = object.clone();
+    observed["status"] = json!({"atProvider": at_provider,
+                                "conditions": [{"type": "Ready", "status": "True", "reason": "Available"}]});
+    observed
+}
+
+/// Turns the observed `key` (Ready, as [`ready_at_provider`] or [`observe_all`] made it) not Ready.
+pub fn not_ready(observed: &mut [(String, Value)], key: &str) {
+    let (_, object) = observed.iter_mut().find(|(k, _)| k == key).unwrap();
+    object["status"]["conditions"][0]["status"] = json!("False");
+}
+
+/// Every output from `first` on, each the next `step` of the one before (typically: compose again with all of it
+/// observed Ready), until a step composes nothing new; that last output is the final element.
+pub fn stages(first: Output, step: impl Fn(&Output) -> Output) -> Vec<Output> {
+    let mut outs = vec![first];
+    for _ in 0..12 {
+        let last = outs.last().unwrap();
+        let next = step(last);
+        let settled = next.resources.len() == last.resources.len();
+        outs.push(next);
+        if settled {
+            return outs;
+        }
+    }
+    panic!("the stages did not settle");
 }

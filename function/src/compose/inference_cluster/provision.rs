@@ -160,12 +160,24 @@ pub fn activation_policy(cluster: &str, provider: &str, crds: &[&str]) -> Value 
 /// The key every cloud composes its activation policy under.
 pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
 
-/// Composes a cloud's activation `policy` and says whether its kinds are active yet: the policy is observed, or
-/// a resource of the cloud (keyed `prefix...`) is, which only an active kind can be. Until then the cloud composes
-/// nothing else: Crossplane's applies of its kinds would fail.
-pub fn activate(out: &mut Output, seen: &Observed, policy: Value, prefix: &str) -> bool {
+/// Composes a cloud's activation `policy`; `None` once its kinds are active (the policy is observed, or a
+/// resource of the cloud, keyed `prefix...`, is, which only an active kind can be), else the progress to report:
+/// waiting on `what`. Until then the cloud composes nothing else, as Crossplane's applies of its kinds would fail.
+pub fn activate(
+    out: &mut Output,
+    seen: &Observed,
+    policy: Value,
+    prefix: &str,
+    what: &'static str,
+) -> Option<Progress> {
     out.compose(KEY_ACTIVATION_POLICY, policy, false);
-    seen.exists(KEY_ACTIVATION_POLICY) || seen.any_with_prefix(prefix)
+    if seen.exists(KEY_ACTIVATION_POLICY) || seen.any_with_prefix(prefix) {
+        return None;
+    }
+    Some(Progress {
+        cluster_ready: false,
+        waiting: vec![what],
+    })
 }
 
 /// A provider-kubernetes/provider-helm credentials block reading a kubeconfig from a Secret.

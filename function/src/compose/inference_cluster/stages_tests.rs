@@ -7,12 +7,6 @@ use serde_json::{Value, json};
 
 use super::*;
 
-/// Turns the observed `key` (as `all_ready` made it) not Ready.
-fn not_ready(observed: &mut [(String, Value)], key: &str) {
-    let (_, object) = observed.iter_mut().find(|(k, _)| k == key).unwrap();
-    object["status"]["conditions"][0]["status"] = json!("False");
-}
-
 #[test]
 fn the_cluster_and_its_pools_are_ready_only_once_everything_is_observed_ready() {
     let xr = eks("Dynamo");
@@ -34,7 +28,7 @@ fn the_cluster_and_its_pools_are_ready_only_once_everything_is_observed_ready() 
     assert_eq!(done.status["cacheStorageClass"], "modelplane-rwx-efs");
 
     let mut pool_down = observed.clone();
-    not_ready(&mut pool_down, "eks-nodepool-gpu");
+    fixtures::not_ready(&mut pool_down, "eks-nodepool-gpu");
     let waiting = compose_observed(&xr, &pool_down);
     assert_eq!(waiting.ready, Some(false));
     assert_eq!(
@@ -166,7 +160,7 @@ fn the_cache_storage_class_waits_for_the_efs_driver_and_is_reported_once_it_exis
 
     let mut observed = all_ready(&full);
     observed.retain(|(k, _)| k != "object-storageclass-efs");
-    not_ready(&mut observed, "eks-addon-aws-efs-csi-driver");
+    fixtures::not_ready(&mut observed, "eks-addon-aws-efs-csi-driver");
     let waiting = compose_observed(&xr, &observed);
     assert!(!waiting.resources.contains_key("object-storageclass-efs"));
     assert_eq!(waiting.status.get("cacheStorageClass"), None);

@@ -3,7 +3,10 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::{compose::shared::CONTROL_NAMESPACE, proto::v1::Resources, render::RequestBuilder};
+use crate::{
+    compose::{fixtures, shared::CONTROL_NAMESPACE},
+    proto::v1::Resources,
+};
 
 fn h200() -> Value {
     json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceClass", "metadata": {"name": "eks-h200-8x"},
@@ -39,21 +42,13 @@ fn raw(value: &Value) -> RawStruct {
 }
 
 /// A request as Crossplane sends it once the classes are fetched, with `observed` composed resources.
-fn request(xr: &Value, classes: &[Value], observed: &[(&str, Value)]) -> RunFunctionRequest {
-    let mut req = RequestBuilder::new(xr);
-    for (key, object) in observed {
-        req = req.observed(key, object);
-    }
-    for class in classes {
-        let name = class["metadata"]["name"].as_str().unwrap();
-        req = req.required(&class_requirement(name), std::slice::from_ref(class));
-    }
-    req.build()
+fn request(xr: &Value, classes: &[Value]) -> RunFunctionRequest {
+    fixtures::cluster_request(xr, classes, &[]).build()
 }
 
 /// The first call, with nothing composed yet.
 fn first(xr: &Value) -> Output {
-    compose(&request(xr, &[h200()], &[]), &raw(xr)).unwrap()
+    compose(&request(xr, &[h200()]), &raw(xr)).unwrap()
 }
 
 /// What AWS would report for a composed resource once it is Ready: IDs and ARNs later stages read.
@@ -80,33 +75,26 @@ fn observed_ready(object: &Value) -> Value {
 
 /// Every composed resource observed Ready, as `observed_ready` reports it.
 fn all_ready(out: &Output) -> Vec<(String, Value)> {
-    out.resources
-        .iter()
-        .map(|(k, c)| (k.clone(), observed_ready(&Value::Object(c.object.clone()))))
-        .collect()
+    fixtures::observe_all(out, observed_ready)
 }
 
 fn compose_observed(xr: &Value, observed: &[(String, Value)]) -> Output {
-    let observed: Vec<(&str, Value)> = observed.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    compose(&request(xr, &[h200()], &observed), &raw(xr)).unwrap()
+    compose(
+        &fixtures::cluster_request(xr, &[h200()], observed).build(),
+        &raw(xr),
+    )
+    .unwrap()
 }
 
 /// The composition once every stage before the last is observed Ready: the whole cluster.
 fn run(xr: &Value) -> Output {
-    let mut out = first(xr);
-    for _ in 0..10 {
-        let next = compose_observed(xr, &all_ready(&out));
-        if next.resources.len() == out.resources.len() {
-            return next;
-        }
-        out = next;
-    }
-    panic!("the stages did not settle");
+    let mut stages = fixtures::stages(first(xr), |out| compose_observed(xr, &all_ready(out)));
+    stages.pop().unwrap()
 }
 
 /// The error a user sees: the composite checked against its XRD first, as `dispatch` does.
 fn error(xr: &Value) -> ComposeError {
-    crate::compose::fixtures::run(compose, &request(xr, &[h200()], &[])).unwrap_err()
+    fixtures::run(compose, &request(xr, &[h200()])).unwrap_err()
 }
 
 /// Every manifest wrapped in a provider-kubernetes Object.
@@ -157,7 +145,7 @@ fn first_call_asks_for_each_distinct_class_once_and_composes_nothing() {
     let mut xr = eks("Dynamo");
     let second = json!({"name": "gpu2", "className": "eks-h200-8x", "nodeCount": 1});
     xr["spec"]["nodePools"].as_array_mut().unwrap().push(second);
-    let out = compose(&request(&xr, &[], &[]), &raw(&xr)).unwrap();
+    let out = compose(&request(&xr, &[]), &raw(&xr)).unwrap();
     assert_eq!(
         out.requirements.keys().collect::<Vec<_>>(),
         ["class-eks-h200-8x", "placement-ledger"]
@@ -188,7 +176,7 @@ fn first_call_asks_for_each_distinct_class_once_and_composes_nothing() {
 #[test]
 fn requirements_are_the_same_before_and_after_the_classes_arrive() {
     let xr = eks("Standard");
-    let before = compose(&request(&xr, &[], &[]), &raw(&xr)).unwrap();
+    let before = compose(&request(&xr, &[]), &raw(&xr)).unwrap();
     assert_eq!(before.requirements, run(&xr).requirements);
 }
 
@@ -202,7 +190,7 @@ fn composing_twice_gives_the_same_output() {
 #[test]
 fn a_missing_class_is_fatal_and_names_the_pool_field() {
     let xr = eks("Standard");
-    let mut req = request(&xr, &[], &[]);
+    let mut req = request(&xr, &[]);
     req.required_resources
         .insert(class_requirement("eks-h200-8x"), Resources::default());
     let err = compose(&req, &raw(&xr)).unwrap_err();
@@ -454,7 +442,7 @@ fn efa_on_an_instance_type_without_efa_is_refused() {
     let mut class = h200();
     class["spec"]["provisioning"]["eks"] = json!({"instanceType": "g6.xlarge"});
     let xr = eks("Standard");
-    let err = compose(&request(&xr, &[class], &[]), &raw(&xr)).unwrap_err();
+    let err = compose(&request(&xr, &[class]), &raw(&xr)).unwrap_err();
     assert_eq!(err.path, "spec.nodePools[0].fabric.type");
 }
 

@@ -10,11 +10,14 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::observed::Observed;
+use super::{
+    observed::Observed,
+    provision::{ClusterInput, Credentials},
+};
 use crate::{
     api::inference_cluster::{
-        GPU_TAINT_EFFECT, GPU_TAINT_KEY, InferenceClusterSpec, NodePool, POOL_LABEL, ProviderConfigRef,
-        TaintEffect,
+        AksCluster, GPU_TAINT_EFFECT, GPU_TAINT_KEY, GkeCluster, InferenceClusterSpec, NebiusCluster,
+        NodePool, POOL_LABEL, ProviderConfigRef, TaintEffect, VultrCluster,
     },
     compose::shared::CONTROL_NAMESPACE,
 };
@@ -22,21 +25,79 @@ use crate::{
 /// Node label carrying a GPU pool's accelerator type, as upstream Modelplane's node pools carry it.
 pub const GPU_LABEL: &str = "modelplane.ai/gpu";
 
-pub use super::provision::kubeconfig_secret;
+/// A cloud's block of `spec.cluster` (`gke`, `aks`, ...) as the upjet machinery reads it: the provider config
+/// its managed resources authenticate with.
+pub trait UpjetCluster {
+    /// Where the spec names the provider config, for errors.
+    const CREDENTIALS_FIELD: &'static str;
+    /// The API version of the provider's (Cluster)ProviderConfig kinds.
+    const PROVIDER_CONFIG_API_VERSION: &'static str;
 
-/// What every stage of an upjet cloud reads: the cluster's name, its cloud's spec block `C`, the provider config
-/// its MRs authenticate with, and what is observed.
+    fn credentials(&self) -> &ProviderConfigRef;
+}
+
+/// Each cloud's spec block names its provider config in `credentials`.
+macro_rules! upjet_cluster {
+    ($cluster:ty, $field:literal, $api_version:literal) => {
+        impl UpjetCluster for $cluster {
+            const CREDENTIALS_FIELD: &'static str = $field;
+            const PROVIDER_CONFIG_API_VERSION: &'static str = $api_version;
+            fn credentials(&self) -> &ProviderConfigRef {
+                &self.credentials
+            }
+        }
+    };
+}
+
+upjet_cluster!(
+    GkeCluster,
+    "spec.cluster.gke.credentials",
+    "gcp.m.upbound.io/v1beta1"
+);
+upjet_cluster!(
+    AksCluster,
+    "spec.cluster.aks.credentials",
+    "azure.m.upbound.io/v1beta1"
+);
+upjet_cluster!(
+    NebiusCluster,
+    "spec.cluster.nebius.credentials",
+    "nebius.m.upbound.io/v1beta1"
+);
+upjet_cluster!(
+    VultrCluster,
+    "spec.cluster.vultr.credentials",
+    "vultr.m.upbound.io/v1beta1"
+);
+
+/// The provider config `cluster`'s managed resources use, as `Provisioner::credentials` reports it.
+pub fn credentials<C: UpjetCluster>(cluster: &C) -> Credentials {
+    Credentials::new(
+        C::CREDENTIALS_FIELD,
+        C::PROVIDER_CONFIG_API_VERSION,
+        cluster.credentials(),
+    )
+}
+
+/// What every stage of an upjet cloud reads: the cluster's name, its cloud's spec block `C` and what is observed.
 pub struct Context<'a, C> {
     pub name: &'a str,
     pub cluster: &'a C,
-    pub credentials: &'a ProviderConfigRef,
     pub seen: &'a Observed<'a>,
 }
 
-impl<C> Context<'_, C> {
+impl<'a, C: UpjetCluster> Context<'a, C> {
+    pub fn new(input: &ClusterInput<'a>, cluster: &'a C, seen: &'a Observed<'a>) -> Self {
+        Self {
+            name: input.name,
+            cluster,
+            seen,
+        }
+    }
+
     /// A namespaced MR of the cluster named `name`, authenticated by the cluster's provider config.
     pub fn managed(&self, api_version: &str, kind: &str, name: &str, for_provider: Value) -> Value {
-        managed(api_version, kind, name, self.credentials, for_provider)
+        managed(api_version, kind, name, self.cluster.credentials(), for_provider)
     }
 
     /// A non-empty string at `pointer` of the resource under `key`, once it is observed Ready.

@@ -5,7 +5,13 @@
 use modelplane_eks_api::names::is_dns_label;
 
 use super::provision::{ClusterInput, Provisioner};
-use crate::{api::inference_class::Provider, compose::ComposeError};
+use crate::{
+    api::{
+        inference_class::{Provider, Provisioning},
+        inference_cluster::NodePool,
+    },
+    compose::ComposeError,
+};
 
 /// Longest cluster name: node pool MRs are named `<cluster>-<pool>` (pools up to 20 characters) and must stay
 /// within a 63-character DNS label, as must the cloud's cluster name.
@@ -60,4 +66,42 @@ pub fn pools_against_classes(input: &ClusterInput, cloud: &dyn Provisioner) -> R
         }
     }
     cloud.check(input)
+}
+
+/// Why a pool cannot be of its class on a cloud: the field under `spec.nodePools[i]` to fix, and the reason, which
+/// reads on from the class's name (`InferenceClass "h100" <reason>`).
+pub struct PoolRefusal {
+    pub field: &'static str,
+    pub reason: String,
+}
+
+impl PoolRefusal {
+    pub fn new(field: &'static str, reason: String) -> Self {
+        Self { field, reason }
+    }
+}
+
+/// A cloud's check of each pool against its class's provisioning `block` for that cloud (the class and block are
+/// there: [`pools_against_classes`] refused the pool by name otherwise); the first refusal is the error.
+pub fn each_pool_class<P>(
+    input: &ClusterInput,
+    block: fn(&Provisioning) -> Option<&P>,
+    check: impl Fn(&NodePool, &P) -> Result<(), PoolRefusal>,
+) -> Result<(), ComposeError> {
+    for (i, pool) in input.spec.node_pools.iter().enumerate() {
+        let Some(provisioning) = input
+            .classes
+            .get(&pool.class_name)
+            .and_then(|c| block(&c.provisioning))
+        else {
+            continue;
+        };
+        if let Err(PoolRefusal { field, reason }) = check(pool, provisioning) {
+            return Err(ComposeError::new(
+                format!("spec.nodePools[{i}].{field}"),
+                format!("InferenceClass {:?} {reason}", pool.class_name),
+            ));
+        }
+    }
+    Ok(())
 }

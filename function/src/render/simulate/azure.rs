@@ -33,7 +33,7 @@ pub fn observation(kind: &str, composed: &Value, observed: &mut Value) -> Value 
         "ResourceGroup" => json!({"id": group(&name), "location": params["location"]}),
         "VirtualNetwork" => json!({
             "id": in_group("Microsoft.Network/virtualNetworks"),
-            "guid": guid(&name),
+            "guid": super::stable_uid(&name),
             "resourceGroupName": params["resourceGroupName"],
             "addressSpace": params["addressSpace"],
         }),
@@ -47,15 +47,15 @@ pub fn observation(kind: &str, composed: &Value, observed: &mut Value) -> Value 
         }),
         "UserAssignedIdentity" => json!({
             "id": in_group("Microsoft.ManagedIdentity/userAssignedIdentities"),
-            "principalId": guid(&format!("principal/{name}")),
-            "clientId": guid(&format!("client/{name}")),
+            "principalId": super::stable_uid(&format!("principal/{name}")),
+            "clientId": super::stable_uid(&format!("client/{name}")),
             "tenantId": SUBSCRIPTION,
         }),
         "RoleAssignment" => json!({
             "id": format!(
                 "{}/providers/Microsoft.Authorization/roleAssignments/{}",
                 text("scope"),
-                guid(&name)
+                super::stable_uid(&name)
             ),
             "principalId": params["principalId"],
             "scope": params["scope"],
@@ -88,19 +88,6 @@ fn external_name(composed: &Value) -> String {
         .or_else(|| metadata["name"].as_str())
         .unwrap_or_default()
         .to_owned()
-}
-
-/// A GUID stable for `seed`.
-fn guid(seed: &str) -> String {
-    let hex = format!("{}{}", digest(seed, 16), digest(&format!("{seed}/"), 16));
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
 }
 
 #[cfg(test)]
@@ -145,7 +132,10 @@ mod tests {
         );
         let principal = identity["status"]["atProvider"]["principalId"].as_str().unwrap();
         assert_eq!(principal.len(), 36);
-        assert_eq!(principal, guid("principal/west-control-plane"));
+        assert_eq!(
+            principal,
+            super::super::stable_uid("principal/west-control-plane")
+        );
     }
 
     #[test]

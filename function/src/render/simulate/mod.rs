@@ -79,10 +79,11 @@ fn name_as_crossplane_does(object: &mut Value, key: &str) {
             .unwrap_or_default(),
         metadata.get("name").and_then(Value::as_str).unwrap_or_default()
     );
-    metadata.insert("uid".into(), json!(uid(&identity)));
+    metadata.insert("uid".into(), json!(stable_uid(&identity)));
 }
 
-fn uid(seed: &str) -> String {
+/// A UUID-shaped identifier stable for `seed`: what the API server or a cloud would have assigned.
+pub(super) fn stable_uid(seed: &str) -> String {
     let hex = format!("{}{}", digest(seed, 16), digest(&format!("{seed}/"), 16));
     format!(
         "{}-{}-{}-{}-{}",
@@ -228,7 +229,7 @@ fn remote_object(composed: &Value) -> Value {
         manifest["metadata"]["name"].as_str().unwrap_or_default()
     );
     if let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
-        metadata.insert("uid".into(), json!(uid(&identity)));
+        metadata.insert("uid".into(), json!(stable_uid(&identity)));
     }
     let kind = manifest["kind"].as_str().unwrap_or_default().to_owned();
     let name = manifest["metadata"]["name"]

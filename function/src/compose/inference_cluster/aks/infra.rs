@@ -234,7 +234,7 @@ pub fn cluster(
             "tags": tags(ctx.name),
         }),
     );
-    let mut mr = upjet::with_connection_secret(mr, &upjet::kubeconfig_secret(ctx.name));
+    let mut mr = upjet::with_connection_secret(mr, &provision::kubeconfig_secret(ctx.name));
     // The system pool's node count belongs to AKS's autoscaler, as a user pool's does.
     mr["spec"]["managementPolicies"] = json!(node_pools::MANAGEMENT_POLICIES);
     out.compose(KEY_CLUSTER, mr, false);

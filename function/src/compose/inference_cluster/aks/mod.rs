@@ -84,12 +84,7 @@ impl Provisioner for Aks<'_> {
     }
 
     fn credentials(&self) -> Option<Credentials> {
-        let field = "spec.cluster.aks.credentials";
-        Some(Credentials::new(
-            field,
-            "azure.m.upbound.io/v1beta1",
-            &self.cluster.credentials,
-        ))
+        Some(upjet::credentials(self.cluster))
     }
 
     fn region(&self) -> Option<&str> {
@@ -98,7 +93,7 @@ impl Provisioner for Aks<'_> {
 
     fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
         validate::cluster(self.cluster, input.spec)?;
-        validate::pools_against_classes(input.spec, input.classes)
+        super::validate::each_pool_class(input, |p| p.aks.as_ref(), validate::pool)
     }
 
     fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
@@ -143,20 +138,13 @@ impl Provisioner for Aks<'_> {
 fn compose(input: &ClusterInput, out: &mut Output, cluster: &AksCluster) -> Result<Progress, ComposeError> {
     let (name, spec, classes) = (input.name, input.spec, input.classes);
     let seen = Observed::new(input.req);
-    let mut progress = Progress::default();
     let policy = provision::activation_policy(name, "provider-upjet-azure", CRDS);
-    if !provision::activate(out, &seen, policy, KEY_PREFIX) {
-        progress
-            .waiting
-            .push("the provider-upjet-azure activation policy");
-        return Ok(progress);
+    let what = "the provider-upjet-azure activation policy";
+    if let Some(waiting) = provision::activate(out, &seen, policy, KEY_PREFIX, what) {
+        return Ok(waiting);
     }
-    let ctx = Context {
-        name,
-        cluster,
-        credentials: &cluster.credentials,
-        seen: &seen,
-    };
+    let mut progress = Progress::default();
+    let ctx = Context::new(input, cluster, &seen);
 
     let group = infra::resource_group(out, &ctx);
     let network = infra::network(out, &ctx, group.as_deref());

@@ -7,12 +7,12 @@ use serde_json::{Value, json};
 
 use crate::{api::inference_class::Provider, compose::inference_cluster::provision::KEY_ACTIVATION_POLICY};
 
-use super::super::{class_requirement, compose};
+use super::super::compose;
 use super::*;
 use crate::{
     compose::{ComposeError, Output, fixtures},
     proto::v1::RunFunctionRequest,
-    render::{RequestBuilder, simulate},
+    render::simulate,
     wire::RawStruct,
 };
 
@@ -41,51 +41,42 @@ fn aks(stack: &str) -> Value {
                     "taints": [{"key": "team", "value": "ml", "effect": "NoExecute"}]}})
 }
 
-fn request(xr: &Value, class: &Value, observed: &[(String, Value)]) -> RunFunctionRequest {
-    let mut req = RequestBuilder::new(xr);
-    for (key, object) in observed {
-        req = req.observed(key, object);
-    }
-    let name = class["metadata"]["name"].as_str().unwrap_or_default();
-    req.required(&class_requirement(name), std::slice::from_ref(class))
-        .build()
+fn request(xr: &Value, class: &Value) -> RunFunctionRequest {
+    fixtures::cluster_request(xr, std::slice::from_ref(class), &[]).build()
 }
 
 fn compose_observed(xr: &Value, observed: &[(String, Value)]) -> Output {
-    let req = request(xr, &h100(), observed);
+    let req = fixtures::cluster_request(xr, &[h100()], observed).build();
     compose(&req, &RawStruct::from_value(xr).unwrap()).unwrap()
 }
 
 /// Every composed resource observed Ready, with what provider-upjet-azure reports (the simulation's IDs).
 fn all_ready(out: &Output) -> Vec<(String, Value)> {
-    out.resources
-        .iter()
-        .map(|(k, c)| (k.clone(), simulate::observe(&Value::Object(c.object.clone()))))
-        .collect()
+    fixtures::observe_all(out, simulate::observe)
 }
 
 /// Each stage's newly composed provider-upjet-azure keys, until nothing new is composed; and the last output.
 fn stages(xr: &Value) -> (Vec<BTreeSet<String>>, Output) {
-    let mut out = compose_observed(xr, &[]);
+    let mut outs = fixtures::stages(compose_observed(xr, &[]), |out| {
+        compose_observed(xr, &all_ready(out))
+    });
+    let last = outs.pop().unwrap();
     let mut seen = BTreeSet::new();
-    let mut stages = Vec::new();
-    for _ in 0..12 {
-        let keys: BTreeSet<String> = out
-            .resources
-            .keys()
-            .filter(|k| k.starts_with("aks-") || k.as_str() == KEY_STORAGE_CLASS)
-            .filter(|k| !seen.contains(*k))
-            .cloned()
-            .collect();
-        seen.extend(keys.iter().cloned());
-        stages.push(keys);
-        let next = compose_observed(xr, &all_ready(&out));
-        if next.resources.len() == out.resources.len() {
-            return (stages, next);
-        }
-        out = next;
-    }
-    panic!("the stages did not settle");
+    let stages = outs
+        .iter()
+        .map(|out| {
+            let keys: BTreeSet<String> = out
+                .resources
+                .keys()
+                .filter(|k| k.starts_with("aks-") || k.as_str() == KEY_STORAGE_CLASS)
+                .filter(|k| !seen.contains(*k))
+                .cloned()
+                .collect();
+            seen.extend(keys.iter().cloned());
+            keys
+        })
+        .collect();
+    (stages, last)
 }
 
 fn run(xr: &Value) -> (Vec<(String, Value)>, Output) {
@@ -104,7 +95,7 @@ fn for_provider(out: &Output, key: &str) -> Value {
 }
 
 fn error(xr: &Value, class: &Value) -> ComposeError {
-    fixtures::run(compose, &request(xr, class, &[])).unwrap_err()
+    fixtures::run(compose, &request(xr, class)).unwrap_err()
 }
 
 #[test]
@@ -487,7 +478,7 @@ fn a_well_formed_cluster_passes_every_check() {
         ("Standard_ND96isr_H200_v5", "nvidia-h200"),
     ] {
         let class = class_with(size, accelerator);
-        let out = fixtures::run(compose, &request(&aks("Dynamo"), &class, &[]));
+        let out = fixtures::run(compose, &request(&aks("Dynamo"), &class));
         assert!(
             out.is_ok_and(|o| o.resources.contains_key(KEY_ACTIVATION_POLICY)),
             "{size}"

@@ -2,14 +2,12 @@
 //! cannot state (agent pool names, Azure's zone numbers, a version's shape, InfiniBand and GPUs against the VM
 //! size): checked before anything is created, so bad input never composes half a cluster.
 
-use std::collections::BTreeMap;
-
 use crate::{
     api::{
-        inference_class::{AksProvisioning, InferenceClassSpec},
-        inference_cluster::{AksCluster, FabricType, InferenceClusterSpec},
+        inference_class::AksProvisioning,
+        inference_cluster::{AksCluster, FabricType, InferenceClusterSpec, NodePool},
     },
-    compose::ComposeError,
+    compose::{ComposeError, inference_cluster::validate::PoolRefusal},
 };
 
 /// AKS names a Linux agent pool with at most 12 lowercase letters and digits, starting with a letter.
@@ -71,37 +69,18 @@ fn is_agent_pool_name(name: &str) -> bool {
 
 /// Each pool's class against its VM size: a GPU only an N-series size carries, the GPU model where the size
 /// names one, InfiniBand only on an RDMA-capable ND size.
-pub fn pools_against_classes(
-    spec: &InferenceClusterSpec,
-    classes: &BTreeMap<String, InferenceClassSpec>,
-) -> Result<(), ComposeError> {
-    for (i, pool) in spec.node_pools.iter().enumerate() {
-        let Some(aks) = classes
-            .get(&pool.class_name)
-            .and_then(|c| c.provisioning.aks.as_ref())
-        else {
-            continue; // The composer has refused a class without provisioning.aks by name.
-        };
-        let refuse = |field: &str, reason: String| {
-            Err(ComposeError::new(
-                format!("spec.nodePools[{i}].{field}"),
-                format!("InferenceClass {:?}: {reason}", pool.class_name),
-            ))
-        };
-        let size = VmSize::parse(&aks.vm_size);
-        if let Some(reason) = accelerator_mismatch(aks, size.as_ref()) {
-            return refuse("className", reason);
-        }
-        if pool.fabric.type_ == FabricType::InfiniBand && !size.as_ref().is_some_and(VmSize::infiniband) {
-            return refuse(
-                "fabric.type",
-                format!(
-                    "{} has no InfiniBand; use an RDMA-capable ND-series size such as \
-                     Standard_ND96isr_H100_v5, or fabric None",
-                    aks.vm_size
-                ),
-            );
-        }
+pub fn pool(pool: &NodePool, aks: &AksProvisioning) -> Result<(), PoolRefusal> {
+    let size = VmSize::parse(&aks.vm_size);
+    if let Some(reason) = accelerator_mismatch(aks, size.as_ref()) {
+        return Err(PoolRefusal::new("className", reason));
+    }
+    if pool.fabric.type_ == FabricType::InfiniBand && !size.as_ref().is_some_and(VmSize::infiniband) {
+        let reason = format!(
+            "has vmSize {}, which has no InfiniBand; use an RDMA-capable ND-series size such as \
+             Standard_ND96isr_H100_v5, or fabric None",
+            aks.vm_size
+        );
+        return Err(PoolRefusal::new("fabric.type", reason));
     }
     Ok(())
 }
@@ -110,7 +89,7 @@ pub fn pools_against_classes(
 fn accelerator_mismatch(aks: &AksProvisioning, size: Option<&VmSize>) -> Option<String> {
     let Some(size) = size.filter(|s| s.family.starts_with('N')) else {
         return Some(format!(
-            "vmSize {} is not an N-series (GPU) size, so it carries no {}",
+            "has vmSize {}, which is not an N-series (GPU) size, so it carries no {}",
             aks.vm_size, aks.accelerator.type_
         ));
     };
@@ -120,7 +99,7 @@ fn accelerator_mismatch(aks: &AksProvisioning, size: Option<&VmSize>) -> Option<
         return None;
     }
     Some(format!(
-        "vmSize {} carries {model} GPUs, not {}; fix provisioning.aks.accelerator.type or the vmSize",
+        "has vmSize {}, which carries {model} GPUs, not {}; fix provisioning.aks.accelerator.type or the vmSize",
         aks.vm_size, aks.accelerator.type_
     ))
 }

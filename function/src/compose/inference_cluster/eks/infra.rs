@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use modelplane_eks_api as eks_api;
 use serde_json::{Value, json};
 
-use super::{Context, KEY_CLUSTER, KEY_FILE_SYSTEM, KEY_NETWORK, kubeconfig_secret, to_value};
+use super::{Context, KEY_CLUSTER, KEY_FILE_SYSTEM, KEY_NETWORK, to_value};
+use crate::compose::inference_cluster::provision::kubeconfig_secret;
 use crate::{
     api::inference_cluster::InferenceClusterSpec,
     compose::{

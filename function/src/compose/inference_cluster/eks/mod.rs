@@ -54,9 +54,6 @@ pub const KEY_STORAGE_CLASS: &str = "object-storageclass-efs";
 /// system (upstream Modelplane's name, so manifests written for it keep working).
 pub const EFS_STORAGE_CLASS: &str = "modelplane-rwx-efs";
 
-/// Where provider-eks writes the cluster's kubeconfig, in [`CONTROL_NAMESPACE`].
-pub use super::provision::kubeconfig_secret;
-
 pub fn node_pool_key(pool: &str) -> String {
     format!("eks-nodepool-{pool}")
 }
@@ -83,7 +80,7 @@ impl Provisioner for Eks<'_> {
 
     fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
         validate::cluster(self.cluster, input.spec)?;
-        validate::pools_against_classes(input.spec, input.classes)
+        super::validate::each_pool_class(input, |p| p.eks.as_ref(), validate::pool)
     }
 
     fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
@@ -118,11 +115,13 @@ impl Provisioner for Eks<'_> {
 fn compose(input: &ClusterInput, out: &mut Output, cluster: &EksCluster) -> Result<Progress, ComposeError> {
     let (name, spec, classes) = (input.name, input.spec, input.classes);
     let seen = Observed::new(input.req);
-    let mut progress = Progress::default();
-    if !provision::activate(out, &seen, activation_policy(name), "eks-") {
-        progress.waiting.push("the provider-eks activation policy");
-        return Ok(progress);
+    let policy = activation_policy(name);
+    if let Some(waiting) =
+        provision::activate(out, &seen, policy, "eks-", "the provider-eks activation policy")
+    {
+        return Ok(waiting);
     }
+    let mut progress = Progress::default();
     let ctx = Context {
         name,
         cluster,

@@ -1,14 +1,12 @@
 //! What EKS would refuse only after the network or the IAM roles exist, and the XRD cannot state (a CIDR's host
 //! bits, zones against the region, EFA against the instance type): checked before anything is created.
 
-use std::collections::BTreeMap;
-
 use crate::{
     api::{
-        inference_class::InferenceClassSpec,
-        inference_cluster::{EksCluster, FabricType, InferenceClusterSpec},
+        inference_class::EksProvisioning,
+        inference_cluster::{EksCluster, FabricType, InferenceClusterSpec, NodePool},
     },
-    compose::{ComposeError, inference_class::efa_interfaces},
+    compose::{ComposeError, inference_class::efa_interfaces, inference_cluster::validate::PoolRefusal},
 };
 
 pub fn cluster(cluster: &EksCluster, spec: &InferenceClusterSpec) -> Result<(), ComposeError> {
@@ -59,26 +57,10 @@ pub fn vpc_cidr(cidr: &str) -> Result<(std::net::Ipv4Addr, u8), &'static str> {
 }
 
 /// An EFA pool's class must be of an instance type with EFA interfaces.
-pub fn pools_against_classes(
-    spec: &InferenceClusterSpec,
-    classes: &BTreeMap<String, InferenceClassSpec>,
-) -> Result<(), ComposeError> {
-    for (i, pool) in spec.node_pools.iter().enumerate() {
-        let Some(eks) = classes
-            .get(&pool.class_name)
-            .and_then(|c| c.provisioning.eks.as_ref())
-        else {
-            continue; // The composer has refused a class without provisioning.eks by name.
-        };
-        if pool.fabric.type_ == FabricType::Efa && efa_interfaces(eks).is_none() {
-            return Err(ComposeError::new(
-                format!("spec.nodePools[{i}].fabric.type"),
-                format!(
-                    "InferenceClass {:?} is {}, which has no EFA interfaces",
-                    pool.class_name, eks.instance_type
-                ),
-            ));
-        }
+pub fn pool(pool: &NodePool, eks: &EksProvisioning) -> Result<(), PoolRefusal> {
+    if pool.fabric.type_ == FabricType::Efa && efa_interfaces(eks).is_none() {
+        let reason = format!("is {}, which has no EFA interfaces", eks.instance_type);
+        return Err(PoolRefusal::new("fabric.type", reason));
     }
     Ok(())
 }

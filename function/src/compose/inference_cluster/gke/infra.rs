@@ -279,7 +279,7 @@ pub fn cluster(out: &mut Output, ctx: &Context) -> bool {
     let mr = ctx.managed(CONTAINER, "Cluster", ctx.name, for_provider);
     out.compose(
         KEY_CLUSTER,
-        upjet::with_connection_secret(mr, &upjet::kubeconfig_secret(ctx.name)),
+        upjet::with_connection_secret(mr, &provision::kubeconfig_secret(ctx.name)),
         false,
     );
     true

@@ -55,9 +55,6 @@ const API_PREFIX: &str = "gke-api-";
 /// The ReadWriteMany StorageClass every GKE cluster gets for model caches (upstream Modelplane's name on GKE).
 pub const FILESTORE_STORAGE_CLASS: &str = "modelplane-rwx";
 
-/// The API group of provider-upjet-gcp's provider configs, which `spec.cluster.gke.credentials` names.
-const PROVIDER_CONFIG_API_VERSION: &str = "gcp.m.upbound.io/v1beta1";
-
 /// Where the admin account's key lands, in [`CONTROL_NAMESPACE`], and the key provider-upjet-gcp writes it under.
 pub fn admin_key_secret(cluster: &str) -> String {
     format!("{cluster}-gcp-admin-key")
@@ -89,28 +86,18 @@ impl Provisioner for Gke<'_> {
     }
 
     fn credentials(&self) -> Option<Credentials> {
-        let field = "spec.cluster.gke.credentials";
-        Some(Credentials::new(
-            field,
-            PROVIDER_CONFIG_API_VERSION,
-            &self.cluster.credentials,
-        ))
+        Some(upjet::credentials(self.cluster))
     }
 
     fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
         validate::cluster(self.cluster, input.spec)?;
-        validate::pools_against_classes(input.spec, input.classes)
+        super::validate::each_pool_class(input, |p| p.gke.as_ref(), validate::pool)
     }
 
     fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
         validate::cluster_name(input.name)?;
         let seen = Observed::new(input.req);
-        let ctx = Context {
-            name: input.name,
-            cluster: self.cluster,
-            credentials: &self.cluster.credentials,
-            seen: &seen,
-        };
+        let ctx = Context::new(input, self.cluster, &seen);
         compose(out, &ctx, input.spec, input.classes)
     }
 
@@ -118,7 +105,7 @@ impl Provisioner for Gke<'_> {
     /// exchange the admin account's key for a Google token each time they connect.
     fn workload_credentials(&self, name: &str) -> Value {
         let mut spec = provision::kubeconfig_credentials(
-            &upjet::kubeconfig_secret(name),
+            &provision::kubeconfig_secret(name),
             CONTROL_NAMESPACE,
             provision::KUBECONFIG_KEY,
         );
@@ -169,11 +156,12 @@ fn compose(
     classes: &BTreeMap<String, InferenceClassSpec>,
 ) -> Result<Progress, ComposeError> {
     let seen = ctx.seen;
-    let mut progress = Progress::default();
-    if !provision::activate(out, seen, infra::activation_policy(ctx.name), "gke-") {
-        progress.waiting.push("the provider-upjet-gcp activation policy");
-        return Ok(progress);
+    let policy = infra::activation_policy(ctx.name);
+    let what = "the provider-upjet-gcp activation policy";
+    if let Some(waiting) = provision::activate(out, seen, policy, "gke-", what) {
+        return Ok(waiting);
     }
+    let mut progress = Progress::default();
 
     let apis = infra::project_services(out, ctx);
     let past_apis = [KEY_NETWORK, KEY_NODE_ACCOUNT, KEY_ADMIN_ACCOUNT]

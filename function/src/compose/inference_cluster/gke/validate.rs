@@ -3,14 +3,12 @@
 //! accelerator against its machine type where the machine family fixes the GPU. Checked before anything is
 //! composed, each failure naming the field.
 
-use std::collections::BTreeMap;
-
 use crate::{
     api::{
-        inference_class::{GkeProvisioning, InferenceClassSpec},
-        inference_cluster::{GkeCluster, InferenceClusterSpec},
+        inference_class::GkeProvisioning,
+        inference_cluster::{GkeCluster, InferenceClusterSpec, NodePool},
     },
-    compose::ComposeError,
+    compose::{ComposeError, inference_cluster::validate::PoolRefusal},
 };
 
 /// GKE cluster names are DNS labels of at most 40 characters that start with a letter; the rest is already
@@ -64,25 +62,9 @@ const FIXED_GPU_FAMILIES: &[(&str, &str)] = &[
     ("g2-standard-", "nvidia-l4"),
 ];
 
-pub fn pools_against_classes(
-    spec: &InferenceClusterSpec,
-    classes: &BTreeMap<String, InferenceClassSpec>,
-) -> Result<(), ComposeError> {
-    for (i, pool) in spec.node_pools.iter().enumerate() {
-        let Some(gke) = classes
-            .get(&pool.class_name)
-            .and_then(|c| c.provisioning.gke.as_ref())
-        else {
-            continue;
-        };
-        if let Err(reason) = accelerator_fits(gke) {
-            return Err(ComposeError::new(
-                format!("spec.nodePools[{i}].className"),
-                format!("InferenceClass {:?}: {reason}", pool.class_name),
-            ));
-        }
-    }
-    Ok(())
+/// A pool's class on a fixed-GPU machine family must name the GPU model and count the machine comes with.
+pub fn pool(_: &NodePool, gke: &GkeProvisioning) -> Result<(), PoolRefusal> {
+    accelerator_fits(gke).map_err(|reason| PoolRefusal::new("className", reason))
 }
 
 fn accelerator_fits(gke: &GkeProvisioning) -> Result<(), String> {
@@ -93,7 +75,7 @@ fn accelerator_fits(gke: &GkeProvisioning) -> Result<(), String> {
     let accelerator = &gke.accelerator;
     if accelerator.type_ != *model {
         return Err(format!(
-            "provisioning.gke.accelerator.type is {:?}, but {machine} machines come with {model}",
+            "has provisioning.gke.accelerator.type {:?}, but {machine} machines come with {model}",
             accelerator.type_
         ));
     }
@@ -103,7 +85,7 @@ fn accelerator_fits(gke: &GkeProvisioning) -> Result<(), String> {
         .and_then(|n| n.parse::<u32>().ok());
     match count {
         Some(count) if count != accelerator.count => Err(format!(
-            "provisioning.gke.accelerator.count is {}, but {machine} comes with {count} GPUs",
+            "has provisioning.gke.accelerator.count {}, but {machine} comes with {count} GPUs",
             accelerator.count
         )),
         _ => Ok(()),

@@ -8,18 +8,22 @@
 
 use serde_json::{Value, json};
 
-use super::super::{components::KEY_KUBERNETES_PROVIDER_CONFIG, observed::Observed, provision};
+use super::super::{
+    components::KEY_KUBERNETES_PROVIDER_CONFIG, observed::Observed, provision, upjet::UpjetCluster,
+};
 use crate::{
-    api::inference_cluster::ProviderConfigRef, compose::ComposeError, proto::v1::RunFunctionRequest,
+    api::inference_cluster::{NebiusCluster, ProviderConfigRef},
+    compose::ComposeError,
+    proto::v1::RunFunctionRequest,
     sdk::request,
 };
 
 /// The requirement the provider config arrives under: the one every cloud's credentials are fetched by.
 pub const REQUIREMENT: &str = provision::CREDENTIALS_REQUIREMENT;
-pub const PROVIDER_CONFIG_API: &str = "nebius.m.upbound.io/v1beta1";
 /// The identity type provider-kubernetes and provider-helm know Nebius service account keys by.
 pub const IDENTITY_TYPE: &str = "NebiusServiceAccountCredentials";
-pub const FIELD: &str = "spec.cluster.nebius.credentials";
+/// Where the spec names the provider config.
+const FIELD: &str = <NebiusCluster as UpjetCluster>::CREDENTIALS_FIELD;
 
 /// A key of a Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]

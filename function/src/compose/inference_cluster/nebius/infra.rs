@@ -83,7 +83,7 @@ pub fn cluster(out: &mut Output, ctx: &Context) -> bool {
     );
     out.compose(
         KEY_CLUSTER,
-        upjet::with_connection_secret(mr, &upjet::kubeconfig_secret(ctx.name)),
+        upjet::with_connection_secret(mr, &provision::kubeconfig_secret(ctx.name)),
         false,
     );
     true

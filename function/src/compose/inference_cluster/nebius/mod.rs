@@ -12,7 +12,7 @@
 //!    every node, and one `GpuCluster` per InfiniBand fabric a pool joins;
 //! 3. the `Subnet`, once the network has an ID (it takes its addresses from the network's default pools);
 //! 4. the mk8s `Cluster` on that subnet with a public endpoint, writing its kubeconfig to
-//!    [`upjet::kubeconfig_secret`];
+//!    [`provision::kubeconfig_secret`];
 //! 5. once the cluster is Ready: the `NodeGroup`s (a system group and one per pool, each attaching the
 //!    filesystem, GPU groups on their fabric's GPU cluster) and Nebius's csi-mounted-fs-path driver;
 //! 6. once that driver is Ready: the `modelplane-rwx-fs` StorageClass, reported as the cache storage class.
@@ -120,31 +120,21 @@ impl Provisioner for Nebius<'_> {
     }
 
     fn credentials(&self) -> Option<Credentials> {
-        let reference = &self.cluster.credentials;
-        Some(Credentials::new(
-            credentials::FIELD,
-            credentials::PROVIDER_CONFIG_API,
-            reference,
-        ))
+        Some(upjet::credentials(self.cluster))
     }
 
     // No region: it is the project's, which only the provider config knows.
 
     fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
         validate::cluster(self.cluster, input.spec)?;
-        validate::pools_against_classes(input.spec, input.classes)
+        super::validate::each_pool_class(input, |p| p.nebius.as_ref(), validate::pool)
     }
 
     fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
         let seen = Observed::new(input.req);
         // Read first: a provider config that cannot lend its identity is refused before anything is composed.
         let identity = credentials::identity(input.req, &seen, &self.cluster.credentials)?;
-        let ctx = Context {
-            name: input.name,
-            cluster: self.cluster,
-            credentials: &self.cluster.credentials,
-            seen: &seen,
-        };
+        let ctx = Context::new(input, self.cluster, &seen);
         let progress = compose(out, &ctx, input.spec, input.classes)?;
         let mut learned = self.learned.borrow_mut();
         learned.identity = identity;
@@ -157,7 +147,7 @@ impl Provisioner for Nebius<'_> {
     /// identity, once compose has read it.
     fn workload_credentials(&self, name: &str) -> Value {
         let mut spec = provision::kubeconfig_credentials(
-            &upjet::kubeconfig_secret(name),
+            &provision::kubeconfig_secret(name),
             CONTROL_NAMESPACE,
             KUBECONFIG_KEY,
         );
@@ -201,13 +191,12 @@ fn compose(
     spec: &InferenceClusterSpec,
     classes: &BTreeMap<String, InferenceClassSpec>,
 ) -> Result<Progress, ComposeError> {
-    let mut progress = Progress::default();
-    if !provision::activate(out, ctx.seen, activation_policy(ctx.name), KEY_PREFIX) {
-        progress
-            .waiting
-            .push("the provider-upjet-nebius activation policy");
-        return Ok(progress);
+    let policy = activation_policy(ctx.name);
+    let what = "the provider-upjet-nebius activation policy";
+    if let Some(waiting) = provision::activate(out, ctx.seen, policy, KEY_PREFIX, what) {
+        return Ok(waiting);
     }
+    let mut progress = Progress::default();
 
     infra::network(out, ctx);
     infra::filesystem(out, ctx);

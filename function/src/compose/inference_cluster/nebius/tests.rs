@@ -44,14 +44,9 @@ fn request(
     config: Option<&Value>,
     observed: &[(String, Value)],
 ) -> RequestBuilder {
-    let name = class["metadata"]["name"].as_str().unwrap();
-    let mut req = RequestBuilder::new(xr).required(&class_requirement(name), std::slice::from_ref(class));
     let found: Vec<Value> = config.into_iter().cloned().collect();
-    req = req.required(credentials::REQUIREMENT, &found);
-    for (key, object) in observed {
-        req = req.observed(key, object);
-    }
-    req
+    fixtures::cluster_request(xr, std::slice::from_ref(class), observed)
+        .required(credentials::REQUIREMENT, &found)
 }
 
 fn compose_with(xr: &Value, class: &Value, config: Option<&Value>, observed: &[(String, Value)]) -> Output {
@@ -66,37 +61,25 @@ fn refused(xr: &Value, class: &Value, config: Option<&Value>) -> ComposeError {
 
 /// What the provider would report once a composed resource is Ready: an ID named after its kind and name.
 fn observed_ready(object: &Value) -> Value {
-    let mut observed = object.clone();
     let id = format!(
         "{}-{}",
         object["kind"].as_str().unwrap().to_lowercase(),
         object["metadata"]["name"].as_str().unwrap_or_default()
     );
-    observed["status"] = json!({"atProvider": {"id": id},
-                                "conditions": [{"type": "Ready", "status": "True", "reason": "Available"}]});
-    observed
+    fixtures::ready_at_provider(object, json!({"id": id}))
 }
 
 fn all_ready(out: &Output) -> Vec<(String, Value)> {
-    out.resources
-        .iter()
-        .map(|(k, c)| (k.clone(), observed_ready(&Value::Object(c.object.clone()))))
-        .collect()
+    fixtures::observe_all(out, observed_ready)
 }
 
 /// Every stage until nothing new is composed.
 fn stages(xr: &Value) -> Vec<Output> {
-    let mut outs = vec![compose_with(xr, &h100(), Some(&provider_config()), &[])];
-    for _ in 0..10 {
-        let last = outs.last().unwrap();
-        let next = compose_with(xr, &h100(), Some(&provider_config()), &all_ready(last));
-        if next.resources.len() == last.resources.len() {
-            outs.push(next);
-            return outs;
-        }
-        outs.push(next);
-    }
-    panic!("the stages did not settle");
+    let config = provider_config();
+    let first = compose_with(xr, &h100(), Some(&config), &[]);
+    fixtures::stages(first, |last| {
+        compose_with(xr, &h100(), Some(&config), &all_ready(last))
+    })
 }
 
 fn done(xr: &Value) -> Output {

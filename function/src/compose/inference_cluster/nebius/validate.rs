@@ -3,16 +3,14 @@
 //! preset against its accelerator, and InfiniBand pools against their platform. Checked before anything is
 //! created.
 
-use std::collections::BTreeMap;
-
 use modelplane_eks_api::names::is_dns_label;
 
 use crate::{
     api::{
-        inference_class::{InferenceClassSpec, NebiusProvisioning},
-        inference_cluster::{FabricType, InferenceClusterSpec, NebiusCluster},
+        inference_class::NebiusProvisioning,
+        inference_cluster::{FabricType, InferenceClusterSpec, NebiusCluster, NodePool},
     },
-    compose::ComposeError,
+    compose::{ComposeError, inference_cluster::validate::PoolRefusal},
 };
 
 /// Nebius GPU clusters (InfiniBand) take whole 8-GPU hosts of the SXM platforms.
@@ -70,37 +68,16 @@ fn minor_version(version: &str) -> bool {
 }
 
 /// Each pool's class against what Nebius's platform and preset names say of the hardware.
-pub fn pools_against_classes(
-    spec: &InferenceClusterSpec,
-    classes: &BTreeMap<String, InferenceClassSpec>,
-) -> Result<(), ComposeError> {
-    for (i, pool) in spec.node_pools.iter().enumerate() {
-        let Some(nebius) = classes
-            .get(&pool.class_name)
-            .and_then(|c| c.provisioning.nebius.as_ref())
-        else {
-            continue; // The composer has refused a class without provisioning.nebius by name.
-        };
-        let refuse = |field: &str, reason: String| {
-            Err(ComposeError::new(
-                format!("spec.nodePools[{i}].{field}"),
-                format!("InferenceClass {:?} {reason}", pool.class_name),
-            ))
-        };
-        if let Err(reason) = hardware(nebius) {
-            return refuse("className", reason);
-        }
-        if pool.fabric.type_ == FabricType::InfiniBand
-            && (gpus(&nebius.preset) != Some(INFINIBAND_GPUS) || !nebius.platform.contains("sxm"))
-        {
-            return refuse(
-                "fabric.type",
-                format!(
-                    "is {} {}; InfiniBand GPU clusters take the {INFINIBAND_GPUS}-GPU presets of the SXM platforms",
-                    nebius.platform, nebius.preset
-                ),
-            );
-        }
+pub fn pool(pool: &NodePool, nebius: &NebiusProvisioning) -> Result<(), PoolRefusal> {
+    hardware(nebius).map_err(|reason| PoolRefusal::new("className", reason))?;
+    if pool.fabric.type_ == FabricType::InfiniBand
+        && (gpus(&nebius.preset) != Some(INFINIBAND_GPUS) || !nebius.platform.contains("sxm"))
+    {
+        let reason = format!(
+            "is {} {}; InfiniBand GPU clusters take the {INFINIBAND_GPUS}-GPU presets of the SXM platforms",
+            nebius.platform, nebius.preset
+        );
+        return Err(PoolRefusal::new("fabric.type", reason));
     }
     Ok(())
 }

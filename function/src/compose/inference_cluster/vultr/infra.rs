@@ -4,7 +4,10 @@
 use serde_json::json;
 
 use super::{Context, KEY_CLUSTER, KEY_VPC, NETWORK_API_VERSION, VKE_API_VERSION, node_pools};
-use crate::compose::{Output, inference_cluster::upjet};
+use crate::compose::{
+    Output,
+    inference_cluster::{provision, upjet},
+};
 
 /// VKE's control plane on several hosts: a single one going down would stop provider-kubernetes and provider-helm
 /// from reconciling anything on the cluster until Vultr brought it back.
@@ -44,7 +47,7 @@ pub fn cluster(out: &mut Output, ctx: &Context, vpc: &str) {
     );
     out.compose(
         KEY_CLUSTER,
-        upjet::with_connection_secret(mr, &upjet::kubeconfig_secret(ctx.name)),
+        upjet::with_connection_secret(mr, &provision::kubeconfig_secret(ctx.name)),
         false,
     );
 }

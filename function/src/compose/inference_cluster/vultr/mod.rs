@@ -75,12 +75,7 @@ impl Provisioner for Vultr<'_> {
     }
 
     fn credentials(&self) -> Option<Credentials> {
-        let field = "spec.cluster.vultr.credentials";
-        Some(Credentials::new(
-            field,
-            "vultr.m.upbound.io/v1beta1",
-            &self.cluster.credentials,
-        ))
+        Some(upjet::credentials(self.cluster))
     }
 
     fn region(&self) -> Option<&str> {
@@ -90,17 +85,12 @@ impl Provisioner for Vultr<'_> {
     fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
         validate::cluster(self.cluster)?;
         validate::pools(input.spec)?;
-        validate::pools_against_classes(input.spec, input.classes)
+        super::validate::each_pool_class(input, |p| p.vultr.as_ref(), validate::pool)
     }
 
     fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
         let seen = Observed::new(input.req);
-        let ctx = Context {
-            name: input.name,
-            cluster: self.cluster,
-            credentials: &self.cluster.credentials,
-            seen: &seen,
-        };
+        let ctx = Context::new(input, self.cluster, &seen);
         Ok(compose(out, &ctx, input.spec, input.classes))
     }
 
@@ -137,14 +127,12 @@ fn compose(
     spec: &InferenceClusterSpec,
     classes: &BTreeMap<String, InferenceClassSpec>,
 ) -> Progress {
-    let mut progress = Progress::default();
     let policy = provision::activation_policy(ctx.name, PROVIDER, CRDS);
-    if !provision::activate(out, ctx.seen, policy, KEY_PREFIX) {
-        progress
-            .waiting
-            .push("the provider-upjet-vultr activation policy");
-        return progress;
+    let what = "the provider-upjet-vultr activation policy";
+    if let Some(waiting) = provision::activate(out, ctx.seen, policy, KEY_PREFIX, what) {
+        return waiting;
     }
+    let mut progress = Progress::default();
 
     match infra::vpc(out, ctx) {
         Some(vpc) => infra::cluster(out, ctx, &vpc),

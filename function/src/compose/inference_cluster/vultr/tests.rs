@@ -5,13 +5,11 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::super::{class_requirement, compose, provision};
+use super::super::{compose, provision};
 use super::{KEY_CLUSTER, KEY_VPC, node_pool_key, storage};
 use crate::{
     api::inference_cluster::InferenceClusterSpec,
     compose::{ComposeError, Output, fixtures},
-    proto::v1::RunFunctionRequest,
-    render::RequestBuilder,
     wire::RawStruct,
 };
 
@@ -32,26 +30,13 @@ fn vultr(stack: &str) -> Value {
                                    "minNodeCount": 1, "maxNodeCount": 4}]}})
 }
 
-fn request(xr: &Value, classes: &[Value], observed: &[(String, Value)]) -> RunFunctionRequest {
-    let mut req = RequestBuilder::new(xr);
-    for (key, object) in observed {
-        req = req.observed(key, object);
-    }
-    for class in classes {
-        let name = class["metadata"]["name"].as_str().unwrap();
-        req = req.required(&class_requirement(name), std::slice::from_ref(class));
-    }
-    req.build()
-}
-
 fn compose_observed(xr: &Value, observed: &[(String, Value)]) -> Output {
-    let req = request(xr, &[l40s()], observed);
+    let req = fixtures::cluster_request(xr, &[l40s()], observed).build();
     compose(&req, &RawStruct::from_value(xr).unwrap()).unwrap()
 }
 
 /// What Vultr and Crossplane would report for a composed resource once it is Ready: the IDs later stages read.
 fn observed_ready(object: &Value) -> Value {
-    let mut observed = object.clone();
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     let at_provider = match object["kind"].as_str().unwrap_or_default() {
         "VPC" => json!({"id": format!("vpc-of-{name}")}),
@@ -59,16 +44,11 @@ fn observed_ready(object: &Value) -> Value {
         "KubernetesNodePool" => json!({"id": format!("np-of-{name}")}),
         _ => json!({}),
     };
-    observed["status"] = json!({"atProvider": at_provider,
-                                "conditions": [{"type": "Ready", "status": "True", "reason": "Available"}]});
-    observed
+    fixtures::ready_at_provider(object, at_provider)
 }
 
 fn all_ready(out: &Output) -> Vec<(String, Value)> {
-    out.resources
-        .iter()
-        .map(|(k, c)| (k.clone(), observed_ready(&Value::Object(c.object.clone()))))
-        .collect()
+    fixtures::observe_all(out, observed_ready)
 }
 
 fn only(observed: &[(String, Value)], keep: &[&str]) -> Vec<(String, Value)> {
@@ -77,11 +57,6 @@ fn only(observed: &[(String, Value)], keep: &[&str]) -> Vec<(String, Value)> {
         .filter(|(k, _)| !keep.contains(&k.as_str()))
         .cloned()
         .collect()
-}
-
-fn not_ready(observed: &mut [(String, Value)], key: &str) {
-    let (_, object) = observed.iter_mut().find(|(k, _)| k == key).unwrap();
-    object["status"]["conditions"][0]["status"] = json!("False");
 }
 
 fn vultr_keys(out: &Output) -> BTreeSet<String> {
@@ -98,35 +73,26 @@ fn object(out: &Output, key: &str) -> Value {
 
 /// The whole cluster, every stage observed Ready.
 fn run(xr: &Value) -> Output {
-    let mut out = compose_observed(xr, &[]);
-    for _ in 0..10 {
-        let next = compose_observed(xr, &all_ready(&out));
-        if next.resources.len() == out.resources.len() {
-            return next;
-        }
-        out = next;
-    }
-    panic!("the stages did not settle");
+    stages(xr).pop().unwrap()
+}
+
+/// Every stage until nothing new is composed.
+fn stages(xr: &Value) -> Vec<Output> {
+    fixtures::stages(compose_observed(xr, &[]), |out| {
+        compose_observed(xr, &all_ready(out))
+    })
 }
 
 fn error(xr: &Value, class: Value) -> ComposeError {
-    fixtures::run(compose, &request(xr, &[class], &[])).unwrap_err()
+    fixtures::run(compose, &fixtures::cluster_request(xr, &[class], &[]).build()).unwrap_err()
 }
 
 #[test]
 fn a_stock_cluster_comes_up_vpc_then_cluster_then_pools_and_nfs_then_the_storage_class() {
     let xr = vultr("Standard");
-    let mut stages = Vec::new();
-    let mut out = compose_observed(&xr, &[]);
-    assert!(out.resources.contains_key("activation-policy"));
-    for _ in 0..10 {
-        stages.push(vultr_keys(&out));
-        let next = compose_observed(&xr, &all_ready(&out));
-        if next.resources.len() == out.resources.len() {
-            break;
-        }
-        out = next;
-    }
+    let outs = stages(&xr);
+    assert!(outs[0].resources.contains_key("activation-policy"));
+    let stages: Vec<_> = outs[..outs.len() - 1].iter().map(vultr_keys).collect();
     let expected: [&[&str]; 6] = [
         &[],
         &["vultr-vpc"],
@@ -258,7 +224,7 @@ fn what_exists_stays_composed_with_its_own_inputs_when_what_it_was_built_from_is
     let xr = vultr("Dynamo");
     let observed = all_ready(&run(&xr));
     let mut down = only(&observed, &[KEY_VPC]);
-    not_ready(&mut down, KEY_CLUSTER);
+    fixtures::not_ready(&mut down, KEY_CLUSTER);
     let out = compose_observed(&xr, &down);
     let cluster = object(&out, KEY_CLUSTER);
     assert_eq!(
@@ -284,7 +250,7 @@ fn caches_are_offered_only_once_the_storage_class_is_ready() {
     assert_eq!(done.status["pools"][0]["name"], "gpu");
 
     let mut class_down = observed.clone();
-    not_ready(&mut class_down, storage::KEY_STORAGE_CLASS);
+    fixtures::not_ready(&mut class_down, storage::KEY_STORAGE_CLASS);
     let waiting = compose_observed(&xr, &class_down);
     assert!(
         waiting.status.get("cacheStorageClass").is_none(),
@@ -293,7 +259,7 @@ fn caches_are_offered_only_once_the_storage_class_is_ready() {
     );
 
     let mut pool_down = observed;
-    not_ready(&mut pool_down, &node_pool_key("gpu"));
+    fixtures::not_ready(&mut pool_down, &node_pool_key("gpu"));
     assert_eq!(compose_observed(&xr, &pool_down).status["pools"], json!([]));
 }
 

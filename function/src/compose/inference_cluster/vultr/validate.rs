@@ -3,14 +3,12 @@
 //! InfiniBand fabrics off their clouds): checked before anything is
 //! created, so bad input never composes half a cluster.
 
-use std::collections::BTreeMap;
-
 use crate::{
     api::{
-        inference_class::{InferenceClassSpec, VultrProvisioning},
-        inference_cluster::{InferenceClusterSpec, VultrCluster},
+        inference_class::VultrProvisioning,
+        inference_cluster::{InferenceClusterSpec, NodePool, VultrCluster},
     },
-    compose::ComposeError,
+    compose::{ComposeError, inference_cluster::validate::PoolRefusal},
 };
 
 /// Vultr's GPU plans (`vcg-l40s-16c-180g-48vram`, `vcg-a100-1c-6g-4vram`) all start so; VKE pools take no
@@ -70,25 +68,8 @@ pub fn pools(spec: &InferenceClusterSpec) -> Result<(), ComposeError> {
 
 /// Each pool's class must be a GPU plan carrying the accelerator the class names, where the plan's name says
 /// which GPU it carries.
-pub fn pools_against_classes(
-    spec: &InferenceClusterSpec,
-    classes: &BTreeMap<String, InferenceClassSpec>,
-) -> Result<(), ComposeError> {
-    for (i, pool) in spec.node_pools.iter().enumerate() {
-        let Some(vultr) = classes
-            .get(&pool.class_name)
-            .and_then(|c| c.provisioning.vultr.as_ref())
-        else {
-            continue; // The composer has refused a class without provisioning.vultr by name.
-        };
-        if let Err(reason) = plan_fits(vultr) {
-            return Err(ComposeError::new(
-                format!("spec.nodePools[{i}].className"),
-                format!("InferenceClass {:?} {reason}", pool.class_name),
-            ));
-        }
-    }
-    Ok(())
+pub fn pool(_: &NodePool, vultr: &VultrProvisioning) -> Result<(), PoolRefusal> {
+    plan_fits(vultr).map_err(|reason| PoolRefusal::new("className", reason))
 }
 
 /// Whether the class's plan is a GPU plan of the GPU model its accelerator names (`nvidia-l40s` on
