@@ -198,12 +198,14 @@ impl<'a> Matcher<'a> {
                 .get(m)
                 .map_or("member", |member| member.role.as_str());
             let mut bound = Vec::with_capacity(requests.len());
+            // A pod's requests are all allocated on its one node, each from devices the others did not take.
+            let mut left: Vec<u32> = devices.iter().map(|d| d.count).collect();
             for request in requests {
                 let mut synthetic = None;
                 let mut dra = None;
                 let mut misses = Vec::new();
                 for (d, device) in devices.iter().enumerate() {
-                    match matches(&mut self.context, request, device, &values[d]) {
+                    match matches(&mut self.context, request, device, left[d], &values[d]) {
                         Ok(()) if device.claim == Claim::Synthetic => synthetic = synthetic.or(Some(d)),
                         Ok(()) => {
                             dra = Some(d);
@@ -233,8 +235,14 @@ impl<'a> Matcher<'a> {
                     }
                 }
                 match (dra, synthetic) {
-                    (Some(d), _) => bound.push(Some(d)),
-                    (None, Some(_)) => bound.push(None),
+                    (Some(d), _) => {
+                        left[d] -= request.count;
+                        bound.push(Some(d));
+                    }
+                    (None, Some(d)) => {
+                        left[d] -= request.count;
+                        bound.push(None);
+                    }
                     (None, None) => {
                         let why = if misses.is_empty() {
                             "the pool has no devices".to_owned()
@@ -262,16 +270,23 @@ enum Mismatch {
     Error(String, String),
 }
 
-/// Whether `device` serves `request`.
+/// Whether `device`, of which `left` per node are not taken by the member's earlier requests, serves `request`.
 fn matches(
     context: &mut Context<'static>,
     request: &CompiledRequest,
     device: &Device,
+    left: u32,
     value: &Result<Value, String>,
 ) -> Result<(), Mismatch> {
     if device.count < request.count {
         return Err(Mismatch::No(format!(
             "has {} per node, {} requested",
+            device.count, request.count
+        )));
+    }
+    if left < request.count {
+        return Err(Mismatch::No(format!(
+            "has {} per node, {left} of them left after the member's other requests, {} requested",
             device.count, request.count
         )));
     }

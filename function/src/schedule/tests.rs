@@ -222,6 +222,23 @@ fn placement_table() {
             ..Case::default()
         },
         Case {
+            name: "requests-share-a-node",
+            reason: "a member's requests are allocated on its one node from devices the others left: 5 and 5 of 8 \
+                     do not fit (kube-scheduler agrees, tests/controlplane/python/test_scheduler_agrees.py)",
+            clusters: vec![cluster("a", vec![h200("gpu", 8)])],
+            spec: standalone(json!([{"name": "a", "count": 5}, {"name": "b", "count": 5}])),
+            want: &["NoMatchingCluster"],
+            ..Case::default()
+        },
+        Case {
+            name: "requests-split-a-node",
+            reason: "4 and 4 of a node's 8 devices fit together",
+            clusters: vec![cluster("a", vec![h200("gpu", 8)])],
+            spec: standalone(json!([{"name": "a", "count": 4}, {"name": "b", "count": 4}])),
+            want: &["a/gpu"],
+            ..Case::default()
+        },
+        Case {
             name: "synthetic-only",
             reason: "a member whose requests match only synthetic devices has nothing to claim",
             clusters: vec![cluster(

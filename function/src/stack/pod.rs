@@ -111,6 +111,7 @@ pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
         "containers": containers,
         "volumes": volumes,
         "nodeSelector": {POOL_LABEL: w.pool.name},
+        "affinity": node_to_itself(),
         "tolerations": w.tolerations,
     });
     if let Some(template) = claim {
@@ -120,6 +121,22 @@ pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
         spec["imagePullSecrets"] = Value::Array(member.template.spec.image_pull_secrets.clone());
     }
     spec
+}
+
+/// The node label that tells nodes apart: one engine pod per value.
+const NODE_TOPOLOGY_KEY: &str = "kubernetes.io/hostname";
+
+/// A node to the engine pod alone: no other engine pod of any deployment, in any namespace, shares it. The fleet
+/// scheduler counts a node per pod in each pool (`schedule::engine_nodes`, and the ledger other deployments read),
+/// so kube-scheduler must not pack two onto one node's spare devices: the count would then say a pool is full
+/// while its nodes stand idle, and where the fleet scheduler refused a replica for want of nodes the pods could
+/// still have landed.
+fn node_to_itself() -> Value {
+    json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchExpressions": [{"key": WORKLOAD_LABEL, "operator": "Exists"}]},
+        "namespaceSelector": {},
+        "topologyKey": NODE_TOPOLOGY_KEY,
+    }]}})
 }
 
 /// The tolerations every engine pod gets: the GPU nodes' taint, then each of `theirs` (the deployment's, as
