@@ -138,8 +138,17 @@ cmd_build() {
 
 # --- processes -------------------------------------------------------------------------------------------------
 
+# A loopback port nothing listens on, never one handed out before in this state: the kernel may offer the same
+# ephemeral port to two binds in a row once the first is closed (etcd then found its peer port taken by its own
+# client port).
 free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    local port
+    while :; do
+        port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+        grep -qx "$port" "$state/ports" 2>/dev/null || break
+    done
+    echo "$port" >>"$state/ports"
+    echo "$port"
 }
 
 # Starts NAME as a recorded background process; its output goes to $state/NAME.log.

@@ -18,7 +18,7 @@ import pytest
 
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
 from simulated_nodes import POOL_LABEL, RESOURCE_API, cluster_nodes, device_classes
-from workload import (API, RELEASE_API, composed_by, conditions, kubeconfig_pointing_back, play_provider_helm,
+from workload import (API, OBJECT_API, RELEASE_API, composed_by, conditions, kubeconfig_pointing_back, play_provider_helm,
                       play_trust_manager, tolerating)
 
 EXAMPLES = REPO_ROOT / "examples"
@@ -240,3 +240,39 @@ def test_a_model_cache_stages_through_its_job_before_the_deployment_waiting_on_i
     kube.delete(API, "ModelCache", name, namespace)
     wait_for("the engine pods gone", lambda: not engine_pods(kube, namespace, name), CONVERGE_SECONDS)
     wait_for("the ModelCache removed", lambda: not cache_now(), CONVERGE_SECONDS)
+
+
+def test_a_deployment_no_pool_can_run_is_never_ready_and_says_which_selector_no_device_meets(nodes_running,
+                                                                                           kwok_cluster):
+    kube, cluster = nodes_running, kwok_cluster
+    deployment = standalone_deployment(cluster)
+    # A name of its own: the other tests' deployment may still be going.
+    deployment["metadata"]["name"] = "qwen3-nowhere"
+    namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    (request,) = deployment["spec"]["template"]["spec"]["engines"][0]["members"][0]["nodeSelector"]["devices"]
+    request["selectors"] = [{"cel": 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA B300"'}]
+    kube.ensure_namespace(namespace)
+    kube.apply(deployment)
+
+    def deployment_now() -> dict:
+        return kube.get(API, "ModelDeployment", name, namespace) or {}
+
+    def refused() -> dict | None:
+        status = deployment_now().get("status") or {}
+        return status if conditions(deployment_now()).get("Scheduled") == "False" and status.get("replicas") else None
+
+    status = wait_for("the ModelDeployment refused by our scheduler", refused, CONVERGE_SECONDS,
+                      lambda: str(deployment_now().get("status")))
+    assert conditions(deployment_now())["Ready"] == "False", status
+    (replica,) = status["replicas"]
+    assert replica["reason"] == "NoMatchingCluster", replica
+    why = [r for r in replica["rejections"] if r["cluster"] == CLUSTER_NAME]
+    assert [r.get("pool") for r in why] == ["gpu"], replica
+    assert "fails selectors[0]" in why[0]["reason"] and '"gpu"' in why[0]["reason"], why
+    # Nothing was composed for the replica, so nothing waits Pending on the cluster.
+    assert not engine_pods(kube, namespace, name)
+    assert not [o for o in composed_by(kube, OBJECT_API, "Object", name)
+                if o["spec"]["forProvider"]["manifest"]["kind"] == "Deployment"]
+
+    kube.delete(API, "ModelDeployment", name, namespace)
+    wait_for("the ModelDeployment removed", lambda: not deployment_now(), CONVERGE_SECONDS)
