@@ -29,8 +29,7 @@ import yaml
 
 import installs
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
-from simulated_nodes import POOL_LABEL, RESOURCE_API, cluster_nodes, device_classes
-from workload import conditions
+from simulated_nodes import POOL_LABEL, cluster_nodes, device_classes
 
 EXAMPLES = REPO_ROOT / "examples"
 SCHEDULE_SECONDS = 60
@@ -247,10 +246,11 @@ def test_our_scheduler_places_a_replica_exactly_where_kube_scheduler_schedules_i
                       lambda: str([(p["metadata"]["name"], p.get("status")) for p in kube.list("v1", "Pod", ns)]))
     scheduled = [r for r, pods in pods_by_replica.items() if all(judged[p] == "scheduled" for p in pods)]
     try:
+        why = [c.get("message") for p in kube.list("v1", "Pod", ns)
+               for c in (p.get("status") or {}).get("conditions") or [] if c["status"] == "False"]
         assert len(scheduled) == len(placed), (
             f"{case.what}: our function places {len(placed)} replica(s), kube-scheduler schedules {len(scheduled)}; "
-            f"pods: {judged}; unscheduled: "
-            f"{[c.get('message') for p in kube.list('v1', 'Pod', ns) for c in p['status'].get('conditions') or [] if c['status'] == 'False']}")
+            f"pods: {judged}; why not: {why}")
     finally:
         # No kubelet confirms a pod's end on a node that is going away: pods go at once, before their nodes.
         kube.request("DELETE", kube.path("v1", "Pod", ns), params={"gracePeriodSeconds": "0"},

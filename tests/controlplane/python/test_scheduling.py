@@ -18,8 +18,8 @@ import pytest
 
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
 from simulated_nodes import POOL_LABEL, RESOURCE_API, cluster_nodes, device_classes
-from workload import (API, OBJECT_API, RELEASE_API, composed_by, conditions, kubeconfig_pointing_back, play_provider_helm,
-                      play_trust_manager, tolerating)
+from workload import (API, OBJECT_API, RELEASE_API, composed_by, conditions, kubeconfig_pointing_back,
+                      play_provider_helm, play_trust_manager, tolerating)
 
 EXAMPLES = REPO_ROOT / "examples"
 CONVERGE_SECONDS = 180
