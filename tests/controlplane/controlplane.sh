@@ -23,7 +23,8 @@
 # only when a file of its module directory, the build flags or the Go version change. State (certificates,
 # kubeconfig, data, logs, PIDs) lives in CONTROLPLANE_STATE (default tests/controlplane/.run). Every wait is
 # bounded; a component that fails to build or start stops the script with its name and the reason, after stopping
-# whatever had started.
+# whatever had started. CONTROLPLANE_KWOK_STAGES names another directory of kwok stage configs (default
+# tests/controlplane/kwok-stages).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -352,7 +353,7 @@ cmd_up() {
         wait_ready kube-scheduler https_ok "$scheduler_port" /readyz
         kwok_port="$(free_port)"
         local stage stages=()
-        for stage in "$here"/kwok-stages/*.yaml; do stages+=(--config "$stage"); done
+        for stage in "${CONTROLPLANE_KWOK_STAGES:-$here/kwok-stages}"/*.yaml; do stages+=(--config "$stage"); done
         # kwok's own "fast" stages (kwok-stages/SOURCES.md); no config of the user's home is read. It renews each
         # node's Lease, as a kubelet does: the node lifecycle controller marks a node without one NotReady (and its
         # pods unready) after its grace period.
