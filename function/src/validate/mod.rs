@@ -13,7 +13,14 @@ use std::{
 
 use serde_json::Value;
 
-use crate::{api::TypeMeta, error::ComposeError, wire::RawStruct};
+use crate::{
+    api::TypeMeta,
+    error::ComposeError,
+    wire::{
+        RawStruct,
+        content_hash::{self, Keep},
+    },
+};
 
 mod defaults;
 pub mod metadata;
@@ -112,13 +119,31 @@ fn load() -> Result<Vec<Served>, String> {
 /// Most composites [`composite_on_the_wire`] remembers as accepted.
 const REMEMBERED: usize = 1024;
 
-/// Composites accepted lately, by two independently keyed 64-bit hashes of their wire bytes (keys random per
-/// process, so no one can aim for a collision). Crossplane sends the same composite on every call of a
-/// reconcile's requirements loop and on every poll of an unchanged composite, and checking one against its XRD
-/// costs more than composing a small one.
+/// Composites accepted lately, each by two keys of two independently keyed 64-bit hashes (keys random per
+/// process, so no one can aim for a collision): of its bytes, and of what the check reads ([`checked`]).
+/// Crossplane sends the same composite on every call of a reconcile's requirements loop, on every poll, and again
+/// whenever only its status or resource version moved, its maps in a new order each time; checking one against
+/// its XRD costs more than composing a small one. The bytes' key is the cheap one and answers an exact repeat;
+/// the content key answers the rest.
 struct Accepted {
     hashers: (RandomState, RandomState),
-    seen: Mutex<HashSet<(u64, u64)>>,
+    seen: Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    bytes: HashSet<(u64, u64)>,
+    content: HashSet<(u64, u64)>,
+}
+
+impl Seen {
+    /// Starting over when full keeps the bound without bookkeeping.
+    fn remember(set: &mut HashSet<(u64, u64)>, key: (u64, u64)) {
+        if set.len() >= REMEMBERED {
+            set.clear();
+        }
+        set.insert(key);
+    }
 }
 
 static ACCEPTED: LazyLock<Accepted> = LazyLock::new(|| Accepted {
@@ -135,27 +160,47 @@ pub fn object_on_the_wire(object: &RawStruct) -> Result<(), ComposeError> {
     composite_on_the_wire(&type_meta, object)
 }
 
-/// [`composite`] for the composite as it came on the wire, skipping the check for bytes accepted before: the
-/// check is a pure function of the composite, so the same bytes get the same answer.
+/// What of a composite's metadata [`composite`] reads: [`metadata::check`]'s fields, and the two a CRD's rules may.
+const METADATA_CHECKED: &[&str] = &["name", "generateName", "namespace", "labels", "annotations"];
+
+/// Which top-level fields of a composite its check reads: all but its status, and of its metadata only
+/// [`METADATA_CHECKED`] (not its resource version, uid, timestamps or managed fields, which move on every write).
+fn checked(key: &[u8]) -> Keep {
+    match key {
+        b"status" => Keep::Skip,
+        b"metadata" => Keep::Only(METADATA_CHECKED),
+        _ => Keep::Whole,
+    }
+}
+
+/// [`composite`] for the composite as it came on the wire, skipping the check for one accepted before: the check
+/// is a pure function of what [`checked`] selects, so the same content gets the same answer, whatever order the
+/// sender wrote its map entries in.
 pub fn composite_on_the_wire(type_meta: &TypeMeta, xr: &RawStruct) -> Result<(), ComposeError> {
     let bytes = xr.as_bytes();
-    let key = (
-        ACCEPTED.hashers.0.hash_one(bytes),
-        ACCEPTED.hashers.1.hash_one(bytes),
-    );
-    if ACCEPTED.seen.lock().is_ok_and(|seen| seen.contains(&key)) {
+    let hashers = &ACCEPTED.hashers;
+    let bytes_key = (hashers.0.hash_one(bytes), hashers.1.hash_one(bytes));
+    if ACCEPTED
+        .seen
+        .lock()
+        .is_ok_and(|seen| seen.bytes.contains(&bytes_key))
+    {
         return Ok(());
     }
-    let object = xr
-        .to_json()
-        .map_err(|e| ComposeError::caused_by("", "cannot read the observed composite", e))?;
-    composite(type_meta, &object)?;
+    let content_key = content_hash::struct_hash(bytes, hashers, checked);
+    let seen_before =
+        content_key.is_some_and(|key| ACCEPTED.seen.lock().is_ok_and(|seen| seen.content.contains(&key)));
+    if !seen_before {
+        let object = xr
+            .to_json()
+            .map_err(|e| ComposeError::caused_by("", "cannot read the observed composite", e))?;
+        composite(type_meta, &object)?;
+    }
     if let Ok(mut seen) = ACCEPTED.seen.lock() {
-        // Starting over when full keeps the bound without bookkeeping.
-        if seen.len() >= REMEMBERED {
-            seen.clear();
+        Seen::remember(&mut seen.bytes, bytes_key);
+        if let Some(key) = content_key {
+            Seen::remember(&mut seen.content, key);
         }
-        seen.insert(key);
     }
     Ok(())
 }

@@ -291,3 +291,38 @@ fn a_prefill_decode_breach_is_refused_at_the_field_its_rule_names() {
         refused(&mode)
     );
 }
+
+#[test]
+fn an_accepted_composite_is_remembered_by_what_the_check_reads_and_nothing_else() {
+    let on_the_wire =
+        |object: &Value| composite_on_the_wire(&type_meta(object), &RawStruct::from_value(object).unwrap());
+    let mut accepted = gang();
+    accepted["metadata"]["name"] = json!("remembered-by-content");
+    assert_eq!(on_the_wire(&accepted), Ok(()));
+
+    // What moves on every write is not part of what was accepted: the same answer.
+    let mut moved = accepted.clone();
+    moved["metadata"]["resourceVersion"] = json!("42");
+    moved["status"] = json!({"placedReplicas": 1});
+    assert_eq!(on_the_wire(&moved), Ok(()));
+
+    // Anything the check reads is: a bad spec, name or label after a good one is still refused.
+    for (pointer, value) in [
+        ("/spec/replicas", json!(-1)),
+        ("/metadata/name", json!("Not_A_Name")),
+        ("/metadata/labels", json!({"bad key!": "v"})),
+    ] {
+        let mut changed = moved.clone();
+        match changed.pointer_mut(pointer) {
+            Some(slot) => *slot = value,
+            None => changed["metadata"]["labels"] = value,
+        }
+        assert!(on_the_wire(&changed).is_err(), "{pointer} was not checked again");
+        // And a refusal is never remembered as an acceptance.
+        changed["status"] = json!({"placedReplicas": 2});
+        assert!(
+            on_the_wire(&changed).is_err(),
+            "{pointer} refused once, accepted after"
+        );
+    }
+}

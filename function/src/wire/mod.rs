@@ -8,6 +8,7 @@
 //! response is built by encoding `serde_json` values straight to wire bytes. Objects we pass through, such as
 //! desired resources from earlier pipeline steps, go back out byte for byte.
 
+pub mod content_hash;
 mod decode;
 mod encode;
 mod raw_struct;

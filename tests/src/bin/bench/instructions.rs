@@ -37,15 +37,24 @@ fn repeated(scenario: Scenario) -> Bytes {
     Bytes::from(scenario.encoded())
 }
 
-/// The gang composite with a uid of its own per call, so every call is the first the server sees of that
-/// composite and pays its full XRD check (Crossplane sends a composite it has not sent before after any edit).
+/// The gang composite with a label of its own per call, so every call is the first the server sees of that
+/// composite and pays its full XRD check (Crossplane sends a composite it has not checked before after any edit).
 fn distinct_gang(i: usize) -> Bytes {
     let mut composite = model_deployment(1);
-    composite["metadata"]["uid"] = format!("00000000-0000-4000-8000-{i:012}").into();
+    composite["metadata"]["labels"] = serde_json::json!({"bench.modelplane.ai/edit": i.to_string()});
     Bytes::from(RequestBuilder::new(&composite).build().encode_to_vec())
 }
 
-pub const STREAMS: [Stream; 3] = [
+/// The gang composite with only its resource version and status moved per call, as after each status write of a
+/// reconcile: the content the check reads is the same, so it is checked once.
+fn status_moved_gang(i: usize) -> Bytes {
+    let mut composite = model_deployment(1);
+    composite["metadata"]["resourceVersion"] = i.to_string().into();
+    composite["status"] = serde_json::json!({"placedReplicas": 0, "observedCalls": i});
+    Bytes::from(RequestBuilder::new(&composite).build().encode_to_vec())
+}
+
+pub const STREAMS: [Stream; 4] = [
     Stream {
         label: "trivial XR, same bytes every call",
         nth: |_| repeated(Scenario::Trivial),
@@ -53,6 +62,10 @@ pub const STREAMS: [Stream; 3] = [
     Stream {
         label: "1-replica 2-node gang, same bytes every call (repeat call)",
         nth: |_| repeated(Scenario::Gang),
+    },
+    Stream {
+        label: "1-replica 2-node gang, only status moved every call",
+        nth: status_moved_gang,
     },
     Stream {
         label: "1-replica 2-node gang, a new composite every call (first call)",
