@@ -12,6 +12,12 @@ for here is its devices and its pool.
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
+from kube import Kube
+
 # What kwok is told to run (controlplane.sh --manage-nodes-with-annotation-selector).
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 # The labels and taint every pool's node group gets (function/src/api/inference_cluster.rs).
@@ -75,3 +81,20 @@ def cluster_nodes(cluster: dict, classes: list[dict], system_nodes: int = 1) -> 
             out.append(node(node_name, pool["name"], taints))
             out += [resource_slice(node_name, device) for device in devices]
     return out
+
+
+def require_nodes() -> None:
+    """Fails a test that needs pods scheduled when the control plane runs without kube-scheduler and kwok."""
+    if os.environ.get("CONTROLPLANE_NODES") != "true":
+        pytest.fail("these tests need kube-scheduler and kwok: run them under `controlplane.sh run --nodes`")
+
+
+def remove(kube: Kube, namespace: str, simulated: list[dict]) -> None:
+    """Deletes a test's namespace and the Nodes and ResourceSlices it simulated (DeviceClasses are shared). No
+    kubelet confirms a pod's end on a node that is going away, so the pods go at once, before their nodes."""
+    kube.request("DELETE", kube.path("v1", "Pod", namespace), params={"gracePeriodSeconds": "0"},
+                 what=f"delete the pods of {namespace}")
+    kube.delete("v1", "Namespace", namespace)
+    for obj in simulated:
+        if obj["kind"] != "DeviceClass":
+            kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])

@@ -23,7 +23,6 @@ here either), and DNS itself.
 from __future__ import annotations
 
 import copy
-import os
 import re
 from pathlib import Path
 
@@ -32,7 +31,7 @@ import yaml
 
 import installs
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
-from simulated_nodes import RESOURCE_API, cluster_nodes, device_classes
+from simulated_nodes import RESOURCE_API, cluster_nodes, device_classes, remove, require_nodes
 
 EXAMPLES = REPO_ROOT / "examples"
 SCHEDULE_SECONDS = 90
@@ -47,8 +46,7 @@ DEFAULT_SCHEDULER = "default-scheduler"
 
 @pytest.fixture(scope="module")
 def nodes_running(kube) -> Kube:
-    if os.environ.get("CONTROLPLANE_NODES") != "true":
-        pytest.fail("these tests need kube-scheduler and kwok: run them under `controlplane.sh run --nodes`")
+    require_nodes()
     return kube
 
 
@@ -261,9 +259,4 @@ def test_gang_pods_made_from_our_templates_are_placed_and_find_their_leader(node
         claims = kube.list(RESOURCE_API, "ResourceClaim", namespace)
         assert len(claims) == len(pods) and all(c["status"].get("allocation") for c in claims), claims
     finally:
-        kube.request("DELETE", kube.path("v1", "Pod", namespace), params={"gracePeriodSeconds": "0"},
-                     what=f"delete the pods of {namespace}")
-        kube.delete("v1", "Namespace", namespace)
-        for obj in simulated:
-            if obj["kind"] != "DeviceClass":
-                kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+        remove(kube, namespace, simulated)

@@ -20,7 +20,6 @@ scheduler shows up as a named disagreement.
 from __future__ import annotations
 
 import copy
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import yaml
 
 import installs
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
-from simulated_nodes import POOL_LABEL, cluster_nodes, device_classes
+from simulated_nodes import POOL_LABEL, cluster_nodes, device_classes, remove, require_nodes
 
 EXAMPLES = REPO_ROOT / "examples"
 SCHEDULE_SECONDS = 60
@@ -205,8 +204,7 @@ def scheduling(pod: dict) -> str | None:
 
 @pytest.fixture(scope="module")
 def nodes_running(kube) -> Kube:
-    if os.environ.get("CONTROLPLANE_NODES") != "true":
-        pytest.fail("these tests need kube-scheduler and kwok: run them under `controlplane.sh run --nodes`")
+    require_nodes()
     return kube
 
 
@@ -252,10 +250,4 @@ def test_our_scheduler_places_a_replica_exactly_where_kube_scheduler_schedules_i
             f"{case.what}: our function places {len(placed)} replica(s), kube-scheduler schedules {len(scheduled)}; "
             f"pods: {judged}; why not: {why}")
     finally:
-        # No kubelet confirms a pod's end on a node that is going away: pods go at once, before their nodes.
-        kube.request("DELETE", kube.path("v1", "Pod", ns), params={"gracePeriodSeconds": "0"},
-                     what=f"delete the pods of {ns}")
-        kube.delete("v1", "Namespace", ns)
-        for obj in simulated:
-            if obj["kind"] != "DeviceClass":
-                kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+        remove(kube, ns, simulated)

@@ -11,13 +11,12 @@ without running its container, so readiness probes are not exercised.
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
-from simulated_nodes import POOL_LABEL, RESOURCE_API, cluster_nodes, device_classes
+from simulated_nodes import POOL_LABEL, RESOURCE_API, cluster_nodes, device_classes, require_nodes
 from workload import (API, OBJECT_API, RELEASE_API, composed_by, conditions, kubeconfig_pointing_back,
                       play_provider_helm, play_trust_manager, tolerating)
 
@@ -31,8 +30,7 @@ CLUSTER_NAME = "onprem-kwok"
 
 @pytest.fixture(scope="module")
 def nodes_running(platform) -> Kube:
-    if os.environ.get("CONTROLPLANE_NODES") != "true":
-        pytest.fail("these tests need kube-scheduler and kwok: run them under `controlplane.sh run --nodes`")
+    require_nodes()
     return platform
 
 
