@@ -269,6 +269,9 @@ pub fn deployment(w: &EngineWorkload) -> Value {
         "spec": {
             "replicas": w.engine.copies,
             "selector": {"matchLabels": {WORKLOAD_LABEL: w.name}},
+            // Each copy holds a node of its own (`node_to_itself`) and the fleet scheduler counts exactly `copies`
+            // nodes, so a rollout has no node to surge onto: it replaces one copy at a time instead.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
             "template": {
                 "metadata": {"labels": pod_labels(w, member), "annotations": pod_annotations(w, member)},
                 "spec": pod_spec(w, 0, Vec::new()),

@@ -251,3 +251,50 @@ def test_our_scheduler_places_a_replica_exactly_where_kube_scheduler_schedules_i
             f"pods: {judged}; why not: {why}")
     finally:
         remove(kube, ns, simulated)
+
+
+def test_a_rollout_replaces_copies_one_at_a_time_on_a_pool_with_no_node_to_spare(nodes_running, tmp_path):
+    """Each copy holds a node of its own, and the pool has exactly as many nodes as copies: the Deployment our
+    function composes must still roll out a change (kube-controller-manager's Deployment controller) rather than
+    wait forever for a node to surge onto."""
+    kube = nodes_running
+    case = Case("rollout", "a rollout with no node to spare", 1, nodes=2, copies=2)
+    classes = {c["metadata"]["name"]: c for c in load_yaml_documents(EXAMPLES / "classes")}
+    ours = render(case, classes, twin=False, work=tmp_path)
+    assert placed_replicas(ours) == [0], ours[0].get("status")
+    cluster, fleet_classes = fleet(case, classes, twin=False)
+    simulated = device_classes(fleet_classes) + cluster_nodes(cluster, fleet_classes, system_nodes=0)
+    for obj in simulated:
+        kube.apply(obj)
+    ns = namespace(case)
+    kube.ensure_namespace(ns)
+    try:
+        workload = replica_workload(ours, 0)
+        for manifest in workload:
+            kube.apply({**manifest, "metadata": {**manifest["metadata"], "namespace": ns}})
+        (engine,) = [m for m in workload if m["kind"] == "Deployment"]
+        name = engine["metadata"]["name"]
+
+        def rolled_out(generation: int) -> dict | None:
+            now = kube.get("apps/v1", "Deployment", name, ns) or {}
+            status = now.get("status") or {}
+            done = (status.get("observedGeneration", 0) >= generation and status.get("updatedReplicas") == 2
+                    and status.get("readyReplicas") == 2 and status.get("replicas") == 2)
+            return now if done else None
+
+        first = wait_for("both copies Ready", lambda: rolled_out(1), SCHEDULE_SECONDS,
+                         lambda: str((kube.get("apps/v1", "Deployment", name, ns) or {}).get("status")))
+        container = first["spec"]["template"]["spec"]["containers"][0]
+        changed = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
+                   "spec": {**engine["spec"], "template": {**engine["spec"]["template"], "spec": {
+                       **engine["spec"]["template"]["spec"],
+                       "containers": [{**container, "image": "vllm/vllm-openai:v0.23.1"}]}}}}
+        generation = kube.apply(changed)["metadata"]["generation"]
+        wait_for("the change rolled out to both copies", lambda: rolled_out(generation), SCHEDULE_SECONDS,
+                 lambda: str([(p["metadata"]["name"], p["spec"].get("nodeName"), (p.get("status") or {}).get("phase"))
+                              for p in kube.list("v1", "Pod", ns)]))
+        images = {p["spec"]["containers"][0]["image"] for p in kube.list("v1", "Pod", ns)
+                  if not p["metadata"].get("deletionTimestamp")}
+        assert images == {"vllm/vllm-openai:v0.23.1"}, images
+    finally:
+        remove(kube, ns, simulated)
