@@ -202,6 +202,16 @@ def scheduling(pod: dict) -> str | None:
     return "unschedulable" if claims_made and judged else None
 
 
+def simulate(kube: Kube, case: Case, classes: dict[str, dict]) -> tuple[list[dict], str]:
+    """The case's pool on simulated nodes, and its namespace: what `remove` takes away again."""
+    cluster, fleet_classes = fleet(case, classes, twin=False)
+    simulated = device_classes(fleet_classes) + cluster_nodes(cluster, fleet_classes, system_nodes=0)
+    for obj in simulated:
+        kube.apply(obj)
+    kube.ensure_namespace(namespace(case))
+    return simulated, namespace(case)
+
+
 @pytest.fixture(scope="module")
 def nodes_running(kube) -> Kube:
     require_nodes()
@@ -219,12 +229,7 @@ def test_our_scheduler_places_a_replica_exactly_where_kube_scheduler_schedules_i
     assert placed_replicas(twin) == list(range(case.replicas)), \
         f"the twin fleet must place every replica; status {twin[0].get('status')}"
 
-    cluster, fleet_classes = fleet(case, classes, twin=False)
-    simulated = device_classes(fleet_classes) + cluster_nodes(cluster, fleet_classes, system_nodes=0)
-    for obj in simulated:
-        kube.apply(obj)
-    ns = namespace(case)
-    kube.ensure_namespace(ns)
+    simulated, ns = simulate(kube, case, classes)
     pods_by_replica: dict[int, list[str]] = {}
     for replica in range(case.replicas):
         workload = replica_workload(ours if replica in placed else twin, replica)
@@ -262,12 +267,7 @@ def test_a_rollout_replaces_copies_one_at_a_time_on_a_pool_with_no_node_to_spare
     classes = {c["metadata"]["name"]: c for c in load_yaml_documents(EXAMPLES / "classes")}
     ours = render(case, classes, twin=False, work=tmp_path)
     assert placed_replicas(ours) == [0], ours[0].get("status")
-    cluster, fleet_classes = fleet(case, classes, twin=False)
-    simulated = device_classes(fleet_classes) + cluster_nodes(cluster, fleet_classes, system_nodes=0)
-    for obj in simulated:
-        kube.apply(obj)
-    ns = namespace(case)
-    kube.ensure_namespace(ns)
+    simulated, ns = simulate(kube, case, classes)
     try:
         workload = replica_workload(ours, 0)
         for manifest in workload:
