@@ -6,6 +6,7 @@ import pytest
 
 import installs
 from kube import Kube, wait_for
+from simulated_nodes import require_nodes
 
 
 @pytest.fixture(scope="session")
@@ -20,4 +21,11 @@ def platform(kube) -> Kube:
     """Every CRD the composed objects need, and our Configuration (its XRDs made into CRDs by Crossplane)."""
     installs.install_crds(kube)
     installs.install_configuration(kube)
+    return kube
+
+
+@pytest.fixture(scope="session")
+def nodes(kube) -> Kube:
+    """The control plane, with kube-scheduler and kwok running (`controlplane.sh up --nodes`)."""
+    require_nodes()
     return kube

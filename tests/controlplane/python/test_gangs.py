@@ -31,7 +31,7 @@ import yaml
 
 import installs
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
-from simulated_nodes import RESOURCE_API, cluster_nodes, device_classes, remove, require_nodes
+from simulated_nodes import RESOURCE_API, cluster_nodes, device_classes, remove
 
 EXAMPLES = REPO_ROOT / "examples"
 SCHEDULE_SECONDS = 90
@@ -42,12 +42,6 @@ GROVE_PART_OF = "app.kubernetes.io/part-of"
 GROVE_GANG_INDEX = "grove.io/podcliquescalinggroup-replica-index"
 # The only scheduler running here; the Dynamo stack's pods name KAI's.
 DEFAULT_SCHEDULER = "default-scheduler"
-
-
-@pytest.fixture(scope="module")
-def nodes_running(kube) -> Kube:
-    require_nodes()
-    return kube
 
 
 def gang_fleet(stack: str, copies: int, workers: int) -> tuple[dict, dict]:
@@ -204,9 +198,9 @@ def published_hosts(kube: Kube, namespace: str, service: str) -> dict[str, list[
 
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("stack,kind", [("Standard", "LeaderWorkerSet"), ("Dynamo", "PodCliqueSet")])
-def test_gang_pods_made_from_our_templates_are_placed_and_find_their_leader(nodes_running, stack, kind, workers,
+def test_gang_pods_made_from_our_templates_are_placed_and_find_their_leader(nodes, stack, kind, workers,
                                                                             tmp_path):
-    kube = nodes_running
+    kube = nodes
     copies = 2
     cluster, deployment = gang_fleet(stack, copies, workers)
     manifests = composed(cluster, deployment, tmp_path)

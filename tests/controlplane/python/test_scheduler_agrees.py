@@ -28,7 +28,7 @@ import yaml
 
 import installs
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
-from simulated_nodes import POOL_LABEL, cluster_nodes, device_classes, remove, require_nodes
+from simulated_nodes import POOL_LABEL, cluster_nodes, device_classes, remove
 
 EXAMPLES = REPO_ROOT / "examples"
 SCHEDULE_SECONDS = 60
@@ -212,15 +212,9 @@ def simulate(kube: Kube, case: Case, classes: dict[str, dict]) -> tuple[list[dic
     return simulated, namespace(case)
 
 
-@pytest.fixture(scope="module")
-def nodes_running(kube) -> Kube:
-    require_nodes()
-    return kube
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_our_scheduler_places_a_replica_exactly_where_kube_scheduler_schedules_its_pods(nodes_running, case, tmp_path):
-    kube = nodes_running
+def test_our_scheduler_places_a_replica_exactly_where_kube_scheduler_schedules_its_pods(nodes, case, tmp_path):
+    kube = nodes
     classes = {c["metadata"]["name"]: c for c in load_yaml_documents(EXAMPLES / "classes")}
     ours = render(case, classes, twin=False, work=tmp_path)
     placed = placed_replicas(ours)
@@ -258,11 +252,11 @@ def test_our_scheduler_places_a_replica_exactly_where_kube_scheduler_schedules_i
         remove(kube, ns, simulated)
 
 
-def test_a_rollout_replaces_copies_one_at_a_time_on_a_pool_with_no_node_to_spare(nodes_running, tmp_path):
+def test_a_rollout_replaces_copies_one_at_a_time_on_a_pool_with_no_node_to_spare(nodes, tmp_path):
     """Each copy holds a node of its own, and the pool has exactly as many nodes as copies: the Deployment our
     function composes must still roll out a change (kube-controller-manager's Deployment controller) rather than
     wait forever for a node to surge onto."""
-    kube = nodes_running
+    kube = nodes
     case = Case("rollout", "a rollout with no node to spare", 1, nodes=2, copies=2)
     classes = {c["metadata"]["name"]: c for c in load_yaml_documents(EXAMPLES / "classes")}
     ours = render(case, classes, twin=False, work=tmp_path)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
-from simulated_nodes import POOL_LABEL, RESOURCE_API, cluster_nodes, device_classes, require_nodes
+from simulated_nodes import POOL_LABEL, RESOURCE_API, cluster_nodes, device_classes
 from workload import (API, OBJECT_API, RELEASE_API, composed_by, conditions, kubeconfig_pointing_back,
                       play_provider_helm, play_trust_manager, tolerating)
 
@@ -29,8 +29,7 @@ CLUSTER_NAME = "onprem-kwok"
 
 
 @pytest.fixture(scope="module")
-def nodes_running(platform) -> Kube:
-    require_nodes()
+def nodes_running(platform, nodes) -> Kube:
     return platform
 
 
