@@ -16,8 +16,10 @@ import os
 
 import pytest
 
-from kube import Kube
+from kube import Kube, wait_for
 
+# How long kwok may take to mark a new node Ready and kube-controller-manager to lift its not-ready taint.
+NODES_READY_SECONDS = 60
 # What kwok is told to run (controlplane.sh --manage-nodes-with-annotation-selector).
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 # The labels and taint every pool's node group gets (function/src/api/inference_cluster.rs).
@@ -81,6 +83,24 @@ def cluster_nodes(cluster: dict, classes: list[dict], system_nodes: int = 1) -> 
             out.append(node(node_name, pool["name"], taints))
             out += [resource_slice(node_name, device) for device in devices]
     return out
+
+
+def apply_simulated(kube: Kube, simulated: list[dict]) -> None:
+    """Creates the simulated objects and waits until every Node is Ready and carries only the taints it was made
+    with. The API server taints a new Node not-ready until its Ready condition is True, so a pod scheduled in
+    that moment is found unschedulable for a reason no case is about."""
+    for obj in simulated:
+        kube.apply(obj)
+    made = {o["metadata"]["name"]: o["spec"]["taints"] for o in simulated if o["kind"] == "Node"}
+
+    def settled(name: str) -> bool:
+        live = kube.get("v1", "Node", name) or {}
+        ready = any(c["type"] == "Ready" and c["status"] == "True"
+                    for c in (live.get("status") or {}).get("conditions") or [])
+        return ready and ((live.get("spec") or {}).get("taints") or []) == made[name]
+
+    wait_for("the simulated nodes Ready and untainted", lambda: all(settled(n) for n in made), NODES_READY_SECONDS,
+             lambda: str({n: (kube.get("v1", "Node", n) or {}).get("spec") for n in made if not settled(n)}))
 
 
 def require_nodes() -> None:

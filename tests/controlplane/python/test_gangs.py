@@ -31,7 +31,7 @@ import yaml
 
 import installs
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
-from simulated_nodes import RESOURCE_API, cluster_nodes, device_classes, remove
+from simulated_nodes import RESOURCE_API, apply_simulated, cluster_nodes, device_classes, remove
 
 EXAMPLES = REPO_ROOT / "examples"
 SCHEDULE_SECONDS = 90
@@ -211,8 +211,7 @@ def test_gang_pods_made_from_our_templates_are_placed_and_find_their_leader(node
 
     classes = load_yaml_documents(EXAMPLES / "classes")
     simulated = device_classes(classes) + cluster_nodes(cluster, classes, system_nodes=0)
-    for obj in simulated:
-        kube.apply(obj)
+    apply_simulated(kube, simulated)
     kube.ensure_namespace(namespace)
     try:
         for claim_template in (m for m in manifests if m["kind"] == "ResourceClaimTemplate"):

@@ -28,7 +28,7 @@ import yaml
 
 import installs
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
-from simulated_nodes import POOL_LABEL, cluster_nodes, device_classes, remove
+from simulated_nodes import POOL_LABEL, apply_simulated, cluster_nodes, device_classes, remove
 
 EXAMPLES = REPO_ROOT / "examples"
 SCHEDULE_SECONDS = 60
@@ -206,8 +206,7 @@ def simulate(kube: Kube, case: Case, classes: dict[str, dict]) -> tuple[list[dic
     """The case's pool on simulated nodes, and its namespace: what `remove` takes away again."""
     cluster, fleet_classes = fleet(case, classes, twin=False)
     simulated = device_classes(fleet_classes) + cluster_nodes(cluster, fleet_classes, system_nodes=0)
-    for obj in simulated:
-        kube.apply(obj)
+    apply_simulated(kube, simulated)
     kube.ensure_namespace(namespace(case))
     return simulated, namespace(case)
 

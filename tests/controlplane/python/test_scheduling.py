@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
-from simulated_nodes import POOL_LABEL, RESOURCE_API, cluster_nodes, device_classes
+from simulated_nodes import POOL_LABEL, RESOURCE_API, apply_simulated, cluster_nodes, device_classes
 from workload import (API, OBJECT_API, RELEASE_API, composed_by, conditions, kubeconfig_pointing_back,
                       play_provider_helm, play_trust_manager, tolerating)
 
@@ -85,8 +85,9 @@ def kwok_cluster(nodes_running) -> Iterator[dict]:
     classes = load_yaml_documents(EXAMPLES / "classes")
     cluster = existing_cluster(kube)
     simulated = device_classes(classes) + cluster_nodes(cluster, classes) + [cache_volume(cluster)]
-    for obj in classes + simulated:
+    for obj in classes:
         kube.apply(obj)
+    apply_simulated(kube, simulated)
     kube.apply(cluster)
 
     def cluster_now() -> dict:
