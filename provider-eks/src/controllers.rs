@@ -38,6 +38,9 @@ pub struct Shared {
     pub timing: Timing,
     /// Reconciles of one kind in flight at once, 0 for unbounded (`--max-concurrent-reconciles`).
     pub concurrency: u16,
+    /// Reconciles of one kind doing Kubernetes work at once, before they hand themselves to the AWS rate limiter
+    /// (`--admitted-reconciles`, `eks::admission`).
+    pub admitted: u16,
 }
 
 async fn run<M, C>(shared: Shared, controller: Controller<M>, connector: C, kind: &'static str)
@@ -54,7 +57,8 @@ where
             kind,
         )
         .with_events(Events::new(shared.kube.clone()))
-        .with_usages(),
+        .with_usages()
+        .with_admission(shared.admitted.into()),
     );
     shared.metrics.controller_started();
     controller

@@ -16,6 +16,7 @@ use modelplane_provider_eks::leader::Elector;
 use modelplane_provider_eks::managed::reconciler::Timing;
 use modelplane_provider_eks::metrics::{self, Metrics};
 use modelplane_provider_eks::provider_config;
+use tower::limit::ConcurrencyLimitLayer;
 
 #[derive(Parser)]
 #[command(version, about = "Crossplane provider for EKS clusters and node pools")]
@@ -78,6 +79,16 @@ struct RunArgs {
     /// polls before they reach the rate limiter, which serves creates first (see the README).
     #[arg(long, env = "MAX_CONCURRENT_RECONCILES", default_value_t = 0)]
     max_concurrent_reconciles: u16,
+    /// Kubernetes API requests in flight at once (the rest wait their turn). Each one in flight holds a
+    /// connection, and idle connections are kept: unbounded, a fleet's activation opened one per managed
+    /// resource, most of the provider's peak memory. Watches count only until their response starts.
+    #[arg(long, env = "KUBE_MAX_IN_FLIGHT", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..))]
+    kube_max_in_flight: u16,
+    /// Reconciles of one kind doing Kubernetes work at once; the others wait, holding almost nothing, and a
+    /// reconcile gives its place up as soon as it waits for an AWS token (so creates never queue behind polls
+    /// waiting for theirs). Bounds the memory a fleet's activation takes without slowing it.
+    #[arg(long, env = "ADMITTED_RECONCILES", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
+    admitted_reconciles: u16,
     /// Start every controller once its CRD is Established, without waiting for ManagedResourceDefinitions
     /// (Crossplane < v2).
     #[arg(long, env = "ACTIVATE_ALL")]
@@ -137,9 +148,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // kube (ring) and the AWS SDK (aws-lc-rs) both link a rustls provider; rustls needs one chosen.
     let _ = rustls::crypto::ring::default_provider().install_default();
 
-    let kube = kube::Client::try_default()
+    let config = kube::Config::infer()
         .await
-        .context("cannot build Kubernetes client")?;
+        .context("cannot find a Kubernetes configuration")?;
+    let kube = kube::client::ClientBuilder::try_from(config)
+        .context("cannot build Kubernetes client")?
+        .with_layer(&ConcurrencyLimitLayer::new(args.kube_max_in_flight.into()))
+        .build();
     let metrics = Arc::new(Metrics::default());
     let shared = Shared {
         aws: Arc::new(ClientCache::with_limits(kube.clone(), limits(&args)?)),
@@ -157,6 +172,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             steady_rate: args.eks_rate * 0.8,
         },
         concurrency: args.max_concurrent_reconciles,
+        admitted: args.admitted_reconciles,
     };
     let server = tokio::spawn(metrics::serve(args.metrics_address, metrics));
     if args.leader_election {

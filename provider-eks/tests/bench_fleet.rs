@@ -7,6 +7,8 @@
 //!
 //! `BENCH_MRS=1000 cargo test --release -p modelplane-provider-eks --test bench_fleet -- --ignored --nocapture`
 //! (`--release` builds the provider binary, the stand-ins and this bench in release; without it, debug).
+//! `BENCH_PHASES=converge` stops after activation (convergence and peak RSS only); `BENCH_PROVIDER_WRAPPER`
+//! runs the provider under a profiler (`heaptrack -o FILE`), whose own memory the RSS figure then includes.
 //!
 //! The schedule is compressed by `BENCH_COMPRESS` (10 by default): poll 6 s, calm polls up to 60 s, busy 2 s,
 //! longest backoff 12 s, against the defaults 60 s / 600 s / 15 s / 120 s; the AWS limits (the stand-in's and
@@ -209,6 +211,21 @@ async fn bench_a_fleet_of_clusters_and_node_pools() {
     bench.fleet.activate().await;
 
     let converge = phases::converge(&bench, started).await;
+    if std::env::var("BENCH_PHASES").as_deref() == Ok("converge") {
+        // Activation alone: its convergence and the peak it reached (the other phases need ~3x as long).
+        let rss = bench
+            .fleet
+            .provider_pid()
+            .map(support::peak_rss_mib)
+            .unwrap_or_default();
+        println!(
+            "| {} ({} + {}), {build} build | {converge} | {rss:.1} MiB |",
+            bench.mrs(),
+            bench.clusters,
+            bench.pools
+        );
+        return;
+    }
     let calm = phases::calm(&bench).await;
     let restart = phases::restart(&mut bench).await;
     let rejected = phases::permanent_error(&bench).await;

@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::OnceCell;
+
 use aws_config::profile::ProfileFileCredentialsProvider;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::web_identity_token::{StaticConfiguration, WebIdentityTokenCredentialsProvider};
@@ -63,7 +65,10 @@ struct CacheKey {
 /// Resolves ProviderConfigs and keeps one [`AwsClients`] per (config version, region).
 pub struct ClientCache {
     kube: kube::Client,
-    clients: Mutex<HashMap<CacheKey, AwsClients>>,
+    /// One cell per key, filled once: when a fleet activates, thousands of reconciles ask for the same clients
+    /// in the same instant, and each building its own (an SDK config, an HTTPS stack with its root store, an
+    /// STS call) was most of the provider's peak memory. The first caller builds; the others wait for it.
+    clients: Mutex<HashMap<CacheKey, Arc<OnceCell<AwsClients>>>>,
     /// Every AWS call of the process goes through these shared rate limits.
     throttle: Arc<Throttle>,
     accounts: Accounts,
@@ -108,12 +113,30 @@ impl ClientCache {
             resource_version,
             region: region.to_string(),
         };
-        if let Some(hit) = self.clients.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            return Ok(hit.clone());
-        }
-        let (sdk, credentials) = self
-            .sdk_config(&spec, config_namespace.as_deref(), region)
-            .await?;
+        let cell = {
+            let mut cache = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+            if !cache.contains_key(&key) {
+                // Older versions of the same config are dead entries now.
+                cache.retain(|k, _| {
+                    !(k.kind == key.kind && k.namespace == key.namespace && k.name == key.name)
+                });
+            }
+            cache.entry(key.clone()).or_default().clone()
+        };
+        // A failed build leaves the cell empty: the next caller tries again.
+        cell.get_or_try_init(|| self.build(&spec, config_namespace.as_deref(), &key))
+            .await
+            .cloned()
+    }
+
+    async fn build(
+        &self,
+        spec: &ProviderConfigSpec,
+        config_namespace: Option<&str>,
+        key: &CacheKey,
+    ) -> Result<AwsClients, ExternalError> {
+        let region = key.region.as_str();
+        let (sdk, credentials) = self.sdk_config(spec, config_namespace, region).await?;
         // AWS limits per account and region: every ProviderConfig of one account shares its buckets.
         let fingerprint = account::fingerprint(spec.endpoint.as_deref(), &credentials);
         let account = self
@@ -140,7 +163,7 @@ impl ClientCache {
         let efs = aws_sdk_efs::config::Builder::from(&sdk)
             .interceptor(NameOperation)
             .build();
-        let clients = AwsClients {
+        Ok(AwsClients {
             eks: aws_sdk_eks::Client::from_conf(eks),
             ec2: aws_sdk_ec2::Client::from_conf(ec2),
             iam: aws_sdk_iam::Client::from_conf(iam),
@@ -148,12 +171,7 @@ impl ClientCache {
             sdk,
             account,
             subnet_zones: Arc::default(),
-        };
-        let mut cache = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        // Older versions of the same config are dead entries now.
-        cache.retain(|k, _| !(k.kind == key.kind && k.namespace == key.namespace && k.name == key.name));
-        cache.insert(key, clients.clone());
-        Ok(clients)
+        })
     }
 
     async fn provider_config(

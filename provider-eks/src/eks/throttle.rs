@@ -366,6 +366,8 @@ fn is_throttling(status: u16, error_type: Option<&str>) -> bool {
 
 impl HttpConnector for ThrottledConnector {
     fn call(&self, mut request: HttpRequest) -> HttpConnectorFuture {
+        // From here the reconcile waits for a token, not for an admission slot: the next one may go in.
+        super::admission::leave();
         let urgent = urgent_now();
         let operation = request
             .headers_mut()

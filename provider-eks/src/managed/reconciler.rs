@@ -27,6 +27,7 @@ use super::recorder::{Events, Reason};
 use super::resource::Managed;
 use super::usage::Tracker;
 use super::writes;
+use crate::eks::admission::Admission;
 use crate::eks::throttle::with_urgency;
 use crate::metrics::Metrics;
 
@@ -85,6 +86,8 @@ pub struct Reconciler<C> {
     events: Option<Events>,
     /// ProviderConfigUsages of the resources; none in tests that do not ask.
     usages: Option<Tracker>,
+    /// Reconciles wait here before they start; none in tests that do not ask.
+    admission: Option<Admission>,
 }
 
 impl<C> Reconciler<C> {
@@ -107,7 +110,14 @@ impl<C> Reconciler<C> {
             seen: Mutex::default(),
             events: None,
             usages: None,
+            admission: None,
         }
+    }
+
+    /// At most `slots` reconciles of this kind do Kubernetes work at once (see `eks::admission`).
+    pub fn with_admission(mut self, slots: usize) -> Self {
+        self.admission = Some(Admission::new(slots));
+        self
     }
 
     /// Records a ProviderConfigUsage for each resource, so its config cannot be deleted under it.
@@ -324,6 +334,20 @@ where
     if r.first_sight(&key(mr.as_ref())) && steady && r.timing.poll > Duration::ZERO {
         return Ok(Action::requeue(spread(r.restart_window())));
     }
+    // Boxed: a reconcile waiting for admission holds only this small future, not the body's state.
+    let admission = r.admission.clone();
+    let work = move || Box::pin(admitted(mr, r, steady));
+    match admission {
+        Some(admission) => admission.run(work).await,
+        None => work().await,
+    }
+}
+
+async fn admitted<M, C>(mr: Arc<M>, r: Arc<Reconciler<C>>, steady: bool) -> Result<Action, kube::Error>
+where
+    M: Managed,
+    C: Connector<M>,
+{
     // Steady-state polls yield AWS capacity to everything else (creates, deletes, spec changes).
     match with_urgency(!steady, reconcile_now(mr.clone(), r.clone())).await {
         // The cached copy was behind the API server: under load a watch can lag by minutes, and every retry from

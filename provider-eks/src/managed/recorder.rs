@@ -2,6 +2,8 @@
 //! `kubectl describe` on a managed resource tells what the provider did to AWS and why it failed. Publishing is
 //! best effort: a failed Event write is logged and never fails or delays the reconcile.
 
+use std::sync::{Arc, Mutex};
+
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Resource, ResourceExt};
@@ -64,10 +66,19 @@ pub fn failure(reason: Reason, err: &ExternalError) -> (Reason, EventType, Strin
     (reason, kind, err.to_string())
 }
 
-/// Publishes Events through one shared [`Recorder`] (it deduplicates repeats into a count).
+/// kube-runtime's [`Recorder`] remembers every Event it published for six minutes, to count repeats into a
+/// series, and bounds that memory by time alone: a fleet's activation publishes one create per resource in those
+/// minutes (7,992 Events, 25 MB). So a recorder serves this many Events and is then replaced by a fresh one, as
+/// client-go bounds its correlator with an LRU (of 4,096); a repeat after the swap starts a new Event instead of
+/// counting into the old one.
+const EVENTS_PER_RECORDER: usize = 512;
+
+/// Publishes Events through a shared [`Recorder`] (it deduplicates repeats into a count).
 #[derive(Clone)]
 pub struct Events {
-    recorder: Recorder,
+    client: kube::Client,
+    reporter: Reporter,
+    current: Arc<Mutex<(Recorder, usize)>>,
 }
 
 impl Events {
@@ -76,9 +87,28 @@ impl Events {
             controller: CONTROLLER.into(),
             instance: std::env::var("POD_NAME").ok(),
         };
+        let recorder = Recorder::new(client.clone(), reporter.clone());
         Self {
-            recorder: Recorder::new(client, reporter),
+            client,
+            reporter,
+            current: Arc::new(Mutex::new((recorder, 0))),
         }
+    }
+
+    /// The recorder to publish the next Event with: the current one, or a fresh one once it has served its share.
+    fn recorder(&self) -> Recorder {
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if current.1 >= EVENTS_PER_RECORDER {
+            *current = (Recorder::new(self.client.clone(), self.reporter.clone()), 0);
+        }
+        current.1 += 1;
+        current.0.clone()
+    }
+
+    /// Events published through the current recorder.
+    #[cfg(test)]
+    fn published_by_current(&self) -> usize {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).1
     }
 
     pub async fn record<M: Resource<DynamicType = ()>>(
@@ -104,7 +134,7 @@ impl Events {
             action: reason.action().into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
+        if let Err(e) = self.recorder().publish(&event, &reference).await {
             tracing::debug!(name = %mr.name_any(), error = %e, "cannot record event");
         }
     }
@@ -123,6 +153,19 @@ impl Events {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_recorder_is_replaced_once_it_has_served_its_share() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let events = Events::new(kube::Client::try_from(config).unwrap());
+        for _ in 0..EVENTS_PER_RECORDER {
+            events.recorder();
+        }
+        assert_eq!(events.published_by_current(), EVENTS_PER_RECORDER);
+        events.recorder();
+        assert_eq!(events.published_by_current(), 1);
+    }
 
     #[test]
     fn waiting_is_normal_and_aws_errors_are_warnings() {

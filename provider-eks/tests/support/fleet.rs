@@ -124,7 +124,20 @@ impl Fleet {
     pub fn start_provider(&mut self, args: &[&str]) {
         let log = std::fs::File::create(self.dir.join(format!("provider-{}.log", self.starts))).unwrap();
         self.starts += 1;
-        let child = Command::new(env!("CARGO_BIN_EXE_modelplane-provider-eks"))
+        let binary = env!("CARGO_BIN_EXE_modelplane-provider-eks");
+        // A profiler in front of the binary, e.g. `heaptrack -o provider`: see docs/benchmarks.md.
+        let wrapper = std::env::var("BENCH_PROVIDER_WRAPPER").unwrap_or_default();
+        let mut command = match wrapper.split_whitespace().collect::<Vec<_>>().split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(binary);
+                c
+            }
+            None => Command::new(binary),
+        };
+        // Its own process group, so a wrapper's child goes down with it.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let child = command
             .args(["--metrics-address", &format!("127.0.0.1:{}", self.metrics_port)])
             .args(args)
             .env("KUBECONFIG", self.dir.join("kubeconfig"))
@@ -144,7 +157,13 @@ impl Fleet {
 
     pub fn kill_provider(&mut self) {
         if let Some(mut child) = self.provider.take() {
-            let _ = child.kill();
+            // A profiler wrapping the provider is interrupted as a user would stop it, so it writes its data.
+            let signal = match std::env::var_os("BENCH_PROVIDER_WRAPPER") {
+                Some(_) => libc::SIGINT,
+                None => libc::SIGKILL,
+            };
+            // SAFETY: kill(2) with the negated id of the process group the child leads; no memory is shared.
+            unsafe { libc::kill(-(child.id() as i32), signal) };
             let _ = child.wait();
         }
     }
