@@ -66,8 +66,8 @@ struct CacheKey {
 pub struct ClientCache {
     kube: kube::Client,
     /// One cell per key, filled once: when a fleet activates, thousands of reconciles ask for the same clients
-    /// in the same instant, and each building its own (an SDK config, an HTTPS stack with its root store, an
-    /// STS call) was most of the provider's peak memory. The first caller builds; the others wait for it.
+    /// in the same instant, and without it each would build its own (an SDK config, an HTTPS stack, an STS
+    /// call) before the first was cached. The first caller builds; the others wait for it.
     clients: Mutex<HashMap<CacheKey, Arc<OnceCell<AwsClients>>>>,
     /// Every AWS call of the process goes through these shared rate limits.
     throttle: Arc<Throttle>,

@@ -11,8 +11,9 @@
 //!   as submodules.
 //!
 //! Shared: [`clients`] (AWS clients per ProviderConfig), [`account`] (the AWS account credentials act in),
-//! [`throttle`] (token buckets per account, region and API), [`admission`] (the queue in front of them), [`errors`] (AWS errors to reconciler errors, and the call patterns every kind shares: describe or report missing,
-//! in use means adopt, gone on delete, one-by-one attach and detach, health issues),
+//! [`throttle`] (token buckets per account, region and API), [`admission`] (the queue in front of them),
+//! [`errors`] (AWS errors to reconciler errors, and the call patterns every kind shares: describe or report
+//! missing, in use means adopt, gone on delete, one-by-one attach and detach, health issues),
 //! [`convert`] (pure status, drift and late-init mapping), [`full_look`] (cheap steady polls), and [`owned`]
 //! (the ownership tag and the connector the newer kinds share).
 
