@@ -24,6 +24,7 @@ use crate::{
 
 mod defaults;
 pub mod metadata;
+mod reads;
 mod rules;
 pub mod schema;
 

@@ -20,7 +20,7 @@ use kube_cel::{
 };
 use serde_json::Value as Json;
 
-use super::schema::Finding;
+use super::{reads::Need, schema::Finding};
 
 /// Which schema nodes hold rules, or lie on the way to one. Mirrors a [`CompiledSchema`], keeping only the
 /// branches that lead to rules.
@@ -28,6 +28,8 @@ use super::schema::Finding;
 struct Route {
     /// This node has rules (or rules that failed to compile, reported as the API server would refuse them).
     here: bool,
+    /// What those rules read of the node's value; `None` when they need all of it.
+    reads: Option<Need>,
     /// Properties to descend into, in name order so findings come out in a stable order.
     properties: Vec<(String, Route)>,
     items: Option<Box<Route>>,
@@ -88,6 +90,7 @@ fn route(node: &CompiledSchema) -> Option<Route> {
     properties.sort_by(|a, b| a.0.cmp(&b.0));
     let found = Route {
         here: !node.validations.is_empty(),
+        reads: reads(node),
         properties,
         items: node.items.as_deref().and_then(route).map(Box::new),
         // kube-cel does not walk additionalProperties where unknown fields are preserved; neither does this.
@@ -110,6 +113,24 @@ fn route(node: &CompiledSchema) -> Option<Route> {
     (!empty).then_some(found)
 }
 
+/// What the rules of `node` that run on create read of its value.
+fn reads(node: &CompiledSchema) -> Option<Need> {
+    let runs = node
+        .validations
+        .iter()
+        .filter_map(|compiled| compiled.as_ref().ok())
+        .filter(|rule| runs(rule));
+    Need::of(runs.flat_map(|rule| {
+        std::iter::once(rule.program.expression())
+            .chain(rule.message_program.as_ref().map(|p| p.expression()))
+    }))
+}
+
+/// Whether `rule` runs on create: a transition rule only when `optionalOldSelf` lets it run with `oldSelf` null.
+fn runs(rule: &CompilationResult) -> bool {
+    !rule.is_transition_rule || rule.rule.optional_old_self == Some(true)
+}
+
 fn walk(
     node: &CompiledSchema,
     route: &Route,
@@ -119,7 +140,7 @@ fn walk(
     out: &mut Vec<Finding>,
 ) {
     if route.here {
-        evaluate(node, value, path, functions, out);
+        evaluate(node, route.reads.as_ref(), value, path, functions, out);
     }
     if let Json::Object(fields) = value {
         for (name, child_route) in &route.properties {
@@ -152,17 +173,18 @@ fn walk(
 /// `optionalOldSelf` asks for them with `oldSelf` null.
 fn evaluate(
     node: &CompiledSchema,
+    reads: Option<&Need>,
     value: &Json,
     path: &str,
     functions: &Context<'static>,
     out: &mut Vec<Finding>,
 ) {
     let mut scope = functions.new_inner_scope();
-    scope.add_variable_from_value("self", to_cel(value, Some(node)));
+    scope.add_variable_from_value("self", to_cel(value, Some(node), reads));
     for compiled in &node.validations {
         match compiled {
             Ok(rule) => {
-                if rule.is_transition_rule && rule.rule.optional_old_self != Some(true) {
+                if !runs(rule) {
                     continue;
                 }
                 let null_old;
@@ -220,7 +242,10 @@ fn not_compiled(error: &CompilationError) -> String {
 
 /// `value` as the API server hands it to a rule: numbers as int, uint or double, field names escaped (map keys,
 /// which are data, are not), following the schema where it says more (`node`, `None` below what it declares).
-fn to_cel(value: &Json, node: Option<&CompiledSchema>) -> Value {
+/// Only what `reads` names is converted (all of it when `None`): fields no rule reads are left out, and list
+/// items no rule reads become nulls, so lists keep their length.
+fn to_cel(value: &Json, node: Option<&CompiledSchema>, reads: Option<&Need>) -> Value {
+    let reads = reads.filter(|need| !need.whole);
     match value {
         Json::Null => Value::Null,
         Json::Bool(b) => Value::Bool(*b),
@@ -232,8 +257,16 @@ fn to_cel(value: &Json, node: Option<&CompiledSchema>) -> Value {
         Json::String(s) => Value::String(Arc::new(s.clone())),
         Json::Array(items) => {
             let item_node = node.and_then(|n| n.items.as_deref());
+            let item_reads = reads.map(|need| need.items.as_deref());
             Value::List(Arc::new(
-                items.iter().map(|item| to_cel(item, item_node)).collect(),
+                items
+                    .iter()
+                    .map(|item| match item_reads {
+                        None => to_cel(item, item_node, None),
+                        Some(Some(need)) => to_cel(item, item_node, Some(need)),
+                        Some(None) => Value::Null,
+                    })
+                    .collect(),
             ))
         }
         Json::Object(fields) => {
@@ -243,7 +276,15 @@ fn to_cel(value: &Json, node: Option<&CompiledSchema>) -> Value {
                 let child_node =
                     node.and_then(|n| n.properties.get(name).or(n.additional_properties.as_deref()));
                 let key = if is_map { name.clone() } else { escape(name) };
-                map.insert(Key::String(Arc::new(key)), to_cel(child, child_node));
+                let converted = match reads {
+                    None => to_cel(child, child_node, None),
+                    Some(need) => match need.field(&key) {
+                        Some(child_reads) => to_cel(child, child_node, Some(child_reads)),
+                        None if need.keys => Value::Null,
+                        None => continue,
+                    },
+                };
+                map.insert(Key::String(Arc::new(key)), converted);
             }
             Value::Map(Map { map: Arc::new(map) })
         }
