@@ -9,15 +9,7 @@ pub fn leader_worker_set(w: &EngineWorkload) -> Value {
     let engine = w.engine;
     let leader = engine.member_index(Role::Leader);
     let worker = engine.member_index(Role::Worker);
-    let template = |m: usize| {
-        let member = &engine.members[m];
-        let env = gang_env();
-        json!({
-            "metadata": {"labels": pod::pod_labels(w, member), "annotations": pod::pod_annotations(w, member)},
-            "spec": pod::pod_spec(w, m, env),
-        })
-    };
-    json!({
+    let mut lws = json!({
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
         "metadata": {"name": w.name, "namespace": w.namespace, "labels": {WORKLOAD_LABEL: w.name}},
@@ -28,11 +20,13 @@ pub fn leader_worker_set(w: &EngineWorkload) -> Value {
             "leaderWorkerTemplate": {
                 "size": 1 + engine.members[worker].pods(),
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": template(leader),
-                "workerTemplate": template(worker),
             },
         },
-    })
+    });
+    let group = &mut lws["spec"]["leaderWorkerTemplate"];
+    group["leaderTemplate"] = pod::pod_template(w, leader, gang_env());
+    group["workerTemplate"] = pod::pod_template(w, worker, gang_env());
+    lws
 }
 
 /// LWS prepends `LWS_LEADER_ADDRESS` and `LWS_WORKER_INDEX` to every container's env, so template entries that

@@ -52,7 +52,7 @@ pub fn pod_labels(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
     }
     labels
         .into_iter()
-        .map(|(k, v)| (k.to_owned(), json!(v)))
+        .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
         .collect()
 }
 
@@ -67,8 +67,20 @@ pub fn pod_annotations(w: &EngineWorkload, member: &Member) -> Map<String, Value
         .annotations
         .iter()
         .chain(&member.template.metadata.annotations)
-        .map(|(k, v)| (k.clone(), json!(v)))
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
         .collect()
+}
+
+/// A pod template for one member: its labels and annotations, and [`pod_spec`] with `env`.
+pub fn pod_template(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
+    let member = &w.engine.members[m];
+    let mut metadata = Map::new();
+    metadata.insert("labels".into(), Value::Object(pod_labels(w, member)));
+    metadata.insert("annotations".into(), Value::Object(pod_annotations(w, member)));
+    let mut template = Map::new();
+    template.insert("metadata".into(), Value::Object(metadata));
+    template.insert("spec".into(), pod_spec(w, m, env));
+    Value::Object(template)
 }
 
 /// The pod spec for one member: its engine container with `env` ahead of the user's, pinned to the pool.
@@ -107,13 +119,11 @@ pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
         containers.push(Value::Object(engine_container(container, &ours)));
         containers.extend(engine_port.map(disaggregation::sidecar));
     }
-    let mut spec = json!({
-        "containers": containers,
-        "volumes": volumes,
-        "nodeSelector": {POOL_LABEL: w.pool.name},
-        "affinity": node_to_itself(),
-        "tolerations": w.tolerations,
-    });
+    let mut spec = json!({"nodeSelector": {POOL_LABEL: w.pool.name}});
+    spec["containers"] = Value::Array(containers);
+    spec["volumes"] = Value::Array(volumes);
+    spec["affinity"] = node_to_itself();
+    spec["tolerations"] = Value::Array(w.tolerations.clone());
     if let Some(template) = claim {
         spec["resourceClaims"] = json!([{"name": CLAIM_NAME, "resourceClaimTemplateName": template}]);
     }
@@ -261,8 +271,7 @@ fn add_capabilities(container: &mut Map<String, Value>, capabilities: &[&str]) {
 
 /// A Standalone engine on either stack: `copies` identical pods.
 pub fn deployment(w: &EngineWorkload) -> Value {
-    let member = &w.engine.members[0];
-    json!({
+    let mut deployment = json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": w.name, "namespace": w.namespace, "labels": {WORKLOAD_LABEL: w.name}},
@@ -272,12 +281,10 @@ pub fn deployment(w: &EngineWorkload) -> Value {
             // Each copy holds a node of its own (`node_to_itself`) and the fleet scheduler counts exactly `copies`
             // nodes, so a rollout has no node to surge onto: it replaces one copy at a time instead.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
-            "template": {
-                "metadata": {"labels": pod_labels(w, member), "annotations": pod_annotations(w, member)},
-                "spec": pod_spec(w, 0, Vec::new()),
-            },
         },
-    })
+    });
+    deployment["spec"]["template"] = pod_template(w, 0, Vec::new());
+    deployment
 }
 
 /// The ResourceClaimTemplate for a member's DRA devices; requests served by synthetic devices are left out,
@@ -295,20 +302,25 @@ pub fn resource_claim_template(w: &EngineWorkload, m: usize, name: &str, devices
                 .iter()
                 .map(|s| json!({"cel": {"expression": s.cel}}))
                 .collect();
-            let mut exactly = json!({"deviceClassName": device.device_class_name, "count": request.count});
+            let mut request = json!({
+                "name": request.name,
+                "exactly": {"deviceClassName": device.device_class_name, "count": request.count},
+            });
             if !selectors.is_empty() {
-                exactly["selectors"] = Value::Array(selectors);
+                request["exactly"]["selectors"] = Value::Array(selectors);
             }
-            Some(json!({"name": request.name, "exactly": exactly}))
+            Some(request)
         })
         .chain(w.additions.claim_requests.iter().cloned())
         .collect();
-    json!({
+    let mut template = json!({
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": w.namespace},
-        "spec": {"spec": {"devices": {"requests": requests}}},
-    })
+        "spec": {"spec": {"devices": {}}},
+    });
+    template["spec"]["spec"]["devices"]["requests"] = Value::Array(requests);
+    template
 }
 
 /// The Service in front of the serving pods. Its name must differ from a LeaderWorkerSet's, whose headless

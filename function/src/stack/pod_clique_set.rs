@@ -64,7 +64,7 @@ pub fn pod_clique_set(w: &EngineWorkload) -> Value {
             clique(w, m, name, rank, queue)
         })
         .collect();
-    json!({
+    let mut pcs = json!({
         "apiVersion": "grove.io/v1alpha1",
         "kind": "PodCliqueSet",
         "metadata": {
@@ -82,7 +82,6 @@ pub fn pod_clique_set(w: &EngineWorkload) -> Value {
                 // Written out as Grove's defaulting webhook would, so provider-kubernetes sees no drift.
                 "terminationDelay": "4h",
                 "headlessServiceConfig": {"publishNotReadyAddresses": true},
-                "cliques": cliques,
                 "podCliqueScalingGroups": [{
                     "name": SCALING_GROUP,
                     "cliqueNames": names,
@@ -91,7 +90,9 @@ pub fn pod_clique_set(w: &EngineWorkload) -> Value {
                 }],
             },
         },
-    })
+    });
+    pcs["spec"]["template"]["cliques"] = Value::Array(cliques);
+    pcs
 }
 
 fn clique(w: &EngineWorkload, m: usize, name: &str, rank: usize, queue: &str) -> Value {
@@ -107,17 +108,14 @@ fn clique(w: &EngineWorkload, m: usize, name: &str, rank: usize, queue: &str) ->
     } else {
         member.pods()
     };
-    json!({
+    let mut clique = json!({
         "name": name,
-        "labels": labels,
-        "annotations": pod::pod_annotations(w, member),
-        "spec": {
-            "roleName": name,
-            "replicas": replicas,
-            "minAvailable": replicas,
-            "podSpec": pod_spec,
-        },
-    })
+        "spec": {"roleName": name, "replicas": replicas, "minAvailable": replicas},
+    });
+    clique["labels"] = Value::Object(labels);
+    clique["annotations"] = Value::Object(pod::pod_annotations(w, member));
+    clique["spec"]["podSpec"] = pod_spec;
+    clique
 }
 
 /// The leader pod's FQDN for the pod's own copy, and its rank. Grove names the leader's host

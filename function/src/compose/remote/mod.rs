@@ -16,14 +16,18 @@ pub const OBJECT_API_VERSION: &str = "kubernetes.m.crossplane.io/v1alpha1";
 
 /// Wraps `manifest` in an `Object` applied through the cluster-scoped provider config `provider_config`.
 pub fn object(manifest: Value, provider_config: &str) -> Value {
-    json!({
+    let mut object = json!({
         "apiVersion": OBJECT_API_VERSION,
         "kind": "Object",
         "spec": {
-            "forProvider": {"manifest": manifest},
+            "forProvider": {},
             "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
         },
-    })
+    });
+    // Moved in, not interpolated: `json!` serializes an interpolated value into a copy, and a manifest is most
+    // of what a reconcile composes.
+    object["spec"]["forProvider"]["manifest"] = manifest;
+    object
 }
 
 /// A workload namespace on a cluster. Several composites share it (every deployment and cache of one team), so
