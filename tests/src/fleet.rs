@@ -9,9 +9,14 @@ pub mod clouds;
 mod objects;
 pub mod scale;
 
-use modelplane_function::{proto::v1::RunFunctionRequest, render::RequestBuilder};
+use modelplane_function::{
+    proto::v1::{Resource, RunFunctionRequest},
+    render::{RequestBuilder, simulate},
+    run_function,
+    wire::RawStruct,
+};
 use prost::Message;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub use objects::{GPU_CLASSES, inference_class, inference_cluster, model_deployment, tiny_class};
 
@@ -39,9 +44,14 @@ pub enum Scenario {
     Trivial,
     /// The qwen3-coder ModelDeployment, one replica of a two-node Leader/Worker gang, before any requirement is met.
     Gang,
+    /// The same deployment's first placement: one Ready cluster with a gateway and a published CA, two pools of
+    /// 8 and 1 GPUs, its classes and cache answered, nothing composed yet.
+    PlacedGang,
     /// The same ModelDeployment with ten replicas, `clusters` InferenceClusters of 8 pools and their classes
     /// required.
     Fleet { clusters: usize },
+    /// [`Scenario::Fleet`] once settled: every resource it composes observed Ready, as on each poll after.
+    SettledFleet { clusters: usize },
     /// One ModelDeployment reconcile in [`scale`]'s 100-cluster fleet with `others` other deployments: settled
     /// (its home cluster required by name) or waiting (the candidate set required).
     FleetScale { others: usize, waiting: bool },
@@ -51,13 +61,17 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 4] = [
+    pub const ALL: [Scenario; 6] = [
         Scenario::Trivial,
         Scenario::Gang,
+        Scenario::PlacedGang,
         Scenario::Fleet {
             clusters: FLEET_300KB_CLUSTERS,
         },
         Scenario::Fleet {
+            clusters: FLEET_CLUSTERS,
+        },
+        Scenario::SettledFleet {
             clusters: FLEET_CLUSTERS,
         },
     ];
@@ -78,7 +92,11 @@ impl Scenario {
         match self {
             Scenario::Trivial => "trivial XR".into(),
             Scenario::Gang => "1-replica 2-node gang".into(),
+            Scenario::PlacedGang => "1-replica 2-node gang, first placement".into(),
             Scenario::Fleet { clusters } => format!("fleet {clusters}x{POOLS_PER_CLUSTER} pools"),
+            Scenario::SettledFleet { clusters } => {
+                format!("fleet {clusters}x{POOLS_PER_CLUSTER} pools, settled")
+            }
             Scenario::FleetScale { others, waiting } => format!(
                 "fleet-scale {}, {others} others",
                 if waiting { "waiting" } else { "settled" }
@@ -96,7 +114,9 @@ impl Scenario {
         match self {
             Scenario::Trivial => request(&tiny_class(), Vec::new()),
             Scenario::Gang => request(&model_deployment(1), Vec::new()),
+            Scenario::PlacedGang => placed_gang_request(&model_deployment(1)),
             Scenario::Fleet { clusters } => fleet_request(clusters, POOLS_PER_CLUSTER),
+            Scenario::SettledFleet { clusters } => settle(fleet_request(clusters, POOLS_PER_CLUSTER)),
             Scenario::FleetScale {
                 others,
                 waiting: false,
@@ -132,6 +152,54 @@ pub fn fleet_request_with_replicas(clusters: usize, pools: usize, replicas: u32)
         ),
     ];
     request(&model_deployment(replicas), required)
+}
+
+/// The first placement of `deployment` (one replica of the gang): the request of [`Scenario::PlacedGang`], for
+/// this composite. A two-node gang of 8 GPUs a node fits only the 8-GPU pool.
+pub fn placed_gang_request(deployment: &Value) -> RunFunctionRequest {
+    let mut cluster = inference_cluster(0, 2);
+    cluster["status"]["pools"] = json!([
+        objects::pool_status_of(&GPU_CLASSES[0], "pool-0", 4),
+        objects::pool_status_of(&GPU_CLASSES[3], "pool-1", 2),
+    ]);
+    let fleet = vec![cluster];
+    let required = vec![
+        (CACHE_REQUIREMENT, vec![staged_cache(&fleet)]),
+        (CLUSTERS_REQUIREMENT, fleet),
+        (CLASSES_REQUIREMENT, vec![inference_class(0), inference_class(3)]),
+    ];
+    request(deployment, required)
+}
+
+/// Most reconciles before a request is taken as settled; the slowest settles in under ten.
+const MAX_ROUNDS: usize = 16;
+
+/// `req` once everything it composes is observed Ready: run in process, each round's desired resources are fed
+/// back as observed (as a Ready provider would report them) until the set stops growing.
+pub fn settle(mut req: RunFunctionRequest) -> RunFunctionRequest {
+    for _ in 0..MAX_ROUNDS {
+        let rsp = run_function(req.clone());
+        let desired = rsp.desired.unwrap_or_default().resources;
+        let observed = &mut req.observed.get_or_insert_with(Default::default).resources;
+        let settled = observed.len() == desired.len();
+        observed.clear();
+        for (key, resource) in desired {
+            let Some(Ok(mut object)) = resource.resource.as_ref().map(RawStruct::to_json) else {
+                continue;
+            };
+            object["metadata"]["annotations"]["crossplane.io/composition-resource-name"] = json!(key);
+            let ready = simulate::observe(&object);
+            let resource = Resource {
+                resource: RawStruct::from_value(&ready),
+                ..Default::default()
+            };
+            observed.insert(key, resource);
+        }
+        if settled {
+            break;
+        }
+    }
+    req
 }
 
 /// The deployment's ModelCache, Ready on every cluster, so the composer composes engines rather than waiting.
@@ -177,26 +245,47 @@ mod tests {
 
     #[test]
     fn requests_land_near_the_sizes_the_benchmark_is_named_for() {
-        let sizes: Vec<usize> = Scenario::ALL.iter().map(|s| s.encoded().len()).collect();
+        for scenario in Scenario::ALL {
+            let size = scenario.encoded().len();
+            let expected = match scenario {
+                Scenario::Trivial => 100..=300,
+                Scenario::Gang => 1_500..=2_600,
+                Scenario::PlacedGang => 8_000..=12_000,
+                Scenario::Fleet { clusters } if clusters == FLEET_300KB_CLUSTERS => 250_000..=400_000,
+                Scenario::Fleet { .. } => 650_000..=950_000,
+                _ => 1_000_000..=3_000_000,
+            };
+            assert!(expected.contains(&size), "{}: {size} bytes", scenario.label());
+        }
+    }
+
+    #[test]
+    fn the_placed_gang_and_the_settled_fleet_compose_what_they_are_named_for() {
+        let rsp = modelplane_function::run_function(Scenario::PlacedGang.request());
+        assert!(rsp.results.iter().all(|r| r.severity != 1), "{:?}", rsp.results);
+        let desired = rsp.desired.unwrap_or_default().resources;
         assert!(
-            (100..=300).contains(&sizes[0]),
-            "trivial request is {} bytes",
-            sizes[0]
+            desired
+                .keys()
+                .any(|k| k.starts_with("replica-0-") && k.ends_with("-qwen3-coder")),
+            "the gang is placed: {:?}",
+            desired.keys().collect::<Vec<_>>()
+        );
+        let req = Scenario::SettledFleet {
+            clusters: FLEET_CLUSTERS,
+        }
+        .request();
+        let observed = req.observed.as_ref().map_or(0, |o| o.resources.len());
+        let rsp = modelplane_function::run_function(req);
+        let desired = rsp.desired.unwrap_or_default().resources;
+        assert!(
+            observed >= 10 * FLEET_REPLICAS as usize && desired.len() == observed,
+            "{observed} observed, {} desired",
+            desired.len()
         );
         assert!(
-            (1_500..=2_600).contains(&sizes[1]),
-            "gang request is {} bytes",
-            sizes[1]
-        );
-        assert!(
-            (250_000..=350_000).contains(&sizes[2]),
-            "300 KB fleet request is {} bytes",
-            sizes[2]
-        );
-        assert!(
-            (650_000..=850_000).contains(&sizes[3]),
-            "100-cluster fleet request is {} bytes",
-            sizes[3]
+            desired.keys().any(|k| k.starts_with("routing-")),
+            "the clusters' gateways route the replicas"
         );
     }
 

@@ -5,14 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use modelplane_function::{
-    proto::v1::{Resource, RunFunctionRequest},
-    render::{RequestBuilder, simulate},
-    run_function,
-    wire::RawStruct,
-};
+use modelplane_function::{proto::v1::RunFunctionRequest, render::RequestBuilder};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The example cluster of each cloud, as `examples/clusters/` names it.
 pub const CLOUDS: &[(&str, &str)] = &[
@@ -24,9 +19,6 @@ pub const CLOUDS: &[(&str, &str)] = &[
 ];
 /// 100 clusters, evenly over the clouds above.
 pub const CLUSTERS_PER_CLOUD: usize = 20;
-/// Reconciles before a cluster is taken as settled; the slowest cloud settles in under ten.
-const MAX_ROUNDS: usize = 16;
-
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -63,31 +55,10 @@ pub fn settled(index: usize) -> RunFunctionRequest {
         .iter()
         .flat_map(|dir| directory(dir))
         .collect();
-    let mut req = RequestBuilder::new(&xr)
-        .tag(&super::tag_for(&xr))
-        .answered_from(&required)
-        .build();
-    for _ in 0..MAX_ROUNDS {
-        let rsp = run_function(req.clone());
-        let desired = rsp.desired.unwrap_or_default().resources;
-        let observed = &mut req.observed.get_or_insert_with(Default::default).resources;
-        let settled = observed.len() == desired.len();
-        observed.clear();
-        for (key, resource) in desired {
-            let Some(Ok(mut object)) = resource.resource.as_ref().map(RawStruct::to_json) else {
-                continue;
-            };
-            object["metadata"]["annotations"]["crossplane.io/composition-resource-name"] = json!(key);
-            let ready = simulate::observe(&object);
-            let resource = Resource {
-                resource: RawStruct::from_value(&ready),
-                ..Default::default()
-            };
-            observed.insert(key, resource);
-        }
-        if settled {
-            break;
-        }
-    }
-    req
+    super::settle(
+        RequestBuilder::new(&xr)
+            .tag(&super::tag_for(&xr))
+            .answered_from(&required)
+            .build(),
+    )
 }

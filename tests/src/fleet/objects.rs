@@ -63,6 +63,9 @@ pub const GPU_CLASSES: [GpuClass; 4] = [
     },
 ];
 
+/// The CA every cluster gateway publishes here (a test CA whose key was never kept).
+const GATEWAY_CA: &str = include_str!("../../fixtures/tls/cluster-gateway-ca.pem");
+
 const REGIONS: [&str; 4] = ["us-east-1", "us-west-2", "eu-west-1", "ap-northeast-1"];
 const TEAMS: [&str; 5] = ["search", "ads", "assistant", "research", "platform"];
 
@@ -177,6 +180,12 @@ pub fn inference_cluster(index: usize, pools: usize) -> Value {
         "cacheStorageClass": "efs-sc",
         "pools": pool_status,
         "components": components(dynamo),
+        // A Ready cluster's gateway has an address and has published the CA its certificate chains to.
+        "gateway": {
+            "address": format!("10.{}.{}.10", index / 250, index % 250),
+            "serverName": "cluster-gateway.modelplane.internal",
+            "caCertificate": GATEWAY_CA,
+        },
         "conditions": [condition("Ready", "Available", seed), condition("Synced", "ReconcileSuccess", seed)],
     });
     if dynamo {
@@ -240,13 +249,16 @@ fn node_pool(cluster: usize, pool: usize, region: &str) -> Value {
 }
 
 fn pool_status(cluster: usize, pool: usize) -> Value {
-    let class = class_of(cluster, pool);
-    json!({
-        "name": format!("pool-{pool}"),
-        "className": class.name,
-        "nodeCount": node_count(cluster, pool),
-        "devices": devices(class),
-    })
+    pool_status_of(
+        class_of(cluster, pool),
+        &format!("pool-{pool}"),
+        node_count(cluster, pool),
+    )
+}
+
+/// A pool of `nodes` nodes of `class`, as its cluster's status lists it.
+pub fn pool_status_of(class: &GpuClass, name: &str, nodes: u32) -> Value {
+    json!({"name": name, "className": class.name, "nodeCount": nodes, "devices": devices(class)})
 }
 
 fn components(dynamo: bool) -> Value {

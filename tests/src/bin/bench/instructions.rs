@@ -12,7 +12,7 @@ use std::{
 
 use bytes::Bytes;
 use modelplane_function::render::RequestBuilder;
-use modelplane_tests::fleet::{Scenario, model_deployment};
+use modelplane_tests::fleet::{Scenario, model_deployment, placed_gang_request};
 use prost::Message;
 
 use crate::{
@@ -45,6 +45,14 @@ fn distinct_gang(i: usize) -> Bytes {
     Bytes::from(RequestBuilder::new(&composite).build().encode_to_vec())
 }
 
+/// The gang's first placement (its clusters, classes and cache answered) with a label of its own per call: the
+/// first call that composes, paying the XRD check and the whole composition.
+fn distinct_placed_gang(i: usize) -> Bytes {
+    let mut composite = model_deployment(1);
+    composite["metadata"]["labels"] = serde_json::json!({"bench.modelplane.ai/edit": i.to_string()});
+    Bytes::from(placed_gang_request(&composite).encode_to_vec())
+}
+
 /// The gang composite with only its resource version and status moved per call, as after each status write of a
 /// reconcile: the content the check reads is the same, so it is checked once.
 fn status_moved_gang(i: usize) -> Bytes {
@@ -54,7 +62,7 @@ fn status_moved_gang(i: usize) -> Bytes {
     Bytes::from(RequestBuilder::new(&composite).build().encode_to_vec())
 }
 
-pub const STREAMS: [Stream; 4] = [
+pub const STREAMS: [Stream; 6] = [
     Stream {
         label: "trivial XR, same bytes every call",
         nth: |_| repeated(Scenario::Trivial),
@@ -70,6 +78,14 @@ pub const STREAMS: [Stream; 4] = [
     Stream {
         label: "1-replica 2-node gang, a new composite every call (first call)",
         nth: distinct_gang,
+    },
+    Stream {
+        label: "1-replica 2-node gang, first placement, same bytes every call",
+        nth: |_| repeated(Scenario::PlacedGang),
+    },
+    Stream {
+        label: "1-replica 2-node gang, first placement, a new composite every call",
+        nth: distinct_placed_gang,
     },
 ];
 

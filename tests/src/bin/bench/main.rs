@@ -105,7 +105,10 @@ const TIME_LIMIT: Duration = Duration::from_secs(20);
 fn plan(scenario: Scenario) -> Plan {
     match scenario {
         // A settled fleet-scale reconcile is 6-15 KB and composes one replica: a small request.
-        Scenario::Trivial | Scenario::Gang | Scenario::FleetScale { waiting: false, .. } => Plan {
+        Scenario::Trivial
+        | Scenario::Gang
+        | Scenario::PlacedGang
+        | Scenario::FleetScale { waiting: false, .. } => Plan {
             warmup: 300,
             sequential: 2_000,
             concurrent: 20_000,
@@ -125,7 +128,10 @@ fn plan(scenario: Scenario) -> Plan {
             concurrent: 1_600,
         },
         // A settled cluster carries its ~100 composed resources back as observed: 200-400 KB.
-        Scenario::Fleet { .. } | Scenario::FleetScale { .. } | Scenario::SettledCluster { .. } => Plan {
+        Scenario::Fleet { .. }
+        | Scenario::SettledFleet { .. }
+        | Scenario::FleetScale { .. }
+        | Scenario::SettledCluster { .. } => Plan {
             warmup: 15,
             sequential: 150,
             concurrent: 800,
