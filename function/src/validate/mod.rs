@@ -195,7 +195,7 @@ pub fn composite_on_the_wire(type_meta: &TypeMeta, xr: &RawStruct) -> Result<(),
         let object = xr
             .to_json()
             .map_err(|e| ComposeError::caused_by("", "cannot read the observed composite", e))?;
-        composite(type_meta, &object)?;
+        owned_composite(type_meta, object)?;
     }
     if let Ok(mut seen) = ACCEPTED.seen.lock() {
         Seen::remember(&mut seen.bytes, bytes_key);
@@ -209,6 +209,11 @@ pub fn composite_on_the_wire(type_meta: &TypeMeta, xr: &RawStruct) -> Result<(),
 /// Checks `object` (the observed composite) against the XRD that defines `type_meta`. A kind no embedded XRD
 /// defines passes: the composer lookup refuses it with a better message.
 pub fn composite(type_meta: &TypeMeta, object: &Value) -> Result<(), ComposeError> {
+    owned_composite(type_meta, object.clone())
+}
+
+/// [`composite`] for an object the caller has no further use for: the check defaults it in place.
+fn owned_composite(type_meta: &TypeMeta, mut object: Value) -> Result<(), ComposeError> {
     let served = served()
         .as_ref()
         .map_err(|e| ComposeError::new("", format!("the embedded XRDs do not load: {e}")))?;
@@ -225,11 +230,10 @@ pub fn composite(type_meta: &TypeMeta, object: &Value) -> Result<(), ComposeErro
     };
     let mut findings = metadata::check(object.get("metadata"));
     if findings.is_empty() {
-        let mut without_status = object.clone();
-        if let Some(map) = without_status.as_object_mut() {
+        if let Some(map) = object.as_object_mut() {
             map.remove("status");
         }
-        findings = schema.admission(without_status);
+        findings = schema.admission(object);
     }
     match findings.split_first() {
         None => Ok(()),

@@ -174,7 +174,7 @@ impl ObjectSchema {
                 )
             })
             .collect();
-        duplicate_list_items(&self.full, defaulted, "", &mut out);
+        duplicate_list_items(&self.full, defaulted, &mut String::new(), &mut out);
         out
     }
 }
@@ -315,14 +315,22 @@ fn unknown_fields(schema: &Value, value: &Value, path: &str, out: &mut Vec<Findi
 
 /// Items a `map` or `set` list holds twice (`x-kubernetes-list-type`), which the API server refuses as duplicate
 /// values: a map list's items must differ in their `x-kubernetes-list-map-keys`, a set's items altogether.
-fn duplicate_list_items(schema: &Value, value: &Value, path: &str, out: &mut Vec<Finding>) {
+/// `path` is where `value` is, grown and cut back in place as the walk descends: it visits every node of the
+/// object, and a path string of its own per node cost more than the check.
+fn duplicate_list_items(schema: &Value, value: &Value, path: &mut String, out: &mut Vec<Finding>) {
+    let here = path.len();
     match value {
         Value::Object(fields) => {
             let props = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
             for (name, child) in fields {
                 if let Some(child_schema) = props.and_then(|p| p.get(name)).or(additional) {
-                    duplicate_list_items(child_schema, child, &join(path, name), out);
+                    if here > 0 {
+                        path.push('.');
+                    }
+                    path.push_str(name);
+                    duplicate_list_items(child_schema, child, path, out);
+                    path.truncate(here);
                 }
             }
         }
@@ -365,7 +373,9 @@ fn duplicate_list_items(schema: &Value, value: &Value, path: &str, out: &mut Vec
             }
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
-                    duplicate_list_items(item_schema, item, &format!("{path}[{i}]"), out);
+                    path.push_str(&format!("[{i}]"));
+                    duplicate_list_items(item_schema, item, path, out);
+                    path.truncate(here);
                 }
             }
         }
