@@ -10,11 +10,6 @@ use modelplane_function::{
     server::{self, ConnectionLimits, ServeOptions},
 };
 
-/// Every call builds, encodes and frees a tree of JSON objects per composed resource: mimalloc spends about a
-/// third fewer instructions on that than glibc's malloc, and far fewer than musl's, which the image links.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
