@@ -51,7 +51,9 @@ impl Need {
         let mut need = Need::default();
         for rule in rules {
             let mut scope = vec![("self".to_owned(), Origin::SelfAt(Vec::new()))];
-            visit(rule, &mut scope, &mut need);
+            // What a rule (or its message) evaluates to is read too: `self.enabled` is a whole rule.
+            let result = visit(rule, &mut scope, &mut need);
+            used(result, &mut need);
         }
         need.normalize();
         (!need.whole).then_some(need)
@@ -288,6 +290,13 @@ mod tests {
         assert_eq!(fields(&need), ["role", "worker"]);
         assert!(need.fields["role"].whole);
         assert!(!need.fields["worker"].whole, "has() needs the key, not the value");
+    }
+
+    #[test]
+    fn a_rule_that_is_a_field_needs_that_field() {
+        let need = need(&["self.spec.enabled", "self.name"]).unwrap();
+        assert_eq!(fields(&need), ["name", "spec"]);
+        assert!(need.fields["name"].whole && need.fields["spec"].fields["enabled"].whole);
     }
 
     #[test]
