@@ -32,6 +32,7 @@ use modelplane_function::{
     render::RequestBuilder,
     run_function,
     schedule::{ClusterView, Input, devices, schedule},
+    stack::cluster_gateway::tls,
     validate,
 };
 use prost::Message;
@@ -148,7 +149,7 @@ fn settled_fleet(routed: bool) -> (Vec<u8>, usize) {
             let mut c = cluster(i, if i.is_multiple_of(2) { "Standard" } else { "Dynamo" });
             if routed {
                 c["status"]["gateway"] = json!({"address": format!("10.{}.0.1", i % 250),
-                                                "serverName": "cluster-gateway.modelplane.internal",
+                                                "serverName": tls::SERVER_NAME,
                                                 "caCertificate": TEST_CA});
             }
             c

@@ -6,7 +6,7 @@
 //! The function checks every composite with [`ObjectSchema::admission`]; the package checker (in `tests/`) uses
 //! [`ObjectSchema::validate`], which also reports unknown fields.
 
-use std::{collections::BTreeSet, sync::LazyLock};
+use std::{collections::BTreeSet, fmt::Write as _, sync::LazyLock};
 
 use jsonschema::{Draft, Validator};
 use serde_json::{Map, Value, json};
@@ -373,7 +373,7 @@ fn duplicate_list_items(schema: &Value, value: &Value, path: &mut String, out: &
             }
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
-                    path.push_str(&format!("[{i}]"));
+                    let _ = write!(path, "[{i}]");
                     duplicate_list_items(item_schema, item, path, out);
                     path.truncate(here);
                 }

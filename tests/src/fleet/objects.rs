@@ -5,6 +5,7 @@
 //!
 //! Everything is derived from indices, so the same call always builds the same object.
 
+use modelplane_function::stack::cluster_gateway::tls;
 use serde_json::{Value, json};
 
 /// A GPU node shape, as an InferenceClass describes it.
@@ -183,7 +184,7 @@ pub fn inference_cluster(index: usize, pools: usize) -> Value {
         // A Ready cluster's gateway has an address and has published the CA its certificate chains to.
         "gateway": {
             "address": format!("10.{}.{}.10", index / 250, index % 250),
-            "serverName": "cluster-gateway.modelplane.internal",
+            "serverName": tls::SERVER_NAME,
             "caCertificate": GATEWAY_CA,
         },
         "conditions": [condition("Ready", "Available", seed), condition("Synced", "ReconcileSuccess", seed)],

@@ -40,17 +40,20 @@ fn repeated(scenario: Scenario) -> Bytes {
 /// The gang composite with a label of its own per call, so every call is the first the server sees of that
 /// composite and pays its full XRD check (Crossplane sends a composite it has not checked before after any edit).
 fn distinct_gang(i: usize) -> Bytes {
+    Bytes::from(RequestBuilder::new(&edited_gang(i)).build().encode_to_vec())
+}
+
+/// The gang composite as after edit `i`: a label of its own, so its content differs from every other edit's.
+fn edited_gang(i: usize) -> serde_json::Value {
     let mut composite = model_deployment(1);
     composite["metadata"]["labels"] = serde_json::json!({"bench.modelplane.ai/edit": i.to_string()});
-    Bytes::from(RequestBuilder::new(&composite).build().encode_to_vec())
+    composite
 }
 
 /// The gang's first placement (its clusters, classes and cache answered) with a label of its own per call: the
 /// first call that composes, paying the XRD check and the whole composition.
 fn distinct_placed_gang(i: usize) -> Bytes {
-    let mut composite = model_deployment(1);
-    composite["metadata"]["labels"] = serde_json::json!({"bench.modelplane.ai/edit": i.to_string()});
-    Bytes::from(placed_gang_request(&composite).encode_to_vec())
+    Bytes::from(placed_gang_request(&edited_gang(i)).encode_to_vec())
 }
 
 /// The gang composite with only its resource version and status moved per call, as after each status write of a
