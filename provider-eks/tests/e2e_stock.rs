@@ -26,21 +26,6 @@ use driver::StockCluster;
 use inventory::Inventory;
 use support::world::World;
 
-/// The test provider's schedule: a calm resource is looked at every 2 s, a busy one every second.
-fn start(world: &mut World) {
-    world.start_provider_with(&[
-        "--poll-interval-seconds",
-        "2",
-        "--busy-interval-seconds",
-        "1",
-        "--backoff-seconds",
-        "1",
-        "--max-backoff-seconds",
-        "4",
-        "--debug",
-    ]);
-}
-
 /// What the run made: no kind holds two resources of one identity, and everything the provider made carries
 /// its ownership tag (else a crash could not find it again).
 fn assert_made_once(made: &Inventory) {
@@ -85,7 +70,7 @@ async fn tear_down_with(
 async fn a_stock_inference_cluster_comes_up_in_stages_and_deleting_it_leaves_nothing_in_aws() {
     let mut world = World::start_with_eks_standin().await;
     let baseline = inventory::take(&world).await;
-    start(&mut world);
+    driver::start_provider(&mut world);
     let mut cluster = StockCluster::example();
     cluster.converge(&mut world).await;
     let name = cluster.name().to_owned();
@@ -354,7 +339,7 @@ async fn a_provider_killed_right_after_each_kind_of_create_or_delete_makes_nothi
     let baseline = inventory::take(&world).await;
     let pid = Arc::new(AtomicU32::new(0));
     let mut killed = world.proxy.crash_after_each_new_create(pid.clone());
-    start(&mut world);
+    driver::start_provider(&mut world);
     pid.store(world.provider_pid().unwrap(), Ordering::SeqCst);
     let mut crashes = Vec::new();
     let mut cluster = StockCluster::example();
@@ -423,7 +408,7 @@ fn restart_after_kills(
     while let Ok(kind) = killed.try_recv() {
         crashes.push(kind);
         world.kill_provider();
-        start(world);
+        driver::start_provider(world);
         pid.store(world.provider_pid().unwrap(), Ordering::SeqCst);
     }
 }
@@ -433,7 +418,7 @@ async fn throttling_and_server_errors_on_30_percent_of_calls_still_converge_and_
     let mut world = World::start_with_eks_standin().await;
     let baseline = inventory::take(&world).await;
     world.proxy.fail_at_random(0.3, 10);
-    start(&mut world);
+    driver::start_provider(&mut world);
     let mut cluster = StockCluster::example();
     cluster.converge(&mut world).await;
     let made = inventory::take(&world).await.since(&baseline);

@@ -4,9 +4,12 @@ Usage: eks_standin.py PORT. Serves moto's own application on 127.0.0.1:PORT and 
 pod-identity routes itself (written from the EKS API reference: paths, bodies, error types); everything else,
 including `/moto-api/reset` (which also clears the stand-in), goes to moto. A cluster must exist in moto for
 its add-ons and associations, as in EKS. `GET /standin/state` lists every add-on and association it holds, of
-clusters that exist or not, so a test can check that nothing was left behind. Exits when stdin closes.
+clusters that exist or not, so a test can check that nothing was left behind. When moto checks IAM (after
+`POST /moto-api/reset-auth`), the stand-in's routes are checked the same way, by moto's own signature and policy
+evaluation, so a least-privilege policy is tested on every EKS action the provider calls. Exits when stdin closes.
 """
 
+import io
 import json
 import os
 import re
@@ -15,13 +18,32 @@ import threading
 import time
 import uuid
 
+from moto import settings
 from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.authorization import ActionAuthenticatorMixin
 from moto.eks.models import eks_backends
+from moto.iam.access_control import IAMRequest, IAMRequestBase
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import run_simple
 from werkzeug.wrappers import Request, Response
 
 threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+
+# The bytes of the request this server thread is serving, as the caller sent and signed them.
+SENT = threading.local()
+_moto_signed_request = IAMRequestBase._create_aws_request
+
+
+def _signed_request_as_sent(self):
+    """moto 5.2.5 checks a signature over the request as it re-serialises it: a form body re-encoded (spaces as
+    `+` where the caller sent `%20`) and a bodiless GET or DELETE over its headers, so most EC2 writes and every
+    EKS or EFS read fail the check. Check it over the bytes the caller sent instead; the rest is moto's."""
+    self._data = {}
+    self._body = getattr(SENT, "body", self._body)
+    return _moto_signed_request(self)
+
+
+IAMRequestBase._create_aws_request = _signed_request_as_sent
 
 LOCK = threading.Lock()
 ADDONS = {}  # (region, cluster, addon name) -> addon
@@ -46,6 +68,36 @@ def error(status, kind, message):
 
 def ok(body):
     return Response(json.dumps(body), status=200, headers={"Content-Type": "application/json"})
+
+
+def action_of(request, addon, association):
+    """The EKS API action a stand-in route serves, as IAM names it."""
+    if addon:
+        one, kind = addon.group("addon"), "Addon"
+        if request.method == "POST" and addon.group("update"):
+            return "UpdateAddon"
+    else:
+        one, kind = association.group("id"), "PodIdentityAssociation"
+    if one is None:
+        return {"GET": f"List{kind}s", "POST": f"Create{kind}"}.get(request.method, "Unknown")
+    return {"GET": f"Describe{kind}", "POST": f"Update{kind}", "DELETE": f"Delete{kind}"}.get(
+        request.method, "Unknown")
+
+
+def refused(request, action):
+    """moto's own IAM check of a stand-in request, once moto checks IAM: a refusal as EKS answers it, or None."""
+    if ActionAuthenticatorMixin.request_count < settings.INITIAL_NO_AUTH_ACTION_COUNT:
+        return None
+    body = SENT.body
+    try:
+        iam = IAMRequest(account_id=DEFAULT_ACCOUNT_ID, method=request.method, path=request.environ.get("RAW_URI") or request.full_path.rstrip("?"),
+                         data={}, body=body, headers=dict(request.headers), action=action)
+        iam.check_signature()
+        iam.check_action_permitted("*")
+    except Exception as refusal:  # moto raises its own HTTP errors; EKS answers 403 with a type header
+        message = getattr(refusal, "message", None) or getattr(refusal, "description", None) or str(refusal)
+        return error(403, "AccessDeniedException", f"eks:{action}: {message}")
+    return None
 
 
 def region_of(request):
@@ -151,11 +203,34 @@ def association_route(request, region, cluster, association_id):
     return error(405, "InvalidRequestException", "method not allowed")
 
 
+def json_refusals(app, environ, start_response):
+    """moto answers an IAM refusal in its XML form whatever the service; EKS and EFS speak JSON, naming the error
+    in `x-amzn-ErrorType`, so their SDKs read moto's as an unknown error. Answer as they do."""
+    captured = {}
+
+    def capture(status, headers, exc_info=None):
+        captured["status"], captured["headers"] = status, headers
+        return lambda data: None
+
+    body = b"".join(app(environ, capture))
+    if captured["status"].startswith("403") and body.lstrip().startswith(b"<"):
+        code = re.search(rb"<Code>([^<]*)</Code>", body)
+        message = re.search(rb"<Message>([^<]*)</Message>", body)
+        code = code.group(1).decode() if code else "AccessDenied"
+        kind = "AccessDeniedException" if code == "AccessDenied" else code
+        return error(403, kind, message.group(1).decode() if message else code)(environ, start_response)
+    start_response(captured["status"], captured["headers"])
+    return [body]
+
+
 class StandIn:
     def __init__(self, moto):
         self.moto = moto
 
     def __call__(self, environ, start_response):
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        SENT.body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(SENT.body)
         request = Request(environ)
         path = request.path
         if path == "/standin/state":
@@ -176,7 +251,12 @@ class StandIn:
         addon = ADDON.match(path)
         association = ASSOCIATION.match(path)
         if not (addon or association):
+            if path.startswith("/clusters") or path.startswith("/2015-02-01/"):
+                return json_refusals(self.moto, environ, start_response)
             return self.moto(environ, start_response)
+        denied = refused(request, action_of(request, addon, association))
+        if denied is not None:
+            return denied(environ, start_response)
         region = region_of(request)
         cluster = (addon or association).group("cluster")
         with LOCK:

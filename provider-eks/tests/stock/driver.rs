@@ -338,3 +338,19 @@ impl StockCluster {
         self.observed.get(key)
     }
 }
+
+/// Starts the provider on the stock tests' schedule: a calm resource is looked at every 2 s, a busy one every
+/// second, backoff from 1 s to 4 s.
+pub fn start_provider(world: &mut World) {
+    world.start_provider_with(&[
+        "--poll-interval-seconds",
+        "2",
+        "--busy-interval-seconds",
+        "1",
+        "--backoff-seconds",
+        "1",
+        "--max-backoff-seconds",
+        "4",
+        "--debug",
+    ]);
+}

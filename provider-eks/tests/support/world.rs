@@ -51,6 +51,8 @@ pub struct World {
     pub provider: Option<Child>,
     pub metrics_port: u16,
     pub starts: usize,
+    /// The test's own keys once moto checks IAM (`enforce_iam`); moto's open default before.
+    admin: Option<AwsCredentials>,
 }
 
 impl World {
@@ -187,6 +189,7 @@ impl World {
             provider: None,
             metrics_port: super::free_port(),
             starts: 0,
+            admin: None,
         };
         world.seed().await;
         world
@@ -429,13 +432,68 @@ impl World {
         aws_sdk_efs::Client::new(&self.sdk_config())
     }
 
+    /// From now on moto checks every AWS call as IAM would: the provider calls as an IAM user holding exactly
+    /// `policy` (its credentials Secret is rewritten to that user's keys), the test as an administrator. Returns
+    /// the provider's secret access key, which no log or status may show.
+    pub async fn enforce_iam(&mut self, policy: &str) -> String {
+        let (provider_key, provider_secret) = self.iam_user("modelplane-provider", policy).await;
+        let everything =
+            r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}"#;
+        let (admin_key, admin_secret) = self.iam_user("e2e-admin", everything).await;
+        let credentials = format!(
+            "[default]\naws_access_key_id = {provider_key}\naws_secret_access_key = {provider_secret}\n"
+        );
+        let patch = json!({ "data": { "credentials": ByteString(credentials.into_bytes()) } });
+        self.secrets()
+            .patch("aws", &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+        self.admin = Some(AwsCredentials::new(
+            admin_key,
+            admin_secret,
+            None,
+            None,
+            "e2e-admin",
+        ));
+        // moto's switch: it checks every request after the first N, and N = 0 from here on.
+        let (status, body) = super::http("POST", &format!("{}/moto-api/reset-auth", self.moto.url()), "0");
+        assert_eq!(status, 200, "moto did not turn IAM checks on: {body}");
+        provider_secret
+    }
+
+    /// An IAM user with `policy` inline and an access key; its (key id, secret).
+    async fn iam_user(&self, name: &str, policy: &str) -> (String, String) {
+        let iam = self.iam();
+        iam.create_user().user_name(name).send().await.unwrap();
+        iam.put_user_policy()
+            .user_name(name)
+            .policy_name("granted")
+            .policy_document(policy)
+            .send()
+            .await
+            .unwrap();
+        let key = iam
+            .create_access_key()
+            .user_name(name)
+            .send()
+            .await
+            .unwrap()
+            .access_key
+            .unwrap();
+        (key.access_key_id, key.secret_access_key)
+    }
+
     /// Straight to moto (not through the proxy), so checks are neither faulted nor counted.
     fn sdk_config(&self) -> aws_config::SdkConfig {
+        let credentials = self
+            .admin
+            .clone()
+            .unwrap_or_else(|| AwsCredentials::new("testing", "testing", None, None, "test"));
         aws_config::SdkConfig::builder()
             .behavior_version(aws_config::BehaviorVersion::latest())
             .region(aws_config::Region::new(REGION))
             .credentials_provider(aws_credential_types::provider::SharedCredentialsProvider::new(
-                AwsCredentials::new("testing", "testing", None, None, "test"),
+                credentials,
             ))
             .endpoint_url(self.moto.url())
             .build()

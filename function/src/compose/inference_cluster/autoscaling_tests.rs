@@ -50,6 +50,17 @@ fn the_autoscaler_gets_its_role_through_pod_identity() {
     );
     let role = &out.resources["eks-role-autoscaler"].object["spec"]["forProvider"];
     assert_eq!(role["assumedBy"], "pods.eks.amazonaws.com");
-    let policy = role["inlinePolicy"].as_str().unwrap();
-    assert!(policy.contains("autoscaling:SetDesiredCapacity"), "{policy}");
+    let policy: Value = serde_json::from_str(role["inlinePolicy"].as_str().unwrap()).unwrap();
+    // Resizing reaches only the node groups EKS tagged as this cluster's; reading reaches everything.
+    let resize = policy["Statement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["Action"].to_string().contains("autoscaling:SetDesiredCapacity"))
+        .unwrap();
+    assert_eq!(
+        resize["Condition"]["StringEquals"]["aws:ResourceTag/k8s.io/cluster-autoscaler/us-east"], "owned",
+        "{policy}"
+    );
+    assert!(!resize["Action"].to_string().contains("Describe"), "{policy}");
 }

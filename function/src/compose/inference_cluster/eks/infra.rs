@@ -42,7 +42,8 @@ struct RoleDef {
     part: &'static str,
     assumed_by: &'static str,
     policies: &'static [&'static str],
-    inline: Option<&'static str>,
+    /// The role's inline policy, given the EKS cluster's name.
+    inline: Option<fn(&str) -> String>,
 }
 
 const CLUSTER_ROLE: RoleDef = RoleDef {
@@ -67,16 +68,55 @@ const EFS_CSI_ROLE: RoleDef = RoleDef {
     policies: &["arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy"],
     inline: None,
 };
-/// What the cluster autoscaler needs to discover node groups (by the tags EKS puts on their Auto Scaling
-/// groups) and resize them; AWS publishes no managed policy for it.
+/// The cluster autoscaler's role; AWS publishes no managed policy for it.
 const AUTOSCALER_ROLE: RoleDef = RoleDef {
     part: "autoscaler",
     assumed_by: "pods.eks.amazonaws.com",
     policies: &[],
-    inline: Some(
-        r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["autoscaling:DescribeAutoScalingGroups","autoscaling:DescribeAutoScalingInstances","autoscaling:DescribeLaunchConfigurations","autoscaling:DescribeScalingActivities","autoscaling:DescribeTags","autoscaling:SetDesiredCapacity","autoscaling:TerminateInstanceInAutoScalingGroup","ec2:DescribeImages","ec2:DescribeInstanceTypes","ec2:DescribeLaunchTemplateVersions","ec2:GetInstanceTypesFromInstanceRequirements","eks:DescribeNodegroup"],"Resource":"*"}]}"#,
-    ),
+    inline: Some(autoscaler_policy),
 };
+
+/// What the cluster autoscaler does: it reads every Auto Scaling group, instance type and launch template (these
+/// reads take no narrower resource), and resizes or shrinks only the groups of this cluster, which EKS tags
+/// `k8s.io/cluster-autoscaler/<cluster>: owned` on every managed node group it makes. Another cluster's groups in
+/// the same account are out of its reach.
+fn autoscaler_policy(cluster: &str) -> String {
+    json!({
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DiscoverNodeGroups",
+                "Effect": "Allow",
+                "Action": [
+                    "autoscaling:DescribeAutoScalingGroups",
+                    "autoscaling:DescribeAutoScalingInstances",
+                    "autoscaling:DescribeLaunchConfigurations",
+                    "autoscaling:DescribeScalingActivities",
+                    "autoscaling:DescribeTags",
+                    "ec2:DescribeImages",
+                    "ec2:DescribeInstanceTypes",
+                    "ec2:DescribeLaunchTemplateVersions",
+                    "ec2:GetInstanceTypesFromInstanceRequirements",
+                    "eks:DescribeNodegroup"
+                ],
+                "Resource": "*"
+            },
+            {
+                "Sid": "ResizeOnlyThisClustersGroups",
+                "Effect": "Allow",
+                "Action": [
+                    "autoscaling:SetDesiredCapacity",
+                    "autoscaling:TerminateInstanceInAutoScalingGroup"
+                ],
+                "Resource": "*",
+                "Condition": {
+                    "StringEquals": { format!("aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster}"): "owned" }
+                }
+            }
+        ]
+    })
+    .to_string()
+}
 
 pub const ROLE_PREFIX: &str = "eks-role-";
 pub const POD_IDENTITY_PREFIX: &str = "eks-podidentity-";
@@ -238,7 +278,7 @@ fn role(out: &mut Output, ctx: &Context, def: &RoleDef) -> Result<Option<String>
             for_provider: eks_api::RoleParameters {
                 assumed_by: def.assumed_by.into(),
                 policy_arns: def.policies.iter().map(|p| (*p).to_owned()).collect(),
-                inline_policy: def.inline.map(str::to_owned),
+                inline_policy: def.inline.map(|policy| policy(ctx.name)),
                 tags: ctx.tags.clone(),
             },
             resource: ctx.resource_spec(),
