@@ -54,6 +54,17 @@ fn schema_for(object: &Value) -> Value {
         ("gateway.networking.k8s.io/v1", "GatewayClass") => {
             "tests/crds/routing/gateway-api/v1.5.1/gateway.networking.k8s.io_gatewayclasses.yaml"
         }
+        ("gateway.envoyproxy.io/v1alpha1", "EnvoyProxy") => {
+            "tests/crds/routing/envoy-gateway/v1.8.1/gateway.envoyproxy.io_envoyproxies.yaml"
+        }
+        ("gateway.envoyproxy.io/v1alpha1", "ClientTrafficPolicy") => {
+            "tests/crds/routing/envoy-gateway/v1.8.1/gateway.envoyproxy.io_clienttrafficpolicies.yaml"
+        }
+        ("cert-manager.io/v1", "Certificate") => "tests/crds/cert-manager/v1.17.2/crd-certificates.yaml",
+        ("cert-manager.io/v1", "ClusterIssuer") => "tests/crds/cert-manager/v1.17.2/crd-clusterissuers.yaml",
+        ("trust.cert-manager.io/v1alpha1", "Bundle") => {
+            "tests/crds/trust-manager/v0.25.0/trust.cert-manager.io_bundles.yaml"
+        }
         ("kubernetes.m.crossplane.io/v1alpha1", "Object") => {
             "tests/crds/provider-kubernetes/kubernetes.m.crossplane.io_objects.yaml"
         }
@@ -191,6 +202,21 @@ fn created_copy(key: &str, object: &Value) -> Value {
     )
 }
 
+/// `kinds` and the kinds of the fleet gateway's client certificate chain (CA, issuer, certificate, Bundle and the
+/// published CA it observes), sorted.
+fn with_client_chain<'a>(kinds: &[&'a str]) -> Vec<&'a str> {
+    let mut all = kinds.to_vec();
+    all.extend([
+        "Bundle",
+        "Certificate",
+        "Certificate",
+        "ClusterIssuer",
+        "ConfigMap",
+    ]);
+    all.sort_unstable();
+    all
+}
+
 #[test]
 fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crds() {
     let mut gateway = example("fleet-gateway.yaml");
@@ -207,8 +233,8 @@ fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crd
     kinds.sort_unstable();
     assert_eq!(
         kinds,
-        ["ConfigMap", "Secret", "Secret", "SecurityPolicy"],
-        "the copies, their owner and the deny-all policy first; no listener yet"
+        with_client_chain(&["ConfigMap", "Secret", "Secret", "SecurityPolicy"]),
+        "the copies, their owner, the deny-all policy and the client certificate chain first; no listener yet"
     );
     assert_valid(&first);
     // Once every copy exists and the policy is in place: the listener, and the copies' references.
@@ -224,7 +250,15 @@ fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crd
     kinds.sort_unstable();
     assert_eq!(
         kinds,
-        ["ConfigMap", "Gateway", "Secret", "Secret", "SecurityPolicy"]
+        with_client_chain(&[
+            "ConfigMap",
+            "EnvoyProxy",
+            "Gateway",
+            "Secret",
+            "Secret",
+            "SecurityPolicy"
+        ]),
+        "the listener, and the EnvoyProxy presenting the client certificate once it is issued"
     );
     assert!(
         objects
@@ -233,6 +267,14 @@ fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crd
             .all(|(_, o)| o["spec"]["references"].is_array())
     );
     assert_valid(&objects);
+    let gateway_object = |objects: &[(String, Value)]| {
+        objects.iter().find(|(key, _)| key == "gateway").unwrap().1["spec"]["forProvider"]["manifest"].clone()
+    };
+    assert!(
+        gateway_object(&objects)["spec"]["infrastructure"].is_null(),
+        "the Gateway takes the EnvoyProxy only once it exists"
+    );
+    client_certificate_is_presented_then_published(&gateway, &objects);
 
     let mut tls_without_hostname = example("fleet-gateway.yaml");
     tls_without_hostname["spec"]["tls"] = json!({"certificateRefs": [{"name": "fleet-tls"}]});
@@ -242,6 +284,75 @@ fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crd
     both_levels["spec"]["auth"]["secretRefs"] = json!([{"name": "other"}]);
     let found = problems(&xrd_schema("inferencegateways.yaml"), &both_levels, None);
     assert!(found.iter().any(|p| p.contains("not both")), "{found:#?}");
+}
+
+/// With every object of the gateway on its cluster, the Gateway takes the EnvoyProxy that presents the client
+/// certificate; once the observed Gateway shows it took it, the status publishes the client CA.
+fn client_certificate_is_presented_then_published(gateway: &Value, objects: &[(String, Value)]) {
+    let ca = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tls/cluster-gateway-ca.pem"),
+    )
+    .unwrap();
+    let seen = |objects: &[(String, Value)], took_proxy: bool| -> Vec<Value> {
+        objects
+            .iter()
+            .map(|(key, o)| match key.as_str() {
+                "callers-policy" => observed(key, o, json!({})),
+                "client-ca-published" => observed(
+                    key,
+                    o,
+                    json!({"status": {"atProvider": {"manifest": {"data": {"ca.crt": ca}}}}}),
+                ),
+                "gateway" => {
+                    let mut manifest = json!({"status": {"addresses": [{"value": "203.0.113.7"}]}});
+                    if took_proxy {
+                        manifest["spec"] = o["spec"]["forProvider"]["manifest"]["spec"].clone();
+                    }
+                    observed(key, o, json!({"status": {"atProvider": {"manifest": manifest}}}))
+                }
+                _ => created_copy(key, o),
+            })
+            .collect()
+    };
+    let rsp = render_observed(gateway, vec![gateway_cluster()], seen(objects, false));
+    let third = desired(&rsp);
+    let manifest =
+        third.iter().find(|(key, _)| key == "gateway").unwrap().1["spec"]["forProvider"]["manifest"].clone();
+    assert_eq!(
+        manifest["spec"]["infrastructure"]["parametersRef"],
+        json!({"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": "fleet-gateway-proxy"})
+    );
+    assert_valid(&third);
+    let status = |rsp: &RunFunctionResponse| {
+        rsp.desired
+            .as_ref()
+            .unwrap()
+            .composite
+            .as_ref()
+            .unwrap()
+            .resource
+            .as_ref()
+            .unwrap()
+            .to_json()
+            .unwrap()["status"]
+            .clone()
+    };
+    assert!(
+        status(&rsp)["clientCertificateAuthorities"].is_null(),
+        "no CA is published before the Gateway presents certificates under it: {}",
+        status(&rsp)
+    );
+    let rsp = render_observed(gateway, vec![gateway_cluster()], seen(&third, true));
+    assert_eq!(status(&rsp)["clientCertificateAuthorities"], json!([ca]));
+    assert_eq!(
+        problems(
+            &xrd_schema("inferencegateways.yaml"),
+            &json!({"apiVersion": "modelplane.ai/v1alpha1",
+            "kind": "InferenceGateway", "metadata": {"name": "fleet"}, "spec": gateway["spec"], "status": status(&rsp)}),
+            None
+        ),
+        Vec::<String>::new()
+    );
 }
 
 /// The provider keys and caller keys stay in their Secrets: whatever Crossplane sends back — even Objects as an

@@ -434,6 +434,10 @@ pub struct GatewayStatus {
     /// PEM of the cluster's own CA, the only one that signs the gateway's certificate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_certificate: Option<String>,
+    /// Fingerprints ([`crate::api::ca::fingerprint`]) of the fleet client CAs the gateway requires a caller's
+    /// certificate under, as applied on the cluster; empty while it requires none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_client_authorities: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

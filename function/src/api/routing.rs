@@ -229,8 +229,9 @@ impl GatewayAuth {
     }
 }
 
-/// An InferenceGateway's status: written by its composer, read back by it (the cluster it chose) and by the
-/// ModelServices it serves (where it answers).
+/// An InferenceGateway's status: written by its composer, read back by it (the cluster it chose, the client CAs
+/// it published), by the ModelServices it serves (where it answers) and by every InferenceCluster (the client CAs
+/// its gateway requires).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InferenceGatewayStatus {
@@ -240,6 +241,10 @@ pub struct InferenceGatewayStatus {
     pub address: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoints: Option<GatewayEndpoints>,
+    /// The CAs of the client certificates the gateway presents to cluster gateways, PEM: the current one, and
+    /// the one before it while a cluster has not yet reported trusting the current one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_certificate_authorities: Vec<String>,
 }
 
 /// The base URLs callers use.

@@ -25,6 +25,8 @@ pub enum ConditionType {
     GatewayReady,
     /// InferenceGateway: which caller keys are in effect.
     CallerAuth,
+    /// InferenceGateway: the client certificate it presents to cluster gateways, and how many require it.
+    ClientCertificate,
     /// ModelEndpoint: the endpoint can be routed to.
     EndpointReady,
     /// ModelService: the ModelEndpoints its entries select, and how many are ready.
@@ -65,6 +67,8 @@ pub enum Reason {
     KeysPending,
     SomeKeysPending,
     KeysInEffect,
+    Issuing,
+    Presented,
     // ModelEndpoint
     Valid,
     // ModelService

@@ -188,3 +188,34 @@ def test_prefill_decode_gangs_pass_strict_server_side_admission(platform, tmp_pa
     for manifest in manifests:
         admit(platform, manifest, "a manifest", problems)
     assert not problems, "the API server refused:\n" + "\n".join(problems)
+
+
+def test_mutual_tls_on_the_hop_to_a_cluster_gateway_passes_strict_server_side_admission(platform, tmp_path):
+    """The fleet gateway taken to Ready (`render --until-ready`) composes its client CA, certificate, Bundle and
+    the EnvoyProxy presenting the certificate, and publishes the CA; a cluster rendered with that gateway requires
+    it: a ClientTrafficPolicy on its gateway and the ConfigMap of trusted CAs. All of it passes admission."""
+    documents = installs.render(EXAMPLES / "services" / "fleet-gateway.yaml", SERVICES, until_ready=True)
+    gateway, composed = documents[0], [d for d in documents[1:] if d.get("kind") != "Result"]
+    manifests = {(o["spec"]["forProvider"]["manifest"]["kind"], o["spec"]["forProvider"]["manifest"]["metadata"]["name"])
+                 for o in composed if is_object(o)}
+    assert ("EnvoyProxy", "fleet-gateway-proxy") in manifests, sorted(manifests)
+    assert ("Certificate", "fleet-gateway-client") in manifests, sorted(manifests)
+    cas = (gateway.get("status") or {}).get("clientCertificateAuthorities") or []
+    assert len(cas) == 1 and cas[0].startswith("-----BEGIN CERTIFICATE-----"), gateway.get("status")
+    problems: list[str] = []
+    admit_composed(platform, composed, problems)
+
+    published = tmp_path / "gateway.yaml"
+    published.write_text(yaml.safe_dump(gateway))
+    cluster = CLUSTERS / "existing-onprem.yaml"
+    documents = installs.render(cluster, CLASSES, INSTALL, published, until_ready=True)
+    composed = [d for d in documents[1:] if d.get("kind") != "Result"]
+    policies = [o["spec"]["forProvider"]["manifest"] for o in composed if is_object(o)
+                and o["spec"]["forProvider"]["manifest"]["kind"] == "ClientTrafficPolicy"]
+    assert len(policies) == 1, "the cluster gateway requires the fleet gateway's client certificate"
+    refs = policies[0]["spec"]["tls"]["clientValidation"]["caCertificateRefs"]
+    assert refs == [{"group": "", "kind": "ConfigMap", "name": "modelplane-fleet-client-cas"}]
+    status = documents[0].get("status") or {}
+    assert len((status.get("gateway") or {}).get("trustedClientAuthorities") or []) == 1, status.get("gateway")
+    admit_composed(platform, composed, problems)
+    assert not problems, "the API server refused:\n" + "\n".join(problems)

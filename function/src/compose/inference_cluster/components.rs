@@ -119,6 +119,23 @@ pub fn compose_components(
     }
 }
 
+/// The key of one of the cluster gateway's objects, as the component's own are keyed.
+pub fn gateway_object_key(suffix: &str) -> String {
+    format!("object-{}-{suffix}", components::CLUSTER_GATEWAY.name)
+}
+
+/// Composes an object of the cluster gateway that the stack's list cannot hold, because it depends on other
+/// composites (the fleet client CAs it requires): ready once created, deleted with the cluster.
+pub fn compose_gateway_object(out: &mut Output, cluster: &str, suffix: &'static str, manifest: Value) {
+    let object = crate::stack::StackObject::created(suffix, manifest);
+    let wrapped = wrap(
+        cluster,
+        &format!("{}-{suffix}", components::CLUSTER_GATEWAY.name),
+        &object,
+    );
+    out.compose(gateway_object_key(suffix), wrapped, false);
+}
+
 fn release(cluster: &str, component: &Component, repository: &str, chart: &str, values: Value) -> Value {
     json!({
         "apiVersion": HELM_API_VERSION, "kind": "Release",

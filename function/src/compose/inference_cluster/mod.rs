@@ -29,6 +29,7 @@ use crate::{
 };
 
 mod aks;
+mod client_trust;
 mod components;
 mod eks;
 mod existing;
@@ -96,6 +97,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     components::compose_provider_configs(&mut out, name, cloud.as_ref());
     if installable {
         components::compose_components(&mut out, name, &facts, stack, &mut plan);
+        client_trust::compose(&mut out, req, name);
     }
     usages::compose(&mut out, name, cloud.as_ref());
     let (entries, skipped) = ledger::read(req, name);
@@ -138,6 +140,7 @@ fn requirements(name: &str, spec: &InferenceClusterSpec) -> BTreeMap<String, Res
         })
         .collect();
     requirements.insert(ledger::LEDGER.to_owned(), ledger::requirement(name));
+    requirements.insert(client_trust::GATEWAYS.to_owned(), client_trust::requirement());
     requirements
 }
 

@@ -148,7 +148,7 @@ fn first_call_asks_for_each_distinct_class_once_and_composes_nothing() {
     let out = compose(&request(&xr, &[]), &raw(&xr)).unwrap();
     assert_eq!(
         out.requirements.keys().collect::<Vec<_>>(),
-        ["class-eks-h200-8x", "placement-ledger"]
+        ["class-eks-h200-8x", "gateways", "placement-ledger"]
     );
     let ledger = &out.requirements["placement-ledger"];
     assert_eq!(

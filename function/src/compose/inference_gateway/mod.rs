@@ -33,9 +33,10 @@ use crate::{
     wire::RawStruct,
 };
 
+mod client_certificate;
 mod front_door;
 
-use crate::stack::well_known::GATEWAY_NAMESPACE;
+use crate::stack::{cluster_gateway::client_tls, well_known::GATEWAY_NAMESPACE};
 
 const CLUSTERS: &str = "clusters";
 
@@ -47,11 +48,26 @@ struct InferenceGateway {
     status: InferenceGatewayStatus,
 }
 
-/// The part of an observed Gateway that says where it answers.
+/// The part of an observed Gateway that says where it answers, and which EnvoyProxy it took.
 #[derive(Default, Deserialize)]
 struct GatewayView {
     #[serde(default)]
+    spec: GatewaySpecView,
+    #[serde(default)]
     status: GatewayStatusView,
+}
+
+#[derive(Default, Deserialize)]
+struct GatewaySpecView {
+    #[serde(default)]
+    infrastructure: Option<InfrastructureView>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InfrastructureView {
+    #[serde(default)]
+    parameters_ref: Option<AddressView>,
 }
 
 #[derive(Default, Deserialize)]
@@ -60,10 +76,13 @@ struct GatewayStatusView {
     addresses: Vec<AddressView>,
 }
 
+/// A Gateway's address (`value`) or parameters reference (`name`).
 #[derive(Default, Deserialize)]
 struct AddressView {
     #[serde(default)]
     value: String,
+    #[serde(default)]
+    name: String,
 }
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
@@ -113,6 +132,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     };
     out.set_status(&InferenceGatewayStatus {
         cluster_name: cluster.clone(),
+        client_certificate_authorities: gateway.status.client_certificate_authorities.clone(),
         ..Default::default()
     })?;
     let Some(pc) = reachable(&cluster) else {
@@ -182,26 +202,45 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     }
     report_callers(&mut out, callers.len(), filled.len(), &waiting);
 
-    let address = remote::observed::<GatewayView>(request::observed_composed(req, "gateway"))
-        .as_ref()
-        .and_then(|o| o.manifest())
+    let client = client_certificate::compose(&mut out, req, &pc);
+    let observed_gateway = remote::observed::<GatewayView>(request::observed_composed(req, "gateway"));
+    let observed_gateway = observed_gateway.as_ref().and_then(|o| o.manifest());
+    let address = observed_gateway
         .and_then(|g| g.status.addresses.first())
         .map(|a| a.value.clone())
         .filter(|a| !a.is_empty());
+    // The Gateway takes the EnvoyProxy that presents the client certificate once it exists, and keeps it.
+    let took_proxy = observed_gateway
+        .and_then(|g| g.spec.infrastructure.as_ref()?.parameters_ref.as_ref())
+        .is_some_and(|p| p.name == client_tls::FLEET_PROXY);
     // The listener comes up only behind its callers policy: an Envoy that programmed routes before the policy
     // would answer them unauthenticated. Once composed it stays, so a policy briefly not ready drops no traffic.
     let gateway_exists = request::observed_composed(req, "gateway").is_some();
     let gateway_ready = address.is_some() && ready("gateway") && certificates_filled;
     if policy_ready || gateway_exists {
+        let mut manifest = front_door::gateway(gateway.spec.hostname.as_deref(), &certificates);
+        if client.proxy_ready || took_proxy {
+            manifest["spec"]["infrastructure"] = json!({"parametersRef": client_tls::parameters_ref()});
+        }
         out.compose(
             "gateway",
-            in_control_namespace(remote::object(
-                front_door::gateway(gateway.spec.hostname.as_deref(), &certificates),
-                &pc,
-            )),
+            in_control_namespace(remote::object(manifest, &pc)),
             gateway_ready,
         );
     }
+    let client_certificate_authorities = client_certificate::publish(
+        &mut out,
+        req,
+        &client,
+        took_proxy && ready("gateway"),
+        &gateway.status.client_certificate_authorities,
+        &clusters,
+    );
+    out.set_status(&InferenceGatewayStatus {
+        cluster_name: cluster.clone(),
+        client_certificate_authorities: client_certificate_authorities.clone(),
+        ..Default::default()
+    })?;
     let scheme = if certificates.is_empty() { "http" } else { "https" };
     match address {
         Some(address) => {
@@ -226,6 +265,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 cluster_name: cluster.clone(),
                 address: address.clone(),
                 endpoints: Some(GatewayEndpoints { open_ai: endpoint }),
+                client_certificate_authorities,
             })?;
         }
         None => {

@@ -246,3 +246,120 @@ fn bad_auth_and_tls_are_fatal_naming_the_field() {
         assert_eq!(err.path, field, "{spec}: {err:?}");
     }
 }
+
+const CLIENT_CA: &str = include_str!("../../../../tests/fixtures/tls/fleet-client-ca.pem");
+/// A CA published before `CLIENT_CA` (any other valid CA will do).
+const OLD_CA: &str = include_str!("../../../../tests/fixtures/tls/cluster-gateway-ca.pem");
+
+/// A cluster whose gateway reports requiring client certificates under the CAs `trusted`.
+fn cluster_trusting(name: &str, trusted: &[&str]) -> Value {
+    let mut cluster = cluster(name, &format!("{name}-pc"));
+    let fingerprints: Vec<String> = trusted
+        .iter()
+        .map(|pem| crate::api::ca::fingerprint(pem).unwrap())
+        .collect();
+    cluster["status"]["gateway"] =
+        json!({"address": "198.51.100.7", "trustedClientAuthorities": fingerprints});
+    cluster
+}
+
+/// The gateway on cluster `b`, its Gateway observed with (`took_proxy`) or without the EnvoyProxy that presents
+/// the client certificate, and `CLIENT_CA` published on the cluster.
+fn client_ca_request(
+    before: &[&str],
+    clusters: &[Value],
+    took_proxy: bool,
+) -> crate::proto::v1::RunFunctionRequest {
+    let xr = gateway(
+        json!({"clusterName": "b"}),
+        json!({"clientCertificateAuthorities": before}),
+    );
+    let ready = json!([{"type": "Ready", "status": "True"}]);
+    let mut manifest = json!({"status": {"addresses": [{"value": "203.0.113.9"}]}});
+    if took_proxy {
+        manifest["spec"] = json!({"infrastructure": {"parametersRef": {
+            "group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": "fleet-gateway-proxy"}}});
+    }
+    let gateway = json!({"status": {"conditions": ready, "atProvider": {"manifest": manifest}}});
+    let published = json!({"status": {"conditions": ready,
+                                      "atProvider": {"manifest": {"data": {"ca.crt": CLIENT_CA}}}}});
+    let req = with_required(request(xr), "clusters", clusters);
+    with_observed(
+        with_observed(req, "gateway", &gateway),
+        "client-ca-published",
+        &published,
+    )
+}
+
+#[test]
+fn the_client_ca_is_published_only_once_the_gateway_presents_certificates_under_it() {
+    let clusters = [cluster_trusting("b", &[])];
+    let out = run(compose, &client_ca_request(&[], &clusters, false)).unwrap();
+    assert!(
+        out.status.get("clientCertificateAuthorities").is_none(),
+        "{:?}",
+        out.status
+    );
+    let gateway = &out.resources["gateway"].object["spec"]["forProvider"]["manifest"];
+    assert!(
+        gateway["spec"]["infrastructure"].is_null(),
+        "the EnvoyProxy is not on the cluster yet"
+    );
+    let client = |out: &crate::compose::Output| {
+        let c = out
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "ClientCertificate")
+            .unwrap();
+        (c.status, c.reason, c.message.clone().unwrap_or_default())
+    };
+    assert_eq!(client(&out).0, Status::ConditionFalse);
+    let out = run(compose, &client_ca_request(&[], &clusters, true)).unwrap();
+    assert_eq!(out.status["clientCertificateAuthorities"], json!([CLIENT_CA]));
+    let (status, reason, message) = client(&out);
+    assert_eq!((status, reason), (Status::ConditionTrue, "Presented"));
+    assert!(
+        message.ends_with("0 of 1 cluster gateways require it"),
+        "{message}"
+    );
+    let gateway = &out.resources["gateway"].object["spec"]["forProvider"]["manifest"];
+    assert_eq!(
+        gateway["spec"]["infrastructure"]["parametersRef"]["name"],
+        "fleet-gateway-proxy"
+    );
+}
+
+#[test]
+fn a_new_client_ca_is_published_beside_the_old_one_until_every_cluster_trusts_it() {
+    let halfway = [
+        cluster_trusting("b", &[OLD_CA, CLIENT_CA]),
+        cluster_trusting("c", &[OLD_CA]),
+    ];
+    let out = run(compose, &client_ca_request(&[OLD_CA], &halfway, true)).unwrap();
+    assert_eq!(
+        out.status["clientCertificateAuthorities"],
+        json!([CLIENT_CA, OLD_CA])
+    );
+    let everywhere = [
+        cluster_trusting("b", &[OLD_CA, CLIENT_CA]),
+        cluster_trusting("c", &[CLIENT_CA]),
+    ];
+    let out = run(
+        compose,
+        &client_ca_request(&[CLIENT_CA, OLD_CA], &everywhere, true),
+    )
+    .unwrap();
+    assert_eq!(out.status["clientCertificateAuthorities"], json!([CLIENT_CA]));
+}
+
+#[test]
+fn what_was_published_stays_while_the_current_ca_cannot_be_read_and_only_valid_cas_are_kept() {
+    let clusters = [cluster_trusting("b", &[OLD_CA])];
+    // The Gateway has not taken the EnvoyProxy (or its observation is lost): nothing new to say.
+    let out = run(
+        compose,
+        &client_ca_request(&[OLD_CA, "not a certificate"], &clusters, false),
+    )
+    .unwrap();
+    assert_eq!(out.status["clientCertificateAuthorities"], json!([OLD_CA]));
+}

@@ -11,7 +11,10 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 
 use super::composition_key;
-use crate::{compose::remote::OBJECT_API_VERSION, stack::cluster_gateway::tls};
+use crate::{
+    compose::remote::OBJECT_API_VERSION,
+    stack::cluster_gateway::{client_tls, tls},
+};
 
 /// The account every simulated ARN is in.
 pub const ACCOUNT: &str = "123456789012";
@@ -19,6 +22,8 @@ pub const ACCOUNT: &str = "123456789012";
 /// The CA the simulated cluster gateway publishes: a real certificate (the function checks it parses as a trust
 /// anchor) whose private key was never kept, so nothing can be served under it.
 pub const SIMULATED_CA: &str = include_str!("../../../../tests/fixtures/tls/cluster-gateway-ca.pem");
+/// The fleet gateway's client CA as trust-manager would publish it (a fixed test certificate, as above).
+pub const SIMULATED_CLIENT_CA: &str = include_str!("../../../../tests/fixtures/tls/fleet-client-ca.pem");
 
 const PROVIDER_EKS_GROUP: &str = "eks.m.modelplane.ai";
 /// The upjet providers' namespaced groups end so (`container.gcp.m.upbound.io`, ...).
@@ -240,6 +245,10 @@ fn remote_object(composed: &Value) -> Value {
         // trust-manager's copy of the cluster gateway's CA, which the composition only observes.
         "ConfigMap" if name == tls::PUBLISHED_CA => {
             manifest["data"] = json!({tls::CA_KEY: SIMULATED_CA});
+        }
+        // trust-manager's copy of the fleet gateway's client CA, likewise only observed.
+        "ConfigMap" if name == client_tls::CLIENT_CA => {
+            manifest["data"] = json!({tls::CA_KEY: SIMULATED_CLIENT_CA});
         }
         // Envoy Gateway's load balancer address; one per provider config, so each cluster gets its own.
         "Gateway" => {

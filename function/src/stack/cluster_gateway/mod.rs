@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::{StackObject, well_known::GATEWAY_NAMESPACE};
 
+pub mod client_tls;
 pub mod tls;
 
 /// The Gateway every replica's HTTPRoute attaches to.

@@ -27,7 +27,7 @@ pub const SERVING_SECRET: &str = "cluster-gateway-tls";
 const CA: &str = "modelplane-cluster-gateway-ca";
 /// The ConfigMap trust-manager publishes the CA's public certificate in, in the gateway's namespace.
 pub const PUBLISHED_CA: &str = CA;
-const SELF_SIGNED_ISSUER: &str = "modelplane-selfsigned";
+pub(super) const SELF_SIGNED_ISSUER: &str = "modelplane-selfsigned";
 /// The key of the CA's public certificate, in the CA's Secret and in the published ConfigMap alike.
 pub const CA_KEY: &str = "ca.crt";
 /// The suffix of the observed ConfigMap's object in the cluster-gateway component.
@@ -35,14 +35,14 @@ pub const CA_SUFFIX: &str = "ca-published";
 /// Ten years: the fleet side trusts this CA and nothing else, so it rotates rarely; the serving certificate under
 /// it renews every 60 days (cert-manager's default 90-day life, renewed at two thirds).
 const CA_DURATION: &str = "87600h";
-const CERT_MANAGER_API: &str = "cert-manager.io/v1";
+pub(super) const CERT_MANAGER_API: &str = "cert-manager.io/v1";
 
-fn issuer_ref(name: &str) -> Value {
+pub(super) fn issuer_ref(name: &str) -> Value {
     json!({"group": "cert-manager.io", "kind": "ClusterIssuer", "name": name})
 }
 
 /// ECDSA P-256, a new key on every renewal.
-fn private_key() -> Value {
+pub(super) fn private_key() -> Value {
     json!({"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"})
 }
 
@@ -57,29 +57,8 @@ pub fn objects() -> Vec<StackObject> {
                 "spec": {"selfSigned": {}},
             }),
         ),
-        StackObject::created(
-            "ca",
-            json!({
-                "apiVersion": CERT_MANAGER_API, "kind": "Certificate",
-                "metadata": {"name": CA, "namespace": CERT_MANAGER.namespace},
-                "spec": {
-                    "isCA": true,
-                    "commonName": "Modelplane cluster gateway CA",
-                    "secretName": CA,
-                    "duration": CA_DURATION,
-                    "privateKey": private_key(),
-                    "issuerRef": issuer_ref(SELF_SIGNED_ISSUER),
-                },
-            }),
-        ),
-        StackObject::created(
-            "issuer-ca",
-            json!({
-                "apiVersion": CERT_MANAGER_API, "kind": "ClusterIssuer",
-                "metadata": {"name": CA},
-                "spec": {"ca": {"secretName": CA}},
-            }),
-        ),
+        StackObject::created("ca", ca_certificate(CA, "Modelplane cluster gateway CA")),
+        StackObject::created("issuer-ca", ca_issuer(CA)),
         StackObject::created(
             "serving-certificate",
             json!({
@@ -94,26 +73,56 @@ pub fn objects() -> Vec<StackObject> {
                 },
             }),
         ),
-        StackObject::created(
-            "ca-bundle",
-            json!({
-                "apiVersion": "trust.cert-manager.io/v1alpha1", "kind": "Bundle",
-                "metadata": {"name": CA},
-                "spec": {
-                    "sources": [{"secret": {"name": CA, "key": CA_KEY}}],
-                    "target": {
-                        "configMap": {"key": CA_KEY},
-                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": GATEWAY_NAMESPACE}},
-                    },
-                },
-            }),
-        ),
+        StackObject::created("ca-bundle", publishing_bundle(CA)),
         StackObject::observed(
             CA_SUFFIX,
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CA, "namespace": GATEWAY_NAMESPACE}}),
             "has(object.data) && 'ca.crt' in object.data",
         ),
     ]
+}
+
+/// A self-signed CA Certificate `name` (its Secret of the same name in cert-manager's namespace, where a
+/// ClusterIssuer reads a CA from), living [`CA_DURATION`].
+pub fn ca_certificate(name: &str, common_name: &str) -> Value {
+    json!({
+        "apiVersion": CERT_MANAGER_API, "kind": "Certificate",
+        "metadata": {"name": name, "namespace": CERT_MANAGER.namespace},
+        "spec": {
+            "isCA": true,
+            "commonName": common_name,
+            "secretName": name,
+            "duration": CA_DURATION,
+            "privateKey": private_key(),
+            "issuerRef": issuer_ref(SELF_SIGNED_ISSUER),
+        },
+    })
+}
+
+/// The ClusterIssuer `name` signing with the CA [`ca_certificate`] made under that name.
+pub fn ca_issuer(name: &str) -> Value {
+    json!({
+        "apiVersion": CERT_MANAGER_API, "kind": "ClusterIssuer",
+        "metadata": {"name": name},
+        "spec": {"ca": {"secretName": name}},
+    })
+}
+
+/// A trust-manager Bundle republishing `ca.crt` alone of the CA Secret `name` (in cert-manager's namespace, the
+/// trust namespace) as the ConfigMap `name` in the gateway's namespace: the public certificate travels, the key
+/// stays in its Secret.
+pub fn publishing_bundle(name: &str) -> Value {
+    json!({
+        "apiVersion": "trust.cert-manager.io/v1alpha1", "kind": "Bundle",
+        "metadata": {"name": name},
+        "spec": {
+            "sources": [{"secret": {"name": name, "key": CA_KEY}}],
+            "target": {
+                "configMap": {"key": CA_KEY},
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": GATEWAY_NAMESPACE}},
+            },
+        },
+    })
 }
 
 /// The HTTPS listener of the cluster gateway: the only one it has, so no replica is reachable in plaintext.

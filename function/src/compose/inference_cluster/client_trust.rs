@@ -1,0 +1,104 @@
+//! The cluster gateway requires the fleet gateways' client certificates ([`client_tls`]): every InferenceGateway's
+//! published CAs, applied on the cluster as one ConfigMap and a ClientTrafficPolicy, and reported back as
+//! fingerprints, so a gateway knows when a new CA of its own has reached every cluster.
+//!
+//! Once the cluster requires a certificate it keeps requiring one: when no gateway can be read, or none publishes a
+//! CA, the set last applied stays. Opening the gateway to every caller takes deleting the policy on the cluster.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::components::{compose_gateway_object, gateway_object_key};
+use crate::{
+    api::{
+        ca::{fingerprint, split_bundle, valid_ca},
+        routing::InferenceGatewayStatus,
+    },
+    compose::Output,
+    proto::v1::{ResourceSelector, RunFunctionRequest},
+    sdk::request,
+    stack::cluster_gateway::{
+        client_tls::{self, MAX_TRUSTED_CAS},
+        tls::CA_KEY,
+    },
+};
+
+/// The requirement every InferenceGateway arrives under.
+pub const GATEWAYS: &str = "gateways";
+const TRUST_SUFFIX: &str = "client-cas";
+const POLICY_SUFFIX: &str = "client-policy";
+
+pub fn requirement() -> ResourceSelector {
+    ResourceSelector {
+        api_version: crate::compose::API_VERSION.into(),
+        kind: "InferenceGateway".into(),
+        r#match: None,
+        namespace: None,
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct GatewayView {
+    #[serde(default)]
+    status: InferenceGatewayStatus,
+}
+
+/// Composes the trust ConfigMap and the policy requiring it, once there is a CA to trust.
+pub fn compose(out: &mut Output, req: &RunFunctionRequest, cluster: &str) {
+    let published = published(req);
+    let cas = if published.is_empty() {
+        last_applied(req)
+    } else {
+        published
+    };
+    if cas.is_empty() {
+        return;
+    }
+    let [trust, policy] = client_tls::trust(&cas);
+    for (suffix, manifest) in [(TRUST_SUFFIX, trust), (POLICY_SUFFIX, policy)] {
+        compose_gateway_object(out, cluster, suffix, manifest);
+    }
+}
+
+/// Every CA the InferenceGateways publish: valid, each once (however its PEM is wrapped in blank space), in a
+/// stable order, at most [`MAX_TRUSTED_CAS`].
+fn published(req: &RunFunctionRequest) -> Vec<String> {
+    let Some(gateways) = request::required_resources(req, GATEWAYS) else {
+        return Vec::new();
+    };
+    let cas: BTreeSet<String> = gateways
+        .iter()
+        .filter_map(|g| g.resource.as_ref()?.parse::<GatewayView>().ok())
+        .flat_map(|g| g.status.client_certificate_authorities)
+        .filter(|pem| valid_ca(pem).is_ok())
+        .map(|pem| pem.trim().to_owned())
+        .collect();
+    cas.into_iter().take(MAX_TRUSTED_CAS).collect()
+}
+
+/// The trust ConfigMap of the Object this cluster last composed, as `pointer` reads it.
+fn observed_bundle(req: &RunFunctionRequest, pointer: &str) -> Vec<String> {
+    request::observed_composed(req, &gateway_object_key(TRUST_SUFFIX))
+        .and_then(|r| r.resource.as_ref()?.to_json().ok())
+        .and_then(|o| o.pointer(pointer).and_then(Value::as_str).map(str::to_owned))
+        .map(|bundle| split_bundle(&bundle, MAX_TRUSTED_CAS))
+        .unwrap_or_default()
+}
+
+/// What this cluster last asked its gateway to require.
+fn last_applied(req: &RunFunctionRequest) -> Vec<String> {
+    observed_bundle(req, &format!("/spec/forProvider/manifest/data/{CA_KEY}"))
+}
+
+/// Fingerprints of the CAs the gateway requires as the cluster holds them (the Object's observed ConfigMap).
+pub fn applied_fingerprints(req: &RunFunctionRequest) -> Vec<String> {
+    observed_bundle(req, &format!("/status/atProvider/manifest/data/{CA_KEY}"))
+        .iter()
+        .filter_map(|pem| fingerprint(pem))
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "client_trust_tests.rs"]
+mod tests;
