@@ -1,7 +1,8 @@
 //! The IAM policy the package ships (`package/provider-eks/iam/provider-policy.json`) is what provider-eks needs,
 //! tested as AWS would check it: moto checks every call's signature and evaluates the caller's policies (the EKS
 //! add-on and pod-identity stand-in asks moto the same), and the provider calls as an IAM user holding exactly
-//! that policy. A stock InferenceCluster comes up whole and deletes to nothing under it; take one action away and
+//! that policy. A stock InferenceCluster comes up whole and deletes to nothing under it, and neither the user's
+//! secret key nor the cluster's kubeconfig shows in the provider's log, an Event or an MR; take one action away and
 //! the managed resource that needs it says it was refused, naming the action.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -16,7 +17,7 @@ mod inventory;
 use std::time::{Duration, Instant};
 
 use driver::StockCluster;
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::world::World;
 
 /// The policy document as the package ships it.
@@ -67,11 +68,55 @@ async fn the_shipped_iam_policy_is_enough_to_bring_up_and_delete_a_stock_cluster
     ] {
         assert!(!log.contains(refusal), "a call was refused ({refusal}):\n{log}");
     }
+    let mut planted = connection_secrets(&world).await;
+    assert!(!planted.is_empty(), "the cluster wrote no kubeconfig");
+    planted.push(secret);
+    let leaked_before = leaks(&world, &cluster, &planted).await;
     tear_down(&mut world, &mut cluster, &baseline).await;
-    assert!(
-        !world.log().contains(&secret),
-        "the provider's secret access key appeared in its log"
-    );
+    let mut leaked = leaks(&world, &cluster, &planted).await;
+    leaked.extend(leaked_before);
+    assert!(leaked.is_empty(), "secrets left their Secrets: {leaked:#?}");
+}
+
+/// The private connection details the provider wrote for the cluster: its bearer token, and the kubeconfig
+/// carrying it. (The endpoint, the cluster's CA and the token's expiry are public, and in its status too.)
+async fn connection_secrets(world: &World) -> Vec<String> {
+    const PRIVATE: [&str; 2] = ["token", "kubeconfig"];
+    let secrets = world.secrets().list(&Default::default()).await.unwrap();
+    secrets
+        .items
+        .iter()
+        .flat_map(|s| s.data.iter().flatten())
+        .filter(|(key, _)| PRIVATE.contains(&key.as_str()))
+        .map(|(_, value)| String::from_utf8_lossy(&value.0).into_owned())
+        .filter(|v| v.len() >= 12)
+        .collect()
+}
+
+/// Where a planted value appears: the provider's log, an Event in the world's namespace, or an MR's spec or status.
+async fn leaks(world: &World, cluster: &StockCluster, planted: &[String]) -> Vec<String> {
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(world.kube.clone(), &world.ns);
+    let mut places = vec![("the provider log".to_owned(), world.log())];
+    for event in events.list(&Default::default()).await.unwrap() {
+        let name = event.metadata.name.clone().unwrap_or_default();
+        places.push((format!("Event {name}"), serde_json::to_string(&event).unwrap()));
+    }
+    for (key, object) in cluster.observed_all() {
+        places.push((
+            format!("MR {key}"),
+            json!([object["spec"], object["status"]]).to_string(),
+        ));
+    }
+    places
+        .iter()
+        .flat_map(|(place, text)| {
+            planted
+                .iter()
+                .filter(|secret| text.contains(secret.as_str()))
+                .map(move |secret| format!("{place}: a value of {} characters", secret.len()))
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

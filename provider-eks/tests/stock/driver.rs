@@ -337,6 +337,11 @@ impl StockCluster {
     pub fn observed(&self, key: &str) -> Option<&Value> {
         self.observed.get(key)
     }
+
+    /// Every observed MR, by composition resource name.
+    pub fn observed_all(&self) -> &BTreeMap<String, Value> {
+        &self.observed
+    }
 }
 
 /// Starts the provider on the stock tests' schedule: a calm resource is looked at every 2 s, a busy one every
