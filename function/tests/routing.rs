@@ -549,3 +549,29 @@ fn upstream_documentation_manifests_validate_and_render_without_a_fatal() {
     }
     assert_eq!(rendered, 3);
 }
+
+/// Tenancy: a ModelService reaches only its own namespace. Another team's ModelEndpoint that its selector matches
+/// (as if Crossplane had returned it) is never routed, and every Secret the service's copies read is in the
+/// service's namespace: nothing names another team's Secret.
+#[test]
+fn a_service_reaches_only_its_own_namespace() {
+    let composite = example("qwen3-coder.yaml");
+    assert_eq!(composite["metadata"]["namespace"], "ml-team");
+    let first = desired(&render(&composite, fleet()));
+    let seen: Vec<Value> = first.iter().map(|(key, o)| created_copy(key, o)).collect();
+    let second = desired(&render_observed(&composite, fleet(), seen));
+    for step in [&first, &second] {
+        let text = serde_json::to_string(step).unwrap();
+        assert!(
+            !text.contains("10.9.9.9") && !text.contains("other-team"),
+            "another team's endpoint was routed: {text}"
+        );
+    }
+    let sources: Vec<&Value> = second
+        .iter()
+        .flat_map(|(_, o)| o["spec"]["references"].as_array().into_iter().flatten())
+        .map(|r| &r["patchesFrom"]["namespace"])
+        .collect();
+    assert!(!sources.is_empty(), "the provider key is copied by reference");
+    assert!(sources.iter().all(|ns| *ns == "ml-team"), "{sources:?}");
+}
