@@ -134,6 +134,29 @@ fn missing_auth_secret_blocks_hydration_and_names_the_secret() {
     assert!(message.contains("ml-team/hf"), "{message}");
 }
 
+/// Tenancy: another team's Secret of the token's name is not the cache's token; hydration waits for its own, and
+/// no reference reads the other namespace.
+#[test]
+fn another_namespaces_secret_of_the_same_name_is_not_the_token() {
+    let xr = cache(
+        json!({"huggingFace": {"repo": "org/m", "sizeGiB": 10, "authSecret": {"name": "hf", "key": "hf-token"}}}),
+    );
+    let theirs = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf", "namespace": "other-team"},
+                        "data": {"hf-token": "c2VjcmV0"}});
+    let req = with_required(resolved(xr, &[cluster("eks-a", "efs")]), "auth-secret", &[theirs]);
+    let out = run(compose, &req).unwrap();
+    assert!(
+        !out.resources.contains_key("hydrate-eks-a"),
+        "hydrating with another team's token"
+    );
+    let (status, reason, message) = condition(&out);
+    assert_eq!((status, reason), (Status::ConditionFalse, "AuthSecretMissing"));
+    assert!(message.contains("ml-team/hf"), "{message}");
+    let composed =
+        serde_json::to_string(&out.resources.values().map(|r| &r.object).collect::<Vec<_>>()).unwrap();
+    assert!(!composed.contains("other-team"), "{composed}");
+}
+
 #[test]
 fn auth_secret_is_propagated_by_reference_not_copied() {
     let xr = cache(

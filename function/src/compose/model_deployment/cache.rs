@@ -40,13 +40,25 @@ pub enum CacheGate {
 #[derive(Deserialize)]
 struct CacheView {
     #[serde(default)]
+    metadata: CacheMeta,
+    #[serde(default)]
     spec: Option<ModelCacheSpec>,
     #[serde(default)]
     status: ModelCacheStatus,
 }
 
+#[derive(Default, Deserialize)]
+struct CacheMeta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: Option<String>,
+}
+
 impl CacheGate {
-    pub fn read(req: &RunFunctionRequest, spec: &ModelDeploymentSpec) -> Self {
+    /// The gate of the deployment's cache: only the ModelCache of that name in the deployment's own `namespace`
+    /// counts, whatever else arrives (another team's cache of the same name is not this one).
+    pub fn read(req: &RunFunctionRequest, spec: &ModelDeploymentSpec, namespace: &str) -> Self {
         let Some(name) = spec.cache_name() else {
             return Self::NotUsed;
         };
@@ -54,8 +66,11 @@ impl CacheGate {
             return Self::Unresolved;
         };
         let Some(cache) = found
-            .first()
-            .and_then(|c| c.resource.as_ref()?.parse::<CacheView>().ok())
+            .iter()
+            .filter_map(|c| c.resource.as_ref()?.parse::<CacheView>().ok())
+            .find(|c| {
+                c.metadata.name == name && c.metadata.namespace.as_deref().is_none_or(|ns| ns == namespace)
+            })
         else {
             return Self::Missing {
                 name: name.to_owned(),

@@ -96,7 +96,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         ));
     }
     let outcomes = schedule::schedule(&input(&md.spec, &clusters, &kept, &used_elsewhere))?;
-    let gate = cache::CacheGate::read(req, &md.spec);
+    let gate = cache::CacheGate::read(req, &md.spec, namespace);
     let replicas = Replicas {
         req,
         name,

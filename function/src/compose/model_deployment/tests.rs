@@ -477,6 +477,25 @@ fn a_missing_cache_is_named_in_the_condition() {
     );
 }
 
+/// Tenancy: another team's ModelCache of the same name, staged and Ready, is not this deployment's cache; its
+/// engines wait, and nothing composed names the other namespace.
+#[test]
+fn another_namespaces_cache_of_the_same_name_is_not_the_deployments() {
+    let mut theirs = cache(&[standard()], "Ready");
+    theirs["metadata"]["namespace"] = json!("other-team");
+    let out = compose_with_cache(seed(), &[standard()], &[theirs]);
+    let condition = out.conditions.iter().find(|c| c.type_ == "CacheReady").unwrap();
+    assert_eq!(condition.reason, "CacheNotFound");
+    assert!(
+        !out.resources
+            .contains_key("replica-0-eks-h200-us-west-qwen3-coder"),
+        "engines started on another team's cache"
+    );
+    let composed =
+        serde_json::to_string(&out.resources.values().map(|r| &r.object).collect::<Vec<_>>()).unwrap();
+    assert!(!composed.contains("other-team"), "{composed}");
+}
+
 #[test]
 fn every_engine_pod_mounts_the_cache_once_it_is_ready_on_both_stacks() {
     for cluster in [standard(), dynamo()] {
