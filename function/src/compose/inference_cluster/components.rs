@@ -158,18 +158,17 @@ fn release(cluster: &str, component: &Component, repository: &str, chart: &str, 
 
 /// Wraps a manifest in a provider-kubernetes Object that reports the remote object's readiness.
 fn wrap(cluster: &str, part: &str, object: &crate::stack::StackObject) -> Value {
-    let readiness = match object.readiness {
-        Readiness::Created => json!({"policy": "SuccessfulCreate"}),
-        Readiness::Available => json!({"policy": "DeriveFromCelQuery", "celQuery": DEPLOYMENT_AVAILABLE}),
-        Readiness::Holds(query) => json!({"policy": "DeriveFromCelQuery", "celQuery": query}),
-    };
     let mut wrapped = remote::object(object.manifest.clone(), &provider_config_name(cluster));
     wrapped["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});
-    wrapped["spec"]["readiness"] = readiness;
+    match object.readiness {
+        Readiness::Created => wrapped["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"}),
+        Readiness::Available => remote::ready_when(&mut wrapped, DEPLOYMENT_AVAILABLE),
+        Readiness::Holds(query) => remote::ready_when(&mut wrapped, query),
+    }
     match object.lifecycle {
         Lifecycle::Owned => {}
         Lifecycle::Kept => remote::keep_on_delete(&mut wrapped),
-        Lifecycle::Observed => wrapped["spec"]["managementPolicies"] = json!(["Observe"]),
+        Lifecycle::Observed => remote::observe_only(&mut wrapped),
     }
     wrapped
 }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::in_control_namespace;
 use crate::compose::conditions::{ConditionType, Reason};
@@ -30,14 +30,10 @@ const BUNDLE_KEY: &str = "client-ca-bundle";
 const PUBLISHED_KEY: &str = "client-ca-published";
 const PROXY_KEY: &str = "fleet-proxy";
 
-fn ready(req: &RunFunctionRequest, key: &str) -> bool {
-    remote::observed::<Value>(request::observed_composed(req, key)).is_some_and(|o| o.is_ready())
-}
-
 /// An Object on the gateway's cluster, ready when `query` holds on the remote object.
 fn derived(manifest: Value, provider_config: &str, query: &str) -> Value {
     let mut object = remote::object(manifest, provider_config);
-    object["spec"]["readiness"] = json!({"policy": "DeriveFromCelQuery", "celQuery": query});
+    remote::ready_when(&mut object, query);
     object
 }
 
@@ -53,13 +49,17 @@ pub struct Progress {
 /// only), and the EnvoyProxy that presents the certificate once it is issued.
 pub fn compose(out: &mut Output, req: &RunFunctionRequest, provider_config: &str) -> Progress {
     let plain = |manifest| in_control_namespace(remote::object(manifest, provider_config));
-    out.compose(CA_KEY, plain(client_tls::client_ca()), ready(req, CA_KEY));
+    out.compose(
+        CA_KEY,
+        plain(client_tls::client_ca()),
+        remote::observed_ready(req, CA_KEY),
+    );
     out.compose(
         ISSUER_KEY,
         plain(client_tls::client_issuer()),
-        ready(req, ISSUER_KEY),
+        remote::observed_ready(req, ISSUER_KEY),
     );
-    let issued = ready(req, CERTIFICATE_KEY);
+    let issued = remote::observed_ready(req, CERTIFICATE_KEY);
     out.compose(
         CERTIFICATE_KEY,
         in_control_namespace(derived(
@@ -72,23 +72,27 @@ pub fn compose(out: &mut Output, req: &RunFunctionRequest, provider_config: &str
     out.compose(
         BUNDLE_KEY,
         plain(client_tls::client_ca_bundle()),
-        ready(req, BUNDLE_KEY),
+        remote::observed_ready(req, BUNDLE_KEY),
     );
     let mut published = derived(client_tls::published_client_ca(), provider_config, CA_PUBLISHED);
-    published["spec"]["managementPolicies"] = json!(["Observe"]);
+    remote::observe_only(&mut published);
     out.compose(
         PUBLISHED_KEY,
         in_control_namespace(published),
-        ready(req, PUBLISHED_KEY),
+        remote::observed_ready(req, PUBLISHED_KEY),
     );
     // The EnvoyProxy names the certificate's Secret, so it waits for the certificate; once made it stays, so a
     // renewal in progress never takes the certificate off the wire.
     if issued || request::observed_composed(req, PROXY_KEY).is_some() {
-        out.compose(PROXY_KEY, plain(client_tls::envoy_proxy()), ready(req, PROXY_KEY));
+        out.compose(
+            PROXY_KEY,
+            plain(client_tls::envoy_proxy()),
+            remote::observed_ready(req, PROXY_KEY),
+        );
     }
     Progress {
         issued,
-        proxy_ready: ready(req, PROXY_KEY),
+        proxy_ready: remote::observed_ready(req, PROXY_KEY),
     }
 }
 

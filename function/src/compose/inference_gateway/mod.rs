@@ -150,9 +150,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         return Ok(out);
     };
 
-    let ready = |key: &str| {
-        remote::observed::<Value>(request::observed_composed(req, key)).is_some_and(|o| o.is_ready())
-    };
+    let ready = |key: &str| remote::observed_ready(req, key);
     let (callers, certificates) = front_door::copies(&gateway.spec);
     let owner = (!callers.is_empty() || !certificates.is_empty())
         .then(|| {

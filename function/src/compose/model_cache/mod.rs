@@ -292,7 +292,7 @@ fn stage(
     out.compose(
         key("namespace"),
         remote::namespace_object(namespace, pc),
-        observed_ready(req, &key("namespace")),
+        remote::observed_ready(req, &key("namespace")),
     );
     let volume = hydrate::volume_claim(
         cache_name,
@@ -300,7 +300,7 @@ fn stage(
         &cache.spec.hugging_face.volume_size(),
         &status.cache_storage_class,
     );
-    let volume_ready = observed_ready(req, &key("volume"));
+    let volume_ready = remote::observed_ready(req, &key("volume"));
     out.compose(key("volume"), remote::object(volume, pc), volume_ready);
     if already_ready {
         return ClusterCache {
@@ -319,7 +319,7 @@ fn stage(
         } => {
             let mut token = remote::object(hydrate::token_secret(cache_name, namespace), pc);
             token["spec"]["references"] = json!([hydrate::token_reference(namespace, secret, secret_key)]);
-            out.compose(key("token"), token, observed_ready(req, &key("token")));
+            out.compose(key("token"), token, remote::observed_ready(req, &key("token")));
         }
     }
 
@@ -362,10 +362,6 @@ fn stage(
         },
         _ => pending(name, "waiting for the volume and the hydration Job"),
     }
-}
-
-fn observed_ready(req: &RunFunctionRequest, key: &str) -> bool {
-    remote::observed::<Value>(request::observed_composed(req, key)).is_some_and(|o| o.is_ready())
 }
 
 fn report(

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
 use crate::{
@@ -12,7 +11,6 @@ use crate::{
     compose::{API_VERSION, Output, remote},
     proto::v1::RunFunctionRequest,
     schedule::ClusterView,
-    sdk::request,
     stack::{names::child_name, replica_routing},
 };
 
@@ -82,8 +80,7 @@ pub fn publish(out: &mut Output, req: &RunFunctionRequest, s: &Placement) -> Rou
         return Routed::NoEndpoint;
     };
     let key = key(s.replica, &s.cluster.metadata.name);
-    let ready =
-        remote::observed::<IgnoredAny>(request::observed_composed(req, &key)).is_some_and(|o| o.is_ready());
+    let ready = remote::observed_ready(req, &key);
     out.compose(key, endpoint(s, &reach), ready);
     if ready { Routed::Ready } else { Routed::Pending }
 }

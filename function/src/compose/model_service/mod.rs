@@ -11,7 +11,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::{ComposeError, Output, remote};
 use crate::{
@@ -207,7 +206,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         out.compose(
             key("namespace"),
             remote::namespace_object(&namespace, pc),
-            observed_ready(req, &key("namespace")),
+            remote::observed_ready(req, &key("namespace")),
         );
         let owner = routed
             .iter()
@@ -241,7 +240,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             .chain(ca)
             {
                 let k = key(&format!("{what}-{}", r.backend.endpoint));
-                let ready = observed_ready(req, &k);
+                let ready = remote::observed_ready(req, &k);
                 routes_ready &= ready;
                 out.compose(k, remote::object(manifest, pc), ready);
             }
@@ -266,7 +265,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 routes_ready &= filled;
                 out.compose(secret_key, secret, filled);
                 let policy_key = key(&format!("credential-{}", r.backend.endpoint));
-                let ready = observed_ready(req, &policy_key);
+                let ready = remote::observed_ready(req, &policy_key);
                 routes_ready &= ready;
                 out.compose(
                     policy_key,
@@ -276,7 +275,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             }
         }
         let route_key = key("route");
-        let ready = observed_ready(req, &route_key);
+        let ready = remote::observed_ready(req, &route_key);
         routes_ready &= ready;
         if !ready {
             waiting.push(format!("{} (route not ready yet)", gateway.name));
@@ -423,10 +422,6 @@ fn serving_gateways(
         .collect();
     serving.sort_by(|a, b| a.name.cmp(&b.name));
     serving
-}
-
-fn observed_ready(req: &RunFunctionRequest, key: &str) -> bool {
-    remote::observed::<Value>(request::observed_composed(req, key)).is_some_and(|o| o.is_ready())
 }
 
 #[cfg(test)]

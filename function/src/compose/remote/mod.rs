@@ -5,10 +5,13 @@
 //! `status.atProvider.manifest`. That is how Crossplane users already reach remote clusters; there is no
 //! transport of our own.
 
-use serde::Deserialize;
+use serde::{Deserialize, de::IgnoredAny};
 use serde_json::{Value, json};
 
-use crate::proto::v1::Resource;
+use crate::{
+    proto::v1::{Resource, RunFunctionRequest},
+    sdk::request,
+};
 
 pub mod secret_copy;
 
@@ -43,6 +46,21 @@ pub fn namespace_object(namespace: &str, provider_config: &str) -> Value {
 /// Management policies without `Delete`: deleting the Object (or its composite) leaves the remote object alone.
 pub fn keep_on_delete(object: &mut Value) {
     object["spec"]["managementPolicies"] = json!(["Observe", "Create", "Update", "LateInitialize"]);
+}
+
+/// Only reads the remote object: never creates, changes or deletes it.
+pub fn observe_only(object: &mut Value) {
+    object["spec"]["managementPolicies"] = json!(["Observe"]);
+}
+
+/// The Object is ready once `query` (CEL over the remote object, as `object`) holds.
+pub fn ready_when(object: &mut Value, query: &str) {
+    object["spec"]["readiness"] = json!({"policy": "DeriveFromCelQuery", "celQuery": query});
+}
+
+/// Whether the composed resource observed under `key` is Ready (for an Object, as its readiness policy decides).
+pub fn observed_ready(req: &RunFunctionRequest, key: &str) -> bool {
+    observed::<IgnoredAny>(request::observed_composed(req, key)).is_some_and(|o| o.is_ready())
 }
 
 /// The parts of an observed composed resource readiness is judged on.
