@@ -1,5 +1,7 @@
 //! Readers for a `RunFunctionRequest`.
 
+use serde::Deserialize;
+
 use crate::{
     proto::v1::{Capability, Resource, RunFunctionRequest},
     wire::RawStruct,
@@ -18,6 +20,28 @@ pub fn required_resources<'a>(req: &'a RunFunctionRequest, name: &str) -> Option
         .get(name)
         .or_else(|| req.extra_resources.get(name))
         .map(|found| found.items.as_slice())
+}
+
+/// The resource among `found` named `name` in `namespace`: whatever else arrives under a requirement (another
+/// namespace's object of that name) is not it. One without a namespace, as `render`'s inputs may be written,
+/// counts as being in `namespace`.
+pub fn named_in<'a>(found: &'a [Resource], name: &str, namespace: &str) -> Option<&'a RawStruct> {
+    #[derive(Deserialize)]
+    struct Named<'s> {
+        #[serde(borrow, default)]
+        metadata: NamedMeta<'s>,
+    }
+    #[derive(Default, Deserialize)]
+    struct NamedMeta<'s> {
+        #[serde(borrow, default)]
+        name: std::borrow::Cow<'s, str>,
+        #[serde(borrow, default)]
+        namespace: Option<std::borrow::Cow<'s, str>>,
+    }
+    found.iter().filter_map(|r| r.resource.as_ref()).find(|raw| {
+        raw.parse::<Named<'_>>()
+            .is_ok_and(|o| o.metadata.name == name && o.metadata.namespace.is_none_or(|ns| ns == namespace))
+    })
 }
 
 /// The observed composed resource under composition resource name `key`.

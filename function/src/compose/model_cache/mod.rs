@@ -180,32 +180,17 @@ enum Auth {
     Missing(String),
 }
 
-/// The keys of the token Secret (their values are never read), and whose Secret it is.
+/// The keys of the token Secret (their values are never read).
 #[derive(Deserialize)]
 struct SecretView {
     #[serde(default)]
-    metadata: SecretMeta,
-    #[serde(default)]
     data: BTreeMap<String, Value>,
-}
-
-#[derive(Default, Deserialize)]
-struct SecretMeta {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    namespace: Option<String>,
 }
 
 /// Whether the cache's own namespace holds the token Secret with its key: another namespace's Secret of that name,
 /// whatever arrives, is not it.
 fn check_secret(found: &[crate::proto::v1::Resource], namespace: &str, name: &str, key: &str) -> Auth {
-    let Some(secret) = found
-        .iter()
-        .filter_map(|s| s.resource.as_ref()?.parse::<SecretView>().ok())
-        .find(|s| {
-            s.metadata.name == name && s.metadata.namespace.as_deref().is_none_or(|ns| ns == namespace)
-        })
+    let Some(secret) = request::named_in(found, name, namespace).and_then(|s| s.parse::<SecretView>().ok())
     else {
         return Auth::Missing(format!(
             "Secret {namespace}/{name} (spec.huggingFace.authSecret) not found"

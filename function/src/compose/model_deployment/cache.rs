@@ -40,19 +40,9 @@ pub enum CacheGate {
 #[derive(Deserialize)]
 struct CacheView {
     #[serde(default)]
-    metadata: CacheMeta,
-    #[serde(default)]
     spec: Option<ModelCacheSpec>,
     #[serde(default)]
     status: ModelCacheStatus,
-}
-
-#[derive(Default, Deserialize)]
-struct CacheMeta {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    namespace: Option<String>,
 }
 
 impl CacheGate {
@@ -65,12 +55,7 @@ impl CacheGate {
         let Some(found) = request::required_resources(req, CACHE) else {
             return Self::Unresolved;
         };
-        let Some(cache) = found
-            .iter()
-            .filter_map(|c| c.resource.as_ref()?.parse::<CacheView>().ok())
-            .find(|c| {
-                c.metadata.name == name && c.metadata.namespace.as_deref().is_none_or(|ns| ns == namespace)
-            })
+        let Some(cache) = request::named_in(found, name, namespace).and_then(|c| c.parse::<CacheView>().ok())
         else {
             return Self::Missing {
                 name: name.to_owned(),
