@@ -67,7 +67,13 @@ struct GatewaySpecView {
 #[serde(rename_all = "camelCase")]
 struct InfrastructureView {
     #[serde(default)]
-    parameters_ref: Option<AddressView>,
+    parameters_ref: Option<ParametersRefView>,
+}
+
+#[derive(Default, Deserialize)]
+struct ParametersRefView {
+    #[serde(default)]
+    name: String,
 }
 
 #[derive(Default, Deserialize)]
@@ -76,13 +82,10 @@ struct GatewayStatusView {
     addresses: Vec<AddressView>,
 }
 
-/// A Gateway's address (`value`) or parameters reference (`name`).
 #[derive(Default, Deserialize)]
 struct AddressView {
     #[serde(default)]
     value: String,
-    #[serde(default)]
-    name: String,
 }
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
@@ -226,19 +229,18 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             gateway_ready,
         );
     }
-    let client_certificate_authorities = client_certificate::publish(
-        &mut out,
-        req,
-        &client,
-        took_proxy && ready("gateway"),
-        &gateway.status.client_certificate_authorities,
-        &clusters,
-    );
-    out.set_status(&InferenceGatewayStatus {
+    let mut status = InferenceGatewayStatus {
         cluster_name: cluster.clone(),
-        client_certificate_authorities: client_certificate_authorities.clone(),
+        client_certificate_authorities: client_certificate::publish(
+            &mut out,
+            req,
+            &client,
+            took_proxy && ready("gateway"),
+            &gateway.status.client_certificate_authorities,
+            &clusters,
+        ),
         ..Default::default()
-    })?;
+    };
     let scheme = if certificates.is_empty() { "http" } else { "https" };
     match address {
         Some(address) => {
@@ -259,12 +261,8 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                     format!("waiting for {}", certificates_waiting.join("; ")),
                 );
             }
-            out.set_status(&InferenceGatewayStatus {
-                cluster_name: cluster.clone(),
-                address: address.clone(),
-                endpoints: Some(GatewayEndpoints { open_ai: endpoint }),
-                client_certificate_authorities,
-            })?;
+            status.endpoints = Some(GatewayEndpoints { open_ai: endpoint });
+            status.address = address;
         }
         None => {
             let why = if policy_ready || gateway_exists {
@@ -280,6 +278,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             );
         }
     }
+    out.set_status(&status)?;
     out.ready = Some(gateway_ready && policy_ready);
     super::remote::secret_copy::retire_dropped(&mut out, req, &[pc.as_str()]);
     Ok(out)
