@@ -134,16 +134,29 @@ fn missing_auth_secret_blocks_hydration_and_names_the_secret() {
     assert!(message.contains("ml-team/hf"), "{message}");
 }
 
+/// A cache of a gated repo, its Hub token in Secret `hf` under key `hf-token`.
+fn gated_cache() -> Value {
+    cache(
+        json!({"huggingFace": {"repo": "org/m", "sizeGiB": 10, "authSecret": {"name": "hf", "key": "hf-token"}}}),
+    )
+}
+
+/// Secret `hf` in `namespace`, holding the token under `hf-token`.
+fn hf_token(namespace: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf", "namespace": namespace},
+           "data": {"hf-token": "c2VjcmV0"}})
+}
+
 /// Tenancy: another team's Secret of the token's name is not the cache's token; hydration waits for its own, and
 /// no reference reads the other namespace.
 #[test]
 fn another_namespaces_secret_of_the_same_name_is_not_the_token() {
-    let xr = cache(
-        json!({"huggingFace": {"repo": "org/m", "sizeGiB": 10, "authSecret": {"name": "hf", "key": "hf-token"}}}),
+    let xr = gated_cache();
+    let req = with_required(
+        resolved(xr, &[cluster("eks-a", "efs")]),
+        "auth-secret",
+        &[hf_token("other-team")],
     );
-    let theirs = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf", "namespace": "other-team"},
-                        "data": {"hf-token": "c2VjcmV0"}});
-    let req = with_required(resolved(xr, &[cluster("eks-a", "efs")]), "auth-secret", &[theirs]);
     let out = run(compose, &req).unwrap();
     assert!(
         !out.resources.contains_key("hydrate-eks-a"),
@@ -159,12 +172,12 @@ fn another_namespaces_secret_of_the_same_name_is_not_the_token() {
 
 #[test]
 fn auth_secret_is_propagated_by_reference_not_copied() {
-    let xr = cache(
-        json!({"huggingFace": {"repo": "org/m", "sizeGiB": 10, "authSecret": {"name": "hf", "key": "hf-token"}}}),
+    let xr = gated_cache();
+    let req = with_required(
+        resolved(xr, &[cluster("eks-a", "efs")]),
+        "auth-secret",
+        &[hf_token("ml-team")],
     );
-    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf", "namespace": "ml-team"},
-                        "data": {"hf-token": "c2VjcmV0"}});
-    let req = with_required(resolved(xr, &[cluster("eks-a", "efs")]), "auth-secret", &[secret]);
     let out = run(compose, &req).unwrap();
     let token = &out.resources["token-eks-a"].object;
     assert!(
