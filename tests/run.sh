@@ -58,6 +58,20 @@ wait_background() { # NAME WHAT-FAILED: waits for NAME, prints its log, fails wi
 }
 
 command -v cargo >/dev/null || fail "cargo is not on PATH (install Rust from rustup.rs)"
+
+# A one-shot build (CI's fresh clone) gains nothing from incremental compilation's caches, which would be about
+# half of the target directory; a developer's rerun keeps them unless told otherwise.
+if [[ -n "${CI:-}" ]]; then export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"; fi
+
+# Free space, checked before anything builds: a full disk otherwise surfaces as a linker crash deep in the run.
+# A cold run writes about 12 GiB (Rust target, Go caches, the fuzz build); a warm one little.
+build_dir="${CARGO_TARGET_DIR:-$repo/target}"
+need_gib=4
+[[ -d "$build_dir/debug" ]] || need_gib=16
+free_gib=$(($(df -Pk "$(dirname "$build_dir")" | awk 'NR == 2 {print $4}') / 1024 / 1024))
+((free_gib >= need_gib)) ||
+    fail "only $free_gib GiB free for $build_dir; this run needs about $need_gib GiB (free some, or point CARGO_TARGET_DIR elsewhere)"
+
 command -v python3 >/dev/null || fail "python3 is not on PATH (Python 3.11 or later is needed)"
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
     fail "Python 3.11 or later is needed (crossplane-function-sdk-python requires it); found $(python3 -V 2>&1)"
