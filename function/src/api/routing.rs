@@ -20,11 +20,14 @@ pub struct ModelServiceSpec {
     pub timeouts: Timeouts,
 }
 
-/// One entry of `spec.endpoints`: a label selection of ModelEndpoints in the service's namespace.
+/// One entry of `spec.endpoints`: a label selection of ModelEndpoints in the service's namespace, or in another
+/// one an InferenceGateway grants it ([`EndpointGrant`]).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct EndpointEntry {
     /// Absent in v0.3.1 manifests; the composer names such an entry after its index.
     pub name: Option<String>,
+    /// Our extension: absent, the service's own namespace (upstream's only choice).
+    pub namespace: Option<String>,
     #[serde(default)]
     pub priority: u64,
     #[serde(default = "default_weight")]
@@ -186,6 +189,26 @@ pub struct InferenceGatewaySpec {
     pub service_selector: Option<MatchLabels>,
     pub tls: Option<GatewayTls>,
     pub auth: Option<GatewayAuth>,
+    #[serde(default)]
+    pub endpoint_grants: Vec<EndpointGrant>,
+}
+
+/// Cross-namespace routing the platform team allows (InferenceGateways are cluster-scoped: only it writes them):
+/// ModelServices in `from` may select ModelEndpoints in `to`. A grant on any InferenceGateway holds fleet-wide.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub struct EndpointGrant {
+    pub from: String,
+    pub to: String,
+}
+
+impl InferenceGatewaySpec {
+    /// The namespaces, other than `from` itself, whose ModelEndpoints `from`'s ModelServices may select.
+    pub fn granted_to<'a>(&'a self, from: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.endpoint_grants
+            .iter()
+            .filter(move |g| g.from == from && g.to != from)
+            .map(|g| g.to.as_str())
+    }
 }
 
 /// The certificate the gateway presents for its hostname: `kubernetes.io/tls` Secrets in the control plane's

@@ -74,6 +74,7 @@ pub enum Reason {
     // ModelService
     NoEndpoints,
     NoReadyEndpoints,
+    NamespaceNotGranted,
     Resolved,
     NoGateway,
     NoBackends,

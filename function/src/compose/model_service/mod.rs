@@ -5,8 +5,11 @@
 //! ModelEndpoints the service's entries select, in priority tiers with weights. The route and its backends live on
 //! the gateway's cluster, applied through provider-kubernetes like everything else Modelplane puts on a cluster.
 //!
-//! Only ModelEndpoints in the service's own namespace are ever read: the requirement is scoped to it, and anything
-//! else Crossplane might send is dropped before selection.
+//! Tenancy: only ModelEndpoints in the service's own namespace are read, unless an InferenceGateway (cluster-scoped,
+//! so written by the platform team) grants the service's namespace another one in `spec.endpointGrants`; then an
+//! entry naming that namespace reads it too. Each requirement is scoped to one namespace, and anything else
+//! Crossplane might send is dropped before selection. An entry naming a namespace no grant allows matches nothing,
+//! and EndpointsResolved names the field.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -107,7 +110,37 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         return Ok(out);
     };
 
-    let endpoints = endpoints_in(found_endpoints, &namespace, &mut out.warnings);
+    // Other namespaces' endpoints, where a grant allows: each its own requirement, added once the gateways (and so
+    // the grants) are known. Crossplane calls again with it answered; until then nothing is composed.
+    let granted = granted_namespaces(gateways, &namespace);
+    let mut sources = vec![(namespace.as_str(), found_endpoints)];
+    let mut refused = Vec::new();
+    for (index, entry) in service.spec.endpoints.iter().enumerate() {
+        let Some(other) = entry.namespace.as_deref().filter(|n| *n != namespace) else {
+            continue;
+        };
+        if !granted.contains(other) {
+            refused.push((index, other));
+            continue;
+        }
+        if sources.iter().any(|(n, _)| *n == other) {
+            continue;
+        }
+        let key = granted_endpoints_key(other);
+        out.requirements
+            .insert(key.clone(), select("ModelEndpoint", Some(other)));
+        match request::required_resources(req, &key) {
+            Some(found) => sources.push((other, found)),
+            None => {
+                out.ready = Some(false);
+                return Ok(out);
+            }
+        }
+    }
+    let mut endpoints = Vec::new();
+    for (source, found) in sources {
+        endpoints.extend(endpoints_in(found, source, &namespace, &mut out.warnings));
+    }
     let entries: Vec<weights::Entry<'_>> = service
         .spec
         .endpoints
@@ -115,6 +148,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         .zip(&names)
         .map(|(entry, name)| weights::Entry {
             name,
+            namespace: entry.namespace.as_deref().unwrap_or(&namespace),
             priority: entry.priority,
             weight: entry.weight,
             selector: &entry.selector,
@@ -122,10 +156,11 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         .collect();
     let candidates: Vec<weights::Candidate<'_>> = endpoints
         .iter()
-        .map(|(view, url)| weights::Candidate {
-            name: &view.metadata.name,
-            labels: &view.metadata.labels,
-            ready: url.is_some() && is_ready(view),
+        .map(|found| weights::Candidate {
+            name: &found.id,
+            namespace: &found.namespace,
+            labels: &found.view.metadata.labels,
+            ready: found.url.is_some() && is_ready(&found.view),
         })
         .collect();
     let plan = weights::plan(&entries, &candidates);
@@ -142,18 +177,17 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             crate::compose::shared::MAX_BACKENDS
         ));
     }
-    report::endpoints(&mut out, &service.spec, &names, &plan, &namespace);
+    report::endpoints(&mut out, &service.spec, &names, &plan, &namespace, &refused);
 
     let routed: Vec<route::Routed<'_>> = plan
         .backends
         .iter()
         .filter_map(|backend| {
-            let (view, url) = endpoints
-                .iter()
-                .find(|(view, _)| view.metadata.name == backend.endpoint)?;
-            let (url, prefix) = url.as_ref()?;
+            let found = endpoints.iter().find(|f| f.id == backend.endpoint)?;
+            let (view, (url, prefix)) = (&found.view, found.url.as_ref()?);
             Some(route::Routed {
                 backend,
+                namespace: &found.namespace,
                 url,
                 prefix: prefix.clone(),
                 schema: view.spec.api.schema.as_deref().unwrap_or("OpenAI"),
@@ -251,7 +285,9 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                     &namespace,
                     "Opaque",
                     pc,
-                    vec![route::api_key_reference(&namespace, api_key)],
+                    // From the endpoint's own namespace: a granted endpoint's key is its team's, never a
+                    // same-named Secret of the service's namespace.
+                    vec![route::api_key_reference(r.namespace, api_key)],
                     owner.as_ref(),
                     request::observed_composed(req, &secret_key),
                 );
@@ -322,13 +358,16 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     Ok(out)
 }
 
-fn requirements(namespace: &str) -> BTreeMap<String, ResourceSelector> {
-    let select = |kind: &str, namespace: Option<&str>| ResourceSelector {
+fn select(kind: &str, namespace: Option<&str>) -> ResourceSelector {
+    ResourceSelector {
         api_version: super::API_VERSION.into(),
         kind: kind.into(),
         r#match: None,
         namespace: namespace.map(str::to_owned),
-    };
+    }
+}
+
+fn requirements(namespace: &str) -> BTreeMap<String, ResourceSelector> {
     BTreeMap::from([
         (ENDPOINTS.to_owned(), select("ModelEndpoint", Some(namespace))),
         (GATEWAYS.to_owned(), select("InferenceGateway", None)),
@@ -336,29 +375,68 @@ fn requirements(namespace: &str) -> BTreeMap<String, ResourceSelector> {
     ])
 }
 
-/// The ModelEndpoints of `namespace` with their parsed URLs (None when the URL does not parse; such an endpoint
-/// is counted but never routed, and the ModelEndpoint's own composer reports the fault).
+/// The requirement for a granted namespace's ModelEndpoints (namespaces are DNS labels: no `/` to collide on).
+fn granted_endpoints_key(namespace: &str) -> String {
+    format!("{ENDPOINTS}/{namespace}")
+}
+
+/// Every namespace some InferenceGateway lets `namespace`'s services select in.
+fn granted_namespaces(gateways: &[Resource], namespace: &str) -> BTreeSet<String> {
+    gateways
+        .iter()
+        .filter_map(|g| g.resource.as_ref()?.parse::<GatewayView>().ok())
+        .flat_map(|g| {
+            g.spec
+                .granted_to(namespace)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// A ModelEndpoint the service may select, with its parsed URL (None when the URL does not parse; such an
+/// endpoint is counted but never routed, and the ModelEndpoint's own composer reports the fault).
+struct FoundEndpoint {
+    /// Its name in the service's namespace, `<namespace>/<name>` in a granted one: unique across both.
+    id: String,
+    namespace: String,
+    view: EndpointView,
+    url: Option<(EndpointUrl, String)>,
+}
+
+/// The ModelEndpoints of `namespace` among `found`, named as seen from a service in `own`.
 fn endpoints_in(
     found: &[Resource],
     namespace: &str,
+    own: &str,
     warnings: &mut Vec<String>,
-) -> Vec<(EndpointView, Option<(EndpointUrl, String)>)> {
+) -> Vec<FoundEndpoint> {
     found
         .iter()
         .filter_map(|r| r.resource.as_ref()?.parse::<EndpointView>().ok())
         .filter(|e| e.metadata.namespace.as_deref() == Some(namespace))
-        .map(|e| {
-            let url = match resolve_endpoint(&e.spec) {
+        .map(|view| {
+            let url = match resolve_endpoint(&view.spec) {
                 Ok(resolved) => Some(resolved),
                 Err((field, why)) => {
                     warnings.push(format!(
                         "ModelEndpoint {namespace}/{} is not routed: {field}: {why}",
-                        e.metadata.name
+                        view.metadata.name
                     ));
                     None
                 }
             };
-            (e, url)
+            let id = if namespace == own {
+                view.metadata.name.clone()
+            } else {
+                format!("{namespace}/{}", view.metadata.name)
+            };
+            FoundEndpoint {
+                id,
+                namespace: namespace.to_owned(),
+                view,
+                url,
+            }
         })
         .collect()
 }

@@ -10,7 +10,27 @@ pub fn endpoints(
     names: &[String],
     plan: &weights::Plan,
     namespace: &str,
+    refused: &[(usize, &str)],
 ) {
+    if !refused.is_empty() {
+        // Tenancy first: an entry reaching into a namespace nobody granted is the user's to fix, whatever else
+        // resolves.
+        let fields: Vec<String> = refused
+            .iter()
+            .map(|(i, other)| format!("spec.endpoints[{i}].namespace ({other:?})"))
+            .collect();
+        out.condition(
+            ConditionType::EndpointsResolved,
+            Status::ConditionFalse,
+            Reason::NamespaceNotGranted,
+            format!(
+                "{}: no InferenceGateway's spec.endpointGrants lets namespace {namespace:?} select there; those \
+                 entries match nothing",
+                fields.join(", ")
+            ),
+        );
+        return;
+    }
     let selectors = || {
         spec.endpoints
             .iter()
@@ -22,7 +42,10 @@ pub fn endpoints(
                     .iter()
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
-                format!("{name}: {}", labels.join(","))
+                match &e.namespace {
+                    Some(other) if other != namespace => format!("{name}: {} in {other}", labels.join(",")),
+                    _ => format!("{name}: {} in {namespace}", labels.join(",")),
+                }
             })
             .collect::<Vec<_>>()
             .join("; ")
@@ -32,7 +55,7 @@ pub fn endpoints(
             Status::ConditionFalse,
             Reason::NoEndpoints,
             format!(
-                "no ModelEndpoint in namespace {namespace} matches any entry of spec.endpoints ({})",
+                "no ModelEndpoint matches any entry of spec.endpoints ({})",
                 selectors()
             ),
         )

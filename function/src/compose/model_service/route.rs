@@ -20,13 +20,15 @@ pub const MODEL_HEADER: &str = "x-ai-eg-model";
 /// A routed endpoint: the weights module's backend plus what the ModelEndpoint says about reaching it.
 pub struct Routed<'a> {
     pub backend: &'a Backend,
+    /// The ModelEndpoint's namespace on the control plane: the service's, or one granted to it.
+    pub namespace: &'a str,
     pub url: &'a EndpointUrl,
     /// The OpenAI API prefix on the backend (`/v1` unless the URL or `rewritePath` says otherwise).
     pub prefix: String,
     /// The AI Gateway schema the backend speaks (`OpenAI`, `Anthropic`).
     pub schema: &'a str,
     pub model_override: Option<&'a str>,
-    /// The provider key, in a Secret of the service's namespace on the control plane.
+    /// The provider key, in a Secret of the endpoint's namespace on the control plane.
     pub api_key: Option<&'a str>,
     /// The private CA and server name an https backend is checked against (a replica's cluster gateway).
     pub tls: Option<&'a EndpointTls>,
@@ -67,10 +69,13 @@ pub fn api_key_policy(name: &str, namespace: &str) -> Value {
 /// when not (two long names sharing a prefix still differ).
 pub fn backend_name(service: &str, endpoint: &str) -> String {
     let full = format!("{service}-{endpoint}");
-    if full.len() <= 63 {
+    // A granted namespace's endpoint (`<namespace>/<name>`) is always hashed: `a-b-c` could be the service's own
+    // endpoint `b-c` or namespace `b`'s endpoint `c`.
+    if full.len() <= 63 && !endpoint.contains('/') {
         return full;
     }
     let digest = fnv1a(full.as_bytes());
+    let full = full.replace('/', "-");
     let mut head: String = full.chars().take(63 - 9).collect();
     while head.ends_with('-') {
         head.pop();

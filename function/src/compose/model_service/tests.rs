@@ -419,3 +419,132 @@ fn a_provider_key_copy_is_owned_by_a_configmap_that_goes_with_the_service() {
     let out = run(compose, &with_observed(req, copy_key, &owned)).unwrap();
     assert!(out.resources[copy_key].object["spec"]["references"].is_array());
 }
+
+fn granting(from: &str, to: &str) -> Value {
+    let mut g = gateway(None);
+    g["spec"]["endpointGrants"] = json!([{"from": from, "to": to}]);
+    g
+}
+
+/// Our replicas first, then a provider endpoint the platform team keeps in `shared-models`.
+fn shared_failover_entries() -> Value {
+    json!([
+        {"name": "ours", "selector": {"matchLabels": {"modelplane.ai/deployment": "qwen"}}},
+        {"name": "shared", "namespace": "shared-models", "priority": 1,
+         "selector": {"matchLabels": {"modelplane.ai/external-provider": "together"}}},
+    ])
+}
+
+fn shared_together() -> Value {
+    let labels = json!({"modelplane.ai/external-provider": "together"});
+    let mut shared = endpoint(
+        "together",
+        "shared-models",
+        labels,
+        "https://api.together.xyz/",
+        true,
+    );
+    shared["spec"]["credential"] = json!({"apiKey": {"secretRef": {"name": "together-api-key"}}});
+    shared
+}
+
+fn ours() -> Value {
+    let labels = json!({"modelplane.ai/deployment": "qwen"});
+    endpoint(
+        "qwen-a",
+        "ml-team",
+        labels,
+        "http://10.1.2.3:8080/ml-team/qwen-a/v1",
+        true,
+    )
+}
+
+fn backend_names(out: &Output) -> Vec<String> {
+    route(out)["spec"]["rules"][0]["backendRefs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_granted_namespace_is_read_and_routed_with_its_own_key() {
+    let req = resolved(
+        service(shared_failover_entries()),
+        &[ours()],
+        &[granting("ml-team", "shared-models")],
+    );
+    let out = run(compose, &req).unwrap();
+    let asked = &out.requirements["endpoints/shared-models"];
+    assert_eq!(
+        (asked.kind.as_str(), asked.namespace.as_deref()),
+        ("ModelEndpoint", Some("shared-models"))
+    );
+    assert!(
+        out.resources.is_empty(),
+        "nothing is composed until it is answered"
+    );
+    assert_eq!(out.ready, Some(false));
+
+    let req = with_required(req, "endpoints/shared-models", &[shared_together()]);
+    let out = run(compose, &req).unwrap();
+    let shared = super::route::backend_name("qwen", "shared-models/together");
+    assert_eq!(backend_names(&out), ["qwen-qwen-a".to_owned(), shared.clone()]);
+    assert_ne!(
+        shared,
+        super::route::backend_name("qwen", "shared-models-together")
+    );
+    assert_eq!(condition(&out, "EndpointsResolved").1, "Resolved");
+    assert_eq!(out.status["endpoints"]["total"], 2);
+
+    // The key is copied from the endpoint's namespace, never from a same-named Secret of the service's.
+    use crate::compose::fixtures::{observed_owner, sanitized_owned_secret, with_observed};
+    let copy_key = "fleet-api-key-shared-models/together";
+    let mut owned = Value::Object(out.resources[copy_key].object.clone());
+    owned["metadata"]["finalizers"] = json!(["finalizer.managedresource.crossplane.io"]);
+    owned["status"] = json!({"atProvider": {"manifest": sanitized_owned_secret("qwen-secret-owner")}});
+    let req = with_observed(
+        with_observed(req, "fleet-secret-owner", &observed_owner("qwen-secret-owner")),
+        copy_key,
+        &owned,
+    );
+    let out = run(compose, &req).unwrap();
+    let from = &out.resources[copy_key].object["spec"]["references"][0]["patchesFrom"];
+    assert_eq!(
+        (&from["namespace"], &from["name"]),
+        (&json!("shared-models"), &json!("together-api-key"))
+    );
+}
+
+#[test]
+fn an_ungranted_namespace_is_never_read_and_the_field_is_named() {
+    // Grants the other way round, and to another namespace: neither lets ml-team into shared-models.
+    let mut gateway = granting("shared-models", "ml-team");
+    gateway["spec"]["endpointGrants"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"from": "team-b", "to": "shared-models"}));
+    // Even if Crossplane sent shared-models' endpoints under the service's own requirement, they are dropped.
+    let req = resolved(
+        service(shared_failover_entries()),
+        &[ours(), shared_together()],
+        &[gateway],
+    );
+    let out = run(compose, &req).unwrap();
+    assert!(
+        !out.requirements.keys().any(|k| k.contains("shared-models")),
+        "{:?}",
+        out.requirements.keys()
+    );
+    let (status, reason, message) = condition(&out, "EndpointsResolved");
+    assert_eq!((status, reason), (Status::ConditionFalse, "NamespaceNotGranted"));
+    assert!(message.contains("spec.endpoints[1].namespace"), "{message}");
+    // The service's own entry still routes; nothing of the other namespace is routed or copied.
+    assert_eq!(backend_names(&out), ["qwen-qwen-a"]);
+    assert!(
+        !out.resources.keys().any(|k| k.contains("together")),
+        "{:?}",
+        out.resources.keys()
+    );
+}

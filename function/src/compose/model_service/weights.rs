@@ -15,15 +15,19 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct Entry<'a> {
     pub name: &'a str,
+    /// Where it selects: the service's namespace, or one granted to it.
+    pub namespace: &'a str,
     pub priority: u64,
     pub weight: u64,
     pub selector: &'a MatchLabels,
 }
 
-/// A ModelEndpoint in the service's namespace.
+/// A ModelEndpoint the service may select.
 #[derive(Debug, Clone)]
 pub struct Candidate<'a> {
+    /// Its name in the service's own namespace, `<namespace>/<name>` in another (unique either way).
     pub name: &'a str,
+    pub namespace: &'a str,
     pub labels: &'a BTreeMap<String, String>,
     /// Ready and routable (its URL parses); anything else takes no traffic.
     pub ready: bool,
@@ -60,7 +64,10 @@ pub fn plan(entries: &[Entry<'_>], candidates: &[Candidate<'_>]) -> Plan {
     let mut ready_by_entry: Vec<Vec<&str>> = vec![Vec::new(); entries.len()];
     let mut out = Plan::default();
     for candidate in sorted {
-        let Some(owner) = entries.iter().position(|e| e.selector.matches(candidate.labels)) else {
+        let Some(owner) = entries
+            .iter()
+            .position(|e| e.namespace == candidate.namespace && e.selector.matches(candidate.labels))
+        else {
             continue;
         };
         out.matched += 1;

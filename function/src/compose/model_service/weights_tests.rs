@@ -137,6 +137,7 @@ fn tiers_and_weights() {
             .zip(&selectors)
             .map(|(&(name, priority, weight, _), selector)| Entry {
                 name,
+                namespace: "team",
                 priority,
                 weight,
                 selector,
@@ -151,7 +152,12 @@ fn tiers_and_weights() {
             .endpoints
             .iter()
             .zip(&endpoint_labels)
-            .map(|(&(name, _, ready), labels)| Candidate { name, labels, ready })
+            .map(|(&(name, _, ready), labels)| Candidate {
+                name,
+                namespace: "team",
+                labels,
+                ready,
+            })
             .collect();
         let got = plan(&entries, &candidates);
         let mut got_backends: Vec<_> = got
@@ -178,12 +184,14 @@ fn an_endpoint_matched_by_two_entries_belongs_to_the_first() {
     let entries = [
         Entry {
             name: "eu",
+            namespace: "team",
             priority: 0,
             weight: 3,
             selector: &narrow,
         },
         Entry {
             name: "anywhere",
+            namespace: "team",
             priority: 0,
             weight: 1,
             selector: &wide,
@@ -194,11 +202,13 @@ fn an_endpoint_matched_by_two_entries_belongs_to_the_first() {
     let candidates = [
         Candidate {
             name: "qwen-eu",
+            namespace: "team",
             labels: &eu,
             ready: true,
         },
         Candidate {
             name: "qwen-us",
+            namespace: "team",
             labels: &us,
             ready: true,
         },
@@ -220,6 +230,7 @@ fn a_route_never_lists_more_backends_than_envoy_ai_gateway_accepts() {
     };
     let entries = [Entry {
         name: "all",
+        namespace: "team",
         priority: 0,
         weight: 1,
         selector: &selector,
@@ -230,6 +241,7 @@ fn a_route_never_lists_more_backends_than_envoy_ai_gateway_accepts() {
         .iter()
         .map(|name| Candidate {
             name,
+            namespace: "team",
             labels: &app,
             ready: true,
         })
@@ -253,4 +265,59 @@ fn spread_never_exceeds_the_cap_or_reaches_zero() {
             assert!((1..=1_000_000).contains(&weight), "{shares:?}: {weight}");
         }
     }
+}
+
+#[test]
+fn an_entry_selects_only_in_its_own_namespace() {
+    let selector = MatchLabels {
+        match_labels: labels(&[("app", "qwen")]),
+    };
+    let entries = [
+        Entry {
+            name: "mine",
+            namespace: "team",
+            priority: 0,
+            weight: 1,
+            selector: &selector,
+        },
+        Entry {
+            name: "shared",
+            namespace: "shared",
+            priority: 1,
+            weight: 1,
+            selector: &selector,
+        },
+    ];
+    let app = labels(&[("app", "qwen")]);
+    let candidates = [
+        Candidate {
+            name: "qwen",
+            namespace: "team",
+            labels: &app,
+            ready: true,
+        },
+        Candidate {
+            name: "shared/qwen",
+            namespace: "shared",
+            labels: &app,
+            ready: true,
+        },
+        Candidate {
+            name: "elsewhere/qwen",
+            namespace: "elsewhere",
+            labels: &app,
+            ready: true,
+        },
+    ];
+    let got = plan(&entries, &candidates);
+    let listed: Vec<_> = got
+        .backends
+        .iter()
+        .map(|b| (b.endpoint.as_str(), b.entry.as_str(), b.priority))
+        .collect();
+    assert_eq!(listed, [("qwen", "mine", 0), ("shared/qwen", "shared", 1)]);
+    assert_eq!(
+        got.matched, 2,
+        "the third namespace's endpoint is selected by no entry"
+    );
 }
