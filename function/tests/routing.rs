@@ -202,19 +202,44 @@ fn created_copy(key: &str, object: &Value) -> Value {
     )
 }
 
-/// `kinds` and the kinds of the fleet gateway's client certificate chain (CA, issuer, certificate, Bundle and the
-/// published CA it observes), sorted.
+/// `kinds` and the kinds of the fleet gateway's client CA chain (the CA's Certificate, its issuer, the Bundle and
+/// the published CA it observes), sorted. The client certificate itself comes once the CA is published.
 fn with_client_chain<'a>(kinds: &[&'a str]) -> Vec<&'a str> {
     let mut all = kinds.to_vec();
-    all.extend([
-        "Bundle",
-        "Certificate",
-        "Certificate",
-        "ClusterIssuer",
-        "ConfigMap",
-    ]);
+    all.extend(["Bundle", "Certificate", "ClusterIssuer", "ConfigMap"]);
     all.sort_unstable();
     all
+}
+
+/// The fleet client CA trust-manager publishes in these tests.
+fn published_client_ca() -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tls/cluster-gateway-ca.pem"),
+    )
+    .unwrap()
+}
+
+/// Every object of the gateway's as created on its cluster: the copies as [`created_copy`] says, the callers
+/// policy Ready, the client CA published, and a cert-manager Certificate issued for the spec it was given.
+fn settled(objects: &[(String, Value)]) -> Vec<Value> {
+    objects
+        .iter()
+        .map(|(key, o)| {
+            let manifest = &o["spec"]["forProvider"]["manifest"];
+            match (key.as_str(), manifest["kind"].as_str()) {
+                ("callers-policy", _) => observed(key, o, json!({})),
+                ("client-ca-published", _) => observed(
+                    key,
+                    o,
+                    json!({"status": {"atProvider": {"manifest": {"data": {"ca.crt": published_client_ca()}}}}}),
+                ),
+                (_, Some("Certificate")) => {
+                    observed(key, o, json!({"status": {"atProvider": {"manifest": manifest}}}))
+                }
+                _ => created_copy(key, o),
+            }
+        })
+        .collect()
 }
 
 #[test]
@@ -237,20 +262,39 @@ fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crd
         "the copies, their owner, the deny-all policy and the client certificate chain first; no listener yet"
     );
     assert_valid(&first);
-    // Once every copy exists and the policy is in place: the listener, and the copies' references.
-    let seen: Vec<Value> = first
-        .iter()
-        .map(|(key, o)| match key.as_str() {
-            "callers-policy" => observed(key, o, json!({})),
-            _ => created_copy(key, o),
-        })
-        .collect();
-    let objects = desired(&render_observed(&gateway, vec![gateway_cluster()], seen));
+    // Once every copy exists, the policy is in place and the client CA is published: the listener, the copies'
+    // references, and the client certificate issued under that CA.
+    let second = desired(&render_observed(
+        &gateway,
+        vec![gateway_cluster()],
+        settled(&first),
+    ));
+    let mut kinds = manifest_kinds(&second);
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        with_client_chain(&[
+            "Certificate",
+            "ConfigMap",
+            "Gateway",
+            "Secret",
+            "Secret",
+            "SecurityPolicy"
+        ]),
+        "the listener, and the client certificate once its CA is published"
+    );
+    assert_valid(&second);
+    let objects = desired(&render_observed(
+        &gateway,
+        vec![gateway_cluster()],
+        settled(&second),
+    ));
     let mut kinds = manifest_kinds(&objects);
     kinds.sort_unstable();
     assert_eq!(
         kinds,
         with_client_chain(&[
+            "Certificate",
             "ConfigMap",
             "EnvoyProxy",
             "Gateway",
@@ -258,7 +302,7 @@ fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crd
             "Secret",
             "SecurityPolicy"
         ]),
-        "the listener, and the EnvoyProxy presenting the client certificate once it is issued"
+        "the EnvoyProxy presenting the client certificate once it is issued"
     );
     assert!(
         objects
@@ -289,30 +333,19 @@ fn every_object_composed_for_the_example_gateway_is_accepted_by_the_vendored_crd
 /// With every object of the gateway on its cluster, the Gateway takes the EnvoyProxy that presents the client
 /// certificate; once the observed Gateway shows it took it, the status publishes the client CA.
 fn client_certificate_is_presented_then_published(gateway: &Value, objects: &[(String, Value)]) {
-    let ca = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tls/cluster-gateway-ca.pem"),
-    )
-    .unwrap();
+    let ca = published_client_ca();
     let seen = |objects: &[(String, Value)], took_proxy: bool| -> Vec<Value> {
-        objects
-            .iter()
-            .map(|(key, o)| match key.as_str() {
-                "callers-policy" => observed(key, o, json!({})),
-                "client-ca-published" => observed(
-                    key,
-                    o,
-                    json!({"status": {"atProvider": {"manifest": {"data": {"ca.crt": ca}}}}}),
-                ),
-                "gateway" => {
-                    let mut manifest = json!({"status": {"addresses": [{"value": "203.0.113.7"}]}});
-                    if took_proxy {
-                        manifest["spec"] = o["spec"]["forProvider"]["manifest"]["spec"].clone();
-                    }
-                    observed(key, o, json!({"status": {"atProvider": {"manifest": manifest}}}))
+        let mut seen = settled(objects);
+        for ((key, o), seen) in objects.iter().zip(&mut seen) {
+            if key == "gateway" {
+                let mut manifest = json!({"status": {"addresses": [{"value": "203.0.113.7"}]}});
+                if took_proxy {
+                    manifest["spec"] = o["spec"]["forProvider"]["manifest"]["spec"].clone();
                 }
-                _ => created_copy(key, o),
-            })
-            .collect()
+                *seen = observed(key, o, json!({"status": {"atProvider": {"manifest": manifest}}}));
+            }
+        }
+        seen
     };
     let rsp = render_observed(gateway, vec![gateway_cluster()], seen(objects, false));
     let third = desired(&rsp);

@@ -1,7 +1,16 @@
 //! The fleet gateway's client certificate ([`client_tls`]): its CA and the certificate composed on the gateway's
 //! cluster, presented to every TLS backend once issued, and the CA published in the gateway's status for every
-//! InferenceCluster to require. A CA that changes (cert-manager reissues it, or it is deleted and made again) is
-//! published beside the one before, which stays until every cluster with a gateway reports trusting the new one.
+//! InferenceCluster to require.
+//!
+//! A CA that changes (cert-manager renews it with a new key, or it is deleted and made again) is rolled so that
+//! no request is refused at any step:
+//! 1. the new CA is published beside the old one; the certificate stays under the old one;
+//! 2. once every cluster with a gateway reports trusting the new CA, the certificate's spec names it
+//!    ([`client_tls::issued_under`]) and cert-manager reissues it under the new CA;
+//! 3. once that reissue is Ready, the old CA is dropped.
+//!
+//! cert-manager alone would do neither step 2 nor its order: it keeps a certificate issued under an old CA until
+//! its own renewal, which may come before or long after the clusters trust the new one.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +22,7 @@ use crate::{
     api::{
         ca::{fingerprint, valid_ca},
         cluster_view::ClusterView,
+        inference_cluster::GatewayStatus,
     },
     compose::{Output, remote},
     proto::v1::{RunFunctionRequest, Status},
@@ -43,11 +53,23 @@ pub struct Progress {
     pub issued: bool,
     /// The EnvoyProxy presenting it exists, so the fleet Gateway can take it.
     pub proxy_ready: bool,
+    /// The CA trust-manager publishes now, with its fingerprint.
+    pub current: Option<(String, String)>,
+    /// Every cluster with a gateway trusts `current`.
+    pub trusted_everywhere: bool,
+    /// The certificate is issued under `current` (so the CAs before it can go).
+    pub under_current: bool,
 }
 
-/// Composes the CA, its issuer, the client certificate, the Bundle publishing the CA and the published CA (read
-/// only), and the EnvoyProxy that presents the certificate once it is issued.
-pub fn compose(out: &mut Output, req: &RunFunctionRequest, provider_config: &str) -> Progress {
+/// Composes the CA, its issuer, the Bundle publishing the CA and the published CA (read only), the client
+/// certificate once the CA is published (under the CA every cluster trusts: see the module's rotation), and the
+/// EnvoyProxy that presents it once it is issued.
+pub fn compose(
+    out: &mut Output,
+    req: &RunFunctionRequest,
+    provider_config: &str,
+    clusters: &BTreeMap<String, ClusterView>,
+) -> Progress {
     let plain = |manifest| in_control_namespace(remote::object(manifest, provider_config));
     out.compose(
         CA_KEY,
@@ -58,16 +80,6 @@ pub fn compose(out: &mut Output, req: &RunFunctionRequest, provider_config: &str
         ISSUER_KEY,
         plain(client_tls::client_issuer()),
         remote::observed_ready(req, ISSUER_KEY),
-    );
-    let issued = remote::observed_ready(req, CERTIFICATE_KEY);
-    out.compose(
-        CERTIFICATE_KEY,
-        in_control_namespace(derived(
-            client_tls::client_certificate(),
-            provider_config,
-            CERTIFICATE_READY,
-        )),
-        issued,
     );
     out.compose(
         BUNDLE_KEY,
@@ -81,8 +93,51 @@ pub fn compose(out: &mut Output, req: &RunFunctionRequest, provider_config: &str
         in_control_namespace(published),
         remote::observed_ready(req, PUBLISHED_KEY),
     );
+
+    let current = request::observed_composed(req, PUBLISHED_KEY)
+        .and_then(|r| r.resource.as_ref()?.to_json().ok())
+        .and_then(|observed| published_ca(&observed))
+        .and_then(|pem| Some((fingerprint(&pem)?, pem)))
+        .map(|(id, pem)| (pem, id));
+    let trusted_everywhere = current
+        .as_ref()
+        .is_some_and(|(_, id)| trusted_by_every_cluster(clusters, id));
+    let observed_certificate =
+        request::observed_composed(req, CERTIFICATE_KEY).and_then(|r| r.resource.as_ref()?.to_json().ok());
+    let applied = observed_certificate
+        .as_ref()
+        .and_then(|o| issued_under(o.pointer("/spec/forProvider/manifest")?));
+    // A first certificate takes the CA there is; a later one moves only to a CA every cluster trusts.
+    let under = match (&current, applied) {
+        (Some((_, id)), applied) if applied.is_none() || trusted_everywhere => {
+            Some(client_tls::issued_under(id))
+        }
+        (_, applied) => applied,
+    };
+    let mut issued = false;
+    let mut under_current = false;
+    if let Some(under) = under {
+        let ready = remote::observed_ready(req, CERTIFICATE_KEY);
+        let seen = observed_certificate
+            .as_ref()
+            .and_then(|o| issued_under(o.pointer("/status/atProvider/manifest")?));
+        issued = ready && seen.as_deref() == Some(under.as_str());
+        under_current = issued
+            && current
+                .as_ref()
+                .is_some_and(|(_, id)| client_tls::issued_under(id) == under);
+        out.compose(
+            CERTIFICATE_KEY,
+            in_control_namespace(derived(
+                client_tls::client_certificate(&under),
+                provider_config,
+                CERTIFICATE_READY,
+            )),
+            issued,
+        );
+    }
     // The EnvoyProxy names the certificate's Secret, so it waits for the certificate; once made it stays, so a
-    // renewal in progress never takes the certificate off the wire.
+    // reissue in progress never takes the certificate off the wire.
     if issued || request::observed_composed(req, PROXY_KEY).is_some() {
         out.compose(
             PROXY_KEY,
@@ -93,16 +148,35 @@ pub fn compose(out: &mut Output, req: &RunFunctionRequest, provider_config: &str
     Progress {
         issued,
         proxy_ready: remote::observed_ready(req, PROXY_KEY),
+        current,
+        trusted_everywhere,
+        under_current,
     }
 }
 
-/// The CAs the gateway publishes: its CA, once its Envoy presents certificates under it (`presenting`), then the
-/// ones it published before while a cluster with a gateway does not trust the new one yet. Until it presents, what
-/// it published before: a moment when the CA cannot be read must not drop it from every cluster. Says how far it
-/// is in the `ClientCertificate` condition.
+/// The CA a Certificate manifest names in its organizational unit ([`client_tls::issued_under`]).
+fn issued_under(manifest: &Value) -> Option<String> {
+    let unit = manifest
+        .pointer("/spec/subject/organizationalUnits/0")?
+        .as_str()?;
+    Some(unit.to_owned())
+}
+
+fn gateways(clusters: &BTreeMap<String, ClusterView>) -> impl Iterator<Item = &GatewayStatus> {
+    clusters.values().filter_map(|c| c.status.gateway.as_ref())
+}
+
+/// Every cluster with a gateway reports trusting the CA `id` (true when none has one: nothing can refuse).
+fn trusted_by_every_cluster(clusters: &BTreeMap<String, ClusterView>, id: &str) -> bool {
+    gateways(clusters).all(|g| g.trusted_client_authorities.iter().any(|t| t == id))
+}
+
+/// The CAs the gateway publishes: its current CA once its Envoy presents certificates (`presenting`), then the
+/// ones it published before until the certificate is reissued under the current one (see the module's rotation).
+/// Until it presents, what it published before: a moment when the CA cannot be read must not drop it from every
+/// cluster. Says how far it is in the `ClientCertificate` condition.
 pub fn publish(
     out: &mut Output,
-    req: &RunFunctionRequest,
     progress: &Progress,
     presenting: bool,
     before: &[String],
@@ -114,17 +188,8 @@ pub fn publish(
         .take(MAX_TRUSTED_CAS)
         .cloned()
         .collect();
-    let current = presenting
-        .then(|| {
-            request::observed_composed(req, PUBLISHED_KEY)?
-                .resource
-                .as_ref()?
-                .to_json()
-                .ok()
-        })
-        .flatten()
-        .and_then(|observed| published_ca(&observed));
-    let Some(current) = current else {
+    let current = progress.current.as_ref().filter(|_| presenting);
+    let Some((current, id)) = current else {
         let why = if progress.issued {
             "the client certificate is issued; waiting for the fleet Gateway to take the EnvoyProxy that presents it"
         } else {
@@ -139,31 +204,30 @@ pub fn publish(
         );
         return before;
     };
-    let id = fingerprint(&current).unwrap_or_default();
-    let gateways: Vec<_> = clusters
-        .values()
-        .filter_map(|c| c.status.gateway.as_ref())
-        .collect();
-    let requiring = gateways
-        .iter()
-        .filter(|g| g.trusted_client_authorities.contains(&id))
+    let total = gateways(clusters).count();
+    let requiring = gateways(clusters)
+        .filter(|g| g.trusted_client_authorities.contains(id))
         .count();
-    let everywhere = requiring == gateways.len();
+    let rotating = before.iter().any(|pem| pem != current);
+    let step = if !rotating || progress.under_current {
+        ""
+    } else if progress.trusted_everywhere {
+        "; reissuing the certificate under it"
+    } else {
+        "; the certificate stays under the CA before it until every cluster trusts it"
+    };
     out.condition(
         ConditionType::ClientCertificate,
         Status::ConditionTrue,
         Reason::Presented,
-        format!(
-            "presenting a client certificate under CA {id}; {requiring} of {} cluster gateways require it",
-            gateways.len()
-        ),
+        format!("presenting a client certificate; CA {id} is required by {requiring} of {total} cluster gateways{step}"),
     );
-    let older: Vec<String> = if everywhere {
+    let older: Vec<String> = if progress.under_current {
         Vec::new()
     } else {
-        before.into_iter().filter(|pem| *pem != current).collect()
+        before.into_iter().filter(|pem| pem != current).collect()
     };
-    let mut cas = vec![current];
+    let mut cas = vec![current.clone()];
     cas.extend(older);
     cas.truncate(MAX_TRUSTED_CAS);
     cas

@@ -203,7 +203,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     }
     report_callers(&mut out, callers.len(), filled.len(), &waiting);
 
-    let client = client_certificate::compose(&mut out, req, &pc);
+    let client = client_certificate::compose(&mut out, req, &pc, &clusters);
     let observed_gateway = remote::observed::<GatewayView>(request::observed_composed(req, "gateway"));
     let observed_gateway = observed_gateway.as_ref().and_then(|o| o.manifest());
     let address = observed_gateway
@@ -233,7 +233,6 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         cluster_name: cluster.clone(),
         client_certificate_authorities: client_certificate::publish(
             &mut out,
-            req,
             &client,
             took_proxy && ready("gateway"),
             &gateway.status.client_certificate_authorities,

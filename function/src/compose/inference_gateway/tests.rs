@@ -5,6 +5,7 @@ use crate::compose::fixtures::{
     self, observed_owner, request, run, sanitized_owned_secret, with_observed, with_required,
 };
 use crate::proto::v1::Status;
+use crate::stack::cluster_gateway::client_tls;
 
 fn gateway(spec: Value, status: Value) -> Value {
     json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceGateway",
@@ -319,7 +320,7 @@ fn the_client_ca_is_published_only_once_the_gateway_presents_certificates_under_
     let (status, reason, message) = client(&out);
     assert_eq!((status, reason), (Status::ConditionTrue, "Presented"));
     assert!(
-        message.ends_with("0 of 1 cluster gateways require it"),
+        message.ends_with("required by 0 of 1 cluster gateways"),
         "{message}"
     );
     let gateway = &out.resources["gateway"].object["spec"]["forProvider"]["manifest"];
@@ -329,27 +330,101 @@ fn the_client_ca_is_published_only_once_the_gateway_presents_certificates_under_
     );
 }
 
+/// The client certificate as observed: its spec names the CA `under`, and cert-manager has issued it for that
+/// spec (`issued`) or is still at it.
+fn with_certificate(
+    req: crate::proto::v1::RunFunctionRequest,
+    under: &str,
+    issued: bool,
+) -> crate::proto::v1::RunFunctionRequest {
+    let unit = client_tls::issued_under(&crate::api::ca::fingerprint(under).unwrap());
+    let manifest = json!({"spec": {"subject": {"organizationalUnits": [unit]}}});
+    let observed = json!({
+        "spec": {"forProvider": {"manifest": manifest}},
+        "status": {"conditions": [{"type": "Ready", "status": if issued { "True" } else { "False" }}],
+                   "atProvider": {"manifest": manifest}},
+    });
+    with_observed(req, "client-certificate", &observed)
+}
+
+fn certificate_under(out: &crate::compose::Output) -> Value {
+    out.resources["client-certificate"].object["spec"]["forProvider"]["manifest"]["spec"]["subject"]
+        ["organizationalUnits"][0]
+        .clone()
+}
+
+fn unit(ca: &str) -> Value {
+    json!(client_tls::issued_under(
+        &crate::api::ca::fingerprint(ca).unwrap()
+    ))
+}
+
+/// The rotation of the module's docs, step by step: at no step is the certificate presented under a CA some
+/// cluster does not trust.
 #[test]
-fn a_new_client_ca_is_published_beside_the_old_one_until_every_cluster_trusts_it() {
+fn a_new_client_ca_is_trusted_everywhere_before_the_certificate_moves_and_the_old_goes_after() {
+    // 1. The CA changed; one cluster does not trust the new one yet: both published, the certificate stays.
     let halfway = [
         cluster_trusting("b", &[OLD_CA, CLIENT_CA]),
         cluster_trusting("c", &[OLD_CA]),
     ];
-    let out = run(compose, &client_ca_request(&[OLD_CA], &halfway, true)).unwrap();
+    let req = with_certificate(client_ca_request(&[OLD_CA], &halfway, true), OLD_CA, true);
+    let out = run(compose, &req).unwrap();
     assert_eq!(
         out.status["clientCertificateAuthorities"],
         json!([CLIENT_CA, OLD_CA])
     );
+    assert_eq!(certificate_under(&out), unit(OLD_CA));
+
+    // 2. Every cluster trusts it: the certificate's spec moves to it; the old CA stays while it is reissued.
     let everywhere = [
         cluster_trusting("b", &[OLD_CA, CLIENT_CA]),
-        cluster_trusting("c", &[CLIENT_CA]),
+        cluster_trusting("c", &[OLD_CA, CLIENT_CA]),
     ];
-    let out = run(
-        compose,
-        &client_ca_request(&[CLIENT_CA, OLD_CA], &everywhere, true),
-    )
-    .unwrap();
+    let moving = |under: &str, issued: bool| {
+        let req = client_ca_request(&[CLIENT_CA, OLD_CA], &everywhere, true);
+        run(compose, &with_certificate(req, under, issued)).unwrap()
+    };
+    let out = moving(OLD_CA, true);
+    assert_eq!(certificate_under(&out), unit(CLIENT_CA));
+    assert_eq!(
+        out.status["clientCertificateAuthorities"],
+        json!([CLIENT_CA, OLD_CA])
+    );
+    let message = out
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ClientCertificate")
+        .and_then(|c| c.message.clone())
+        .unwrap();
+    assert!(
+        message.ends_with("reissuing the certificate under it"),
+        "{message}"
+    );
+    // cert-manager has the new spec but has not issued for it yet.
+    let out = moving(CLIENT_CA, false);
+    assert_eq!(
+        out.status["clientCertificateAuthorities"],
+        json!([CLIENT_CA, OLD_CA])
+    );
+
+    // 3. Reissued under the new CA: the old one goes.
+    let out = moving(CLIENT_CA, true);
     assert_eq!(out.status["clientCertificateAuthorities"], json!([CLIENT_CA]));
+    assert_eq!(certificate_under(&out), unit(CLIENT_CA));
+}
+
+#[test]
+fn the_first_certificate_waits_for_the_published_ca_and_is_issued_under_it() {
+    let clusters = [cluster_trusting("b", &[])];
+    let xr = gateway(json!({"clusterName": "b"}), json!({}));
+    let out = run(compose, &with_required(request(xr), "clusters", &clusters)).unwrap();
+    assert!(
+        !out.resources.contains_key("client-certificate"),
+        "no certificate before the CA it is issued under is known"
+    );
+    let out = run(compose, &client_ca_request(&[], &clusters, false)).unwrap();
+    assert_eq!(certificate_under(&out), unit(CLIENT_CA));
 }
 
 #[test]

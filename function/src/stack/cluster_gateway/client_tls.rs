@@ -34,8 +34,9 @@ pub const TRUSTED_CLIENT_CAS: &str = "modelplane-fleet-client-cas";
 const CLIENT_POLICY: &str = "cluster-gateway-clients";
 /// At most this many CAs are trusted at once: each InferenceGateway publishes one, two while one rotates.
 pub const MAX_TRUSTED_CAS: usize = 16;
-/// The readiness of a cert-manager Certificate: issued and current.
-pub const CERTIFICATE_READY: &str = "has(object.status.conditions) && object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')";
+/// The readiness of a cert-manager Certificate: issued for its current spec. Right after a spec change the old
+/// Ready condition still stands until cert-manager looks again; its `observedGeneration` tells them apart.
+pub const CERTIFICATE_READY: &str = "has(object.status.conditions) && object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True' && has(c.observedGeneration) && c.observedGeneration == object.metadata.generation)";
 /// The readiness of the published CA: trust-manager wrote it.
 pub const CA_PUBLISHED: &str = "has(object.data) && 'ca.crt' in object.data";
 
@@ -48,14 +49,24 @@ pub fn client_issuer() -> Value {
     tls::ca_issuer(CLIENT_CA)
 }
 
-/// The certificate the fleet gateway presents: client auth only, so it cannot serve as any gateway's.
-pub fn client_certificate() -> Value {
+/// The organizational unit that names the CA a client certificate is to be issued under (`sha256:<hex>`, cut to
+/// fit X.520's 64 characters). cert-manager reissues a Certificate whose spec changed, but not one whose CA did,
+/// so changing this is how the certificate moves to a new CA, and only once every cluster trusts it.
+pub fn issued_under(ca_fingerprint: &str) -> String {
+    let hex = ca_fingerprint.trim_start_matches("sha256:");
+    format!("modelplane-ca-{}", &hex[..hex.len().min(32)])
+}
+
+/// The certificate the fleet gateway presents: client auth only, so it cannot serve as any gateway's. `ca` is
+/// [`issued_under`] of the CA it is to be issued under.
+pub fn client_certificate(ca: &str) -> Value {
     json!({
         "apiVersion": tls::CERT_MANAGER_API, "kind": "Certificate",
         "metadata": {"name": CLIENT_CERTIFICATE, "namespace": GATEWAY_NAMESPACE},
         "spec": {
             "secretName": CLIENT_CERTIFICATE,
             "commonName": "modelplane-fleet-gateway",
+            "subject": {"organizationalUnits": [ca]},
             "usages": ["client auth", "digital signature"],
             "privateKey": tls::private_key(),
             "issuerRef": tls::issuer_ref(CLIENT_CA),
