@@ -1,6 +1,7 @@
 """`render --until-ready` through the real binary: the seed's clusters reach their whole serving stack, the seed
 ModelDeployment becomes each stack's gang on an example cluster simulated alongside it and is routed, the output
-says it is a simulation, and a composite that never gets Ready exits non-zero saying what it waited for."""
+says it is a simulation, and a composite that never gets Ready exits non-zero saying what it waited for; and a
+composite with a field its XRD does not declare is not rendered at all."""
 
 from __future__ import annotations
 
@@ -112,3 +113,17 @@ def test_a_reader_that_stops_reading_ends_the_render_quietly():
         status = proc.wait(timeout=60)
     assert first.startswith(b"# SIMULATION")
     assert (status, stderr) == (0, "")
+
+
+def test_a_field_the_xrd_does_not_declare_is_refused_naming_it(tmp_path):
+    # A Secret reference into another namespace is not something a ModelEndpoint can say: the API server would
+    # drop the field (kubectl apply refuses it), so render refuses it rather than render what would not run.
+    endpoint = yaml.safe_load((REPO_ROOT / "examples" / "services" / "together-endpoint.yaml").read_text())
+    endpoint["spec"]["credential"]["apiKey"]["secretRef"]["namespace"] = "other-team"
+    endpoint["spec"]["replicsa"] = 2
+    path = tmp_path / "endpoint.yaml"
+    path.write_text(yaml.safe_dump(endpoint))
+    done = render(str(path))
+    assert done.returncode == 1, done.stdout
+    assert "spec.credential.apiKey.secretRef.namespace" in done.stderr and "spec.replicsa" in done.stderr, done.stderr
+    assert done.stdout == "", "nothing is rendered"

@@ -99,8 +99,27 @@ impl Inputs {
                 _ => None,
             },
         };
+        let composite_path = composite;
+        let composite = files::read_one(composite_path)?;
+        // As `kubectl apply` refuses them: a field the XRD does not declare would be dropped by the API server,
+        // so what renders here would not be what runs (a misspelt field, or one this version does not have).
+        let unknown = crate::validate::unknown_fields(&composite);
+        if !unknown.is_empty() {
+            let mut fields: Vec<&str> = unknown.iter().take(8).map(|(path, _)| path.as_str()).collect();
+            if unknown.len() > fields.len() {
+                fields.push("...");
+            }
+            return Err(RenderError::Input {
+                path: composite_path.to_owned(),
+                reason: format!(
+                    "unknown field(s) {}: the XRD does not declare them, so the API server would drop them \
+                     (kubectl apply refuses them)",
+                    fields.join(", ")
+                ),
+            });
+        }
         Ok(Self {
-            composite: files::read_one(composite)?,
+            composite,
             required: files::read_objects(required)?,
             observed: files::read_objects(observed)?,
             context,

@@ -212,6 +212,28 @@ pub fn composite(type_meta: &TypeMeta, object: &Value) -> Result<(), ComposeErro
     owned_composite(type_meta, object.clone())
 }
 
+/// The fields of `object` (a composite of one of our kinds, read from its own `apiVersion` and `kind`) its XRD
+/// does not declare, by path, `status` aside. The function never sees them (the API server drops them before
+/// Crossplane reads the composite), so only `render`, reading a user's file, has them to refuse.
+pub fn unknown_fields(object: &Value) -> Vec<(String, String)> {
+    let field = |name: &str| object.get(name).and_then(Value::as_str).unwrap_or_default();
+    let (group, version) = field("apiVersion").split_once('/').unwrap_or_default();
+    let Ok(served) = served() else {
+        return Vec::new();
+    };
+    let Some(served) = served
+        .iter()
+        .find(|s| s.group == group && s.version == version && s.kind == field("kind"))
+    else {
+        return Vec::new();
+    };
+    let mut object = object.clone();
+    if let Some(map) = object.as_object_mut() {
+        map.remove("status");
+    }
+    served.schema.unknown_fields(&object)
+}
+
 /// [`composite`] for an object the caller has no further use for: the check defaults it in place.
 fn owned_composite(type_meta: &TypeMeta, mut object: Value) -> Result<(), ComposeError> {
     let served = served()

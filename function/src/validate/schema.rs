@@ -85,6 +85,14 @@ impl ObjectSchema {
         })
     }
 
+    /// The fields of `object` its schema does not declare: the API server drops them, and `kubectl apply`'s strict
+    /// field validation (its default) refuses the object naming them.
+    pub fn unknown_fields(&self, object: &Value) -> Vec<Finding> {
+        let mut out = Vec::new();
+        unknown_fields(&self.full, object, "", &mut out);
+        out
+    }
+
     /// Every reason the API server would refuse (or silently change) `object`, by field path.
     pub fn validate(&self, object: &Value) -> Vec<Finding> {
         let defaulted = kube_cel::apply_defaults(&self.full, object);
