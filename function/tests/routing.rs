@@ -608,3 +608,65 @@ fn a_service_reaches_only_its_own_namespace() {
     assert!(!sources.is_empty(), "the provider key is copied by reference");
     assert!(sources.iter().all(|ns| *ns == "ml-team"), "{sources:?}");
 }
+
+/// The cross-namespace example as a user renders it (docs/routing.md): with the fixture gateway's grant, the
+/// service routes the platform team's shared provider and copies its key from shared-models, never from
+/// ml-team; with the grant gone, nothing of shared-models is routed or copied and the field is named.
+#[test]
+fn the_shared_provider_example_is_routed_only_by_grant() {
+    let composite = example("qwen3-coder-shared-overflow.yaml");
+    let fixture = read_documents(&repo_root().join("tests/fixtures/services/fleet.yaml"));
+    let key_sources = |required: Vec<Value>| {
+        let first = desired(&render(&composite, required.clone()));
+        let seen: Vec<Value> = first.iter().map(|(key, o)| created_copy(key, o)).collect();
+        let second = desired(&render_observed(&composite, required, seen));
+        assert_valid(&second);
+        let sources: Vec<String> = second
+            .iter()
+            .flat_map(|(_, o)| o["spec"]["references"].as_array().into_iter().flatten())
+            .map(|r| r["patchesFrom"]["namespace"].as_str().unwrap().to_owned())
+            .collect();
+        (second, sources)
+    };
+    let (objects, sources) = key_sources(fixture.clone());
+    assert_eq!(sources, ["shared-models"]);
+    assert!(
+        objects.iter().any(
+            |(_, o)| o["spec"]["forProvider"]["manifest"]["spec"]["endpoints"][0]["fqdn"]["hostname"]
+                == "api.together.xyz"
+        ),
+        "the shared provider is a backend"
+    );
+
+    let ungranted: Vec<Value> = fixture
+        .into_iter()
+        .map(|mut o| {
+            if o["kind"] == "InferenceGateway" {
+                o["spec"].as_object_mut().unwrap().remove("endpointGrants");
+            }
+            o
+        })
+        .collect();
+    let rsp = render(&composite, ungranted.clone());
+    let (objects, sources) = key_sources(ungranted);
+    assert!(sources.is_empty(), "{sources:?}");
+    let text = serde_json::to_string(&objects).unwrap();
+    assert!(
+        !text.contains("shared-models") && !text.contains("together"),
+        "{text}"
+    );
+    let resolved = rsp
+        .conditions
+        .iter()
+        .find(|c| c.r#type == "EndpointsResolved")
+        .unwrap();
+    assert_eq!(resolved.reason, "NamespaceNotGranted");
+    assert!(
+        resolved
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("spec.endpoints[1].namespace"),
+        "{resolved:?}"
+    );
+}

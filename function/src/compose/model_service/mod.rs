@@ -259,6 +259,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             .flatten();
         for r in &routed {
             let object_name = route::backend_name(&name, &r.backend.endpoint);
+            let endpoint_key = composed_key(&r.backend.endpoint);
             // A ModelEndpoint with `tls` is https (resolve_endpoint refuses it otherwise, so it is not routed).
             let ca = r
                 .tls
@@ -273,13 +274,13 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             .into_iter()
             .chain(ca)
             {
-                let k = key(&format!("{what}-{}", r.backend.endpoint));
+                let k = key(&format!("{what}-{endpoint_key}"));
                 let ready = remote::observed_ready(req, &k);
                 routes_ready &= ready;
                 out.compose(k, remote::object(manifest, pc), ready);
             }
             if let Some(api_key) = r.api_key {
-                let secret_key = key(&format!("api-key-{}", r.backend.endpoint));
+                let secret_key = key(&format!("api-key-{endpoint_key}"));
                 let (secret, copied) = remote::secret_copy::secret_copy(
                     &route::api_key_secret_name(&object_name),
                     &namespace,
@@ -300,7 +301,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 let filled = copied == remote::secret_copy::CopyState::Filled;
                 routes_ready &= filled;
                 out.compose(secret_key, secret, filled);
-                let policy_key = key(&format!("credential-{}", r.backend.endpoint));
+                let policy_key = key(&format!("credential-{endpoint_key}"));
                 let ready = remote::observed_ready(req, &policy_key);
                 routes_ready &= ready;
                 out.compose(
@@ -378,6 +379,13 @@ fn requirements(namespace: &str) -> BTreeMap<String, ResourceSelector> {
 /// The requirement for a granted namespace's ModelEndpoints (namespaces are DNS labels: no `/` to collide on).
 fn granted_endpoints_key(namespace: &str) -> String {
     format!("{ENDPOINTS}/{namespace}")
+}
+
+/// How an endpoint appears in composed resources' names: its name, or for a granted namespace's endpoint
+/// `<namespace>_<name>` (`_` is in no Kubernetes name, so it never meets an own endpoint's, and unlike `/` it is
+/// valid wherever Crossplane may carry the name, label values included).
+fn composed_key(endpoint: &str) -> String {
+    endpoint.replace('/', "_")
 }
 
 /// Every namespace some InferenceGateway lets `namespace`'s services select in.

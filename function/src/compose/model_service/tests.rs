@@ -500,7 +500,7 @@ fn a_granted_namespace_is_read_and_routed_with_its_own_key() {
 
     // The key is copied from the endpoint's namespace, never from a same-named Secret of the service's.
     use crate::compose::fixtures::{observed_owner, sanitized_owned_secret, with_observed};
-    let copy_key = "fleet-api-key-shared-models/together";
+    let copy_key = "fleet-api-key-shared-models_together";
     let mut owned = Value::Object(out.resources[copy_key].object.clone());
     owned["metadata"]["finalizers"] = json!(["finalizer.managedresource.crossplane.io"]);
     owned["status"] = json!({"atProvider": {"manifest": sanitized_owned_secret("qwen-secret-owner")}});
