@@ -44,6 +44,7 @@ components=(
     "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok"
     "crossplane|crossplane|github.com/crossplane/crossplane/v2/cmd/crossplane"
     "provider-kubernetes|provider-kubernetes|github.com/crossplane-contrib/provider-kubernetes/cmd/provider"
+    "promtool|prometheus|github.com/prometheus/prometheus/cmd/promtool"
 )
 # No DWARF or symbol table (-s -w): linking these binaries is a large part of a cold build, and the tests never
 # debug them. -trimpath keeps machine paths out of the binaries.

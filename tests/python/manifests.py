@@ -208,7 +208,8 @@ def _all_crds() -> tuple[_CrdVersion, ...]:
     # Workload-cluster releases: top-level files, routing/<project>/<release>/, and <project>/<release>/ for the
     # cluster gateway's certificates (cert-manager, trust-manager).
     paths = (sorted(crd_dir().glob("*.yaml")) + sorted(crd_dir().glob("routing/*/*/*.yaml"))
-             + sorted(crd_dir().glob("cert-manager/*/*.yaml")) + sorted(crd_dir().glob("trust-manager/*/*.yaml")))
+             + sorted(crd_dir().glob("cert-manager/*/*.yaml")) + sorted(crd_dir().glob("trust-manager/*/*.yaml"))
+             + sorted(crd_dir().glob("prometheus-operator/*/*.yaml")))
     for path in paths:
         for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
             if not doc or doc.get("kind") != "CustomResourceDefinition":

@@ -43,7 +43,8 @@ def kinds(found: list[dict]) -> list[str]:
 )
 def test_the_seed_renders_valid_manifests_on_each_stack(stack, gang):
     found = workload_manifests(render(SEED, CLUSTERS / stack))
-    assert kinds(found) == sorted(["Namespace", gang, "ResourceClaimTemplate", "ResourceClaimTemplate", "Service"])
+    assert kinds(found) == sorted(["Namespace", gang, "ResourceClaimTemplate", "ResourceClaimTemplate", "Service",
+                                   "PodMonitor"])
     for manifest in found:
         manifests.assert_valid(manifest)
 

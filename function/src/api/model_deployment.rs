@@ -70,7 +70,32 @@ pub struct ReplicaSpec {
     /// How requests reach the engines; absent means Unified.
     #[serde(default)]
     pub serving: Option<Serving>,
+    /// Upstream's design for metrics collection (`observability.metrics.enabled`, on unless false).
+    #[serde(default)]
+    pub observability: Observability,
     pub engines: Vec<Engine>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Observability {
+    #[serde(default)]
+    pub metrics: MetricsCollection,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct MetricsCollection {
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+}
+
+impl Default for MetricsCollection {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
+fn enabled() -> bool {
+    true
 }
 
 impl ReplicaSpec {

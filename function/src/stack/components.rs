@@ -239,12 +239,24 @@ pub const KUBE_PROMETHEUS_STACK: Component = Component {
                 "grafana": {"enabled": false},
                 "alertmanager": {"enabled": false},
                 "prometheus": {"prometheusSpec": {"podMonitorSelectorNilUsesHelmValues": false,
-                                                  "serviceMonitorSelectorNilUsesHelmValues": false}},
+                                                  "serviceMonitorSelectorNilUsesHelmValues": false,
+                                                  "ruleSelectorNilUsesHelmValues": false}},
             })
         },
     },
     needs: Needs::Always,
     why: "metrics for the endpoint picker and autoscaling; Modelplane's validated values (AICR's 82.x is a major bump)",
+};
+
+/// The recording rules that give every engine's figures one name ([`super::engine_metrics`]), loaded by the
+/// Prometheus above (its values select PrometheusRules from every namespace).
+pub const ENGINE_METRICS: Component = Component {
+    name: "engine-metrics",
+    version: KUBE_PROMETHEUS_STACK.version,
+    namespace: KUBE_PROMETHEUS_STACK.namespace,
+    install: Install::Objects,
+    needs: Needs::Always,
+    why: "modelplane_* series from vLLM's, SGLang's and TensorRT-LLM's metrics, for status figures and autoscaling",
 };
 
 pub const ENVOY_GATEWAY: Component = Component {
@@ -324,6 +336,13 @@ pub fn common_objects() -> Vec<(&'static str, Vec<super::StackObject>)> {
             super::cluster_gateway::inference_extension_crds(),
         ),
         (CLUSTER_GATEWAY.name, super::cluster_gateway::cluster_gateway()),
+        (
+            ENGINE_METRICS.name,
+            vec![super::StackObject::created(
+                "rules",
+                super::engine_metrics::recording_rules(ENGINE_METRICS.namespace),
+            )],
+        ),
     ]
 }
 
@@ -336,6 +355,7 @@ pub const EKS: &[Component] = &[
     AWS_DRANET,
     CLUSTER_AUTOSCALER,
     KUBE_PROMETHEUS_STACK,
+    ENGINE_METRICS,
     ENVOY_GATEWAY,
     AI_GATEWAY_CRDS,
     AI_GATEWAY,
@@ -352,6 +372,7 @@ pub const GENERIC: &[Component] = &[
     NODE_FEATURE_DISCOVERY,
     DRA_DRIVER_NVIDIA_GPU,
     KUBE_PROMETHEUS_STACK,
+    ENGINE_METRICS,
     ENVOY_GATEWAY,
     AI_GATEWAY_CRDS,
     AI_GATEWAY,

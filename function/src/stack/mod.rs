@@ -21,6 +21,7 @@ pub mod components;
 pub mod disaggregation;
 pub mod dynamo;
 pub mod engine_flags;
+pub mod engine_metrics;
 mod leader_worker_set;
 pub mod model_express;
 pub mod names;

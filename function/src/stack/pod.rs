@@ -104,8 +104,9 @@ pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
         (serves(member) && w.phase == Some(Phase::Decode)).then(|| disaggregation::decode_engine_port(c))
     };
     let mut containers = Vec::new();
-    for container in &member.template.spec.containers {
+    for (i, container) in member.template.spec.containers.iter().enumerate() {
         let engine_port = sidecar_for(container);
+        let port = engine_port.unwrap_or(SERVING_PORT);
         let ours = Additions {
             env: &env,
             mounts: &mounts,
@@ -113,8 +114,10 @@ pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
             capabilities: &w.additions.capabilities,
             probes: serves(member).then(|| Probes {
                 startup_seconds: startup_seconds(w.cache.and_then(|c| c.size_gib)),
-                port: engine_port.unwrap_or(SERVING_PORT),
+                port,
             }),
+            // The engine is the first container; its port is declared so its metrics can be scraped by number.
+            declared_port: (serves(member) && i == 0).then_some(port),
         };
         containers.push(Value::Object(engine_container(container, &ours)));
         containers.extend(engine_port.map(disaggregation::sidecar));
@@ -165,6 +168,8 @@ struct Additions<'a> {
     capabilities: &'a [&'static str],
     /// For a serving container: the probes to write where the user wrote none.
     probes: Option<Probes>,
+    /// For the serving engine: the port it answers (and serves `/metrics`) on, declared unless the user did.
+    declared_port: Option<u16>,
 }
 
 struct Probes {
@@ -239,6 +244,9 @@ fn engine_container(user: &Map<String, Value>, ours: &Additions) -> Map<String, 
     if !ours.capabilities.is_empty() {
         add_capabilities(&mut container, ours.capabilities);
     }
+    if let Some(port) = ours.declared_port {
+        declare_port(&mut container, port);
+    }
     if let Some(p) = &ours.probes {
         // The user's own probes are kept as written.
         let (startup, readiness) = probes(p);
@@ -246,6 +254,33 @@ fn engine_container(user: &Map<String, Value>, ours: &Additions) -> Map<String, 
         container.entry("readinessProbe").or_insert(readiness);
     }
     container
+}
+
+/// Declares `port` on the container unless one of its ports already is it. Unnamed, so it can clash with no name
+/// the user gave another port; Prometheus finds it by number ([`metrics_port`]).
+fn declare_port(container: &mut Map<String, Value>, port: u16) {
+    let ports = container.entry("ports").or_insert_with(|| json!([]));
+    let Value::Array(ports) = ports else {
+        return;
+    };
+    if !ports
+        .iter()
+        .any(|p| p.get("containerPort").and_then(Value::as_u64) == Some(u64::from(port)))
+    {
+        ports.push(json!({"containerPort": port, "protocol": "TCP"}));
+    }
+}
+
+/// The port the workload's serving engine answers and serves `/metrics` on (its first container's, behind the
+/// disaggregation sidecar for a decode engine); none when no member serves.
+pub fn metrics_port(w: &EngineWorkload) -> Option<u16> {
+    let member = w.engine.members.iter().find(|m| serves(m))?;
+    let engine = member.template.spec.containers.first()?;
+    Some(if w.phase == Some(Phase::Decode) {
+        disaggregation::decode_engine_port(engine)
+    } else {
+        SERVING_PORT
+    })
 }
 
 /// Adds `capabilities` to `securityContext.capabilities.add`, keeping whatever the user set there.

@@ -246,6 +246,8 @@ fn standard_composes_lws_and_nothing_of_dynamo() {
         "Certificate",
         "Bundle",
         "ConfigMap",
+        // The engines' recording rules.
+        "PrometheusRule",
     ];
     assert!(
         manifests(&out)

@@ -230,6 +230,26 @@ fn ready_replicas_counts_only_replicas_whose_engines_serve() {
     assert_eq!(out.status["replicas"][1]["ready"], false);
 }
 
+#[test]
+fn a_scrape_that_cannot_be_made_never_keeps_a_replica_from_serving() {
+    // A cluster without Prometheus' CRDs never creates the PodMonitor; everything that serves is ready.
+    let xr = seed();
+    let first = compose_on(xr.clone(), &[standard()]);
+    assert!(first.resources.keys().any(|k| k.ends_with("-metrics")));
+    let out = run(
+        compose,
+        &next_request(&xr, &[standard()], &first, |key| !key.ends_with("-metrics")),
+    )
+    .unwrap();
+    assert_eq!(out.status["readyReplicas"], 1);
+    let unready = run(
+        compose,
+        &next_request(&xr, &[standard()], &first, |key| !key.ends_with("-service")),
+    )
+    .unwrap();
+    assert_eq!(unready.status["readyReplicas"], 0, "what serves still gates it");
+}
+
 // --- Taints ---
 
 fn tainted(mut cluster: Value, taint: &Value) -> Value {

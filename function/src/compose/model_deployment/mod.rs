@@ -246,8 +246,9 @@ impl Replicas<'_> {
         let mut ready = blocked.is_none();
         for desired in objects {
             let observed_ready = object_ready(request::observed_composed(self.req, &desired.key));
-            ready &= observed_ready;
-            out.compose(desired.key, desired.object, observed_ready);
+            let counts = observed_ready || !desired.gates_ready;
+            ready &= counts;
+            out.compose(desired.key, desired.object, counts);
         }
         ReplicaStatus {
             replica: index,

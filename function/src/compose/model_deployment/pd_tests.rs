@@ -355,3 +355,53 @@ fn the_replica_is_ready_and_routed_only_once_both_phases_are() {
         "the decode engine's name"
     );
 }
+
+/// Metrics: each phase's serving engine is scraped where it answers (the decode engine behind the sidecar on its
+/// own port), its pods found by the serving label, its series stamped with cluster, deployment, replica and role;
+/// the engine declares that port (the sidecar's stays its own); and `observability.metrics.enabled: false`
+/// composes no scrape at all.
+#[test]
+fn each_phase_engine_is_scraped_on_its_own_port_unless_collection_is_off() {
+    for (xr, cluster) in [(pd(), standard()), (pd_gang(), dynamo())] {
+        let cluster = roomy(cluster);
+        let at = name_of(&cluster);
+        let out = compose_pd(xr.clone(), &cluster);
+        for (engine, port) in [("prefill", 8000), ("decode", 8001)] {
+            let workload = manifest(&out, &format!("replica-0-{at}-{engine}"));
+            let serving_label = pods(workload)[0].0["modelplane.ai/serving"].clone();
+            let monitor = manifest(&out, &format!("replica-0-{at}-{engine}-metrics"));
+            assert_eq!(monitor["kind"], "PodMonitor");
+            assert_eq!(
+                monitor["spec"]["selector"]["matchLabels"],
+                json!({"modelplane.ai/serving": serving_label})
+            );
+            let endpoint = &monitor["spec"]["podMetricsEndpoints"][0];
+            assert_eq!(endpoint["portNumber"], port, "{at} {engine}");
+            let stamped: Vec<(&str, &str)> = endpoint["relabelings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|r| Some((r["targetLabel"].as_str()?, r["replacement"].as_str()?)))
+                .collect();
+            assert_eq!(
+                stamped,
+                [("cluster", at), ("deployment", "qwen3-235b-pd"), ("replica", "0")],
+                "{at} {engine}"
+            );
+            let (_, serving) = pods(workload)[0];
+            assert_eq!(
+                serving["containers"][0]["ports"],
+                json!([{"containerPort": port, "protocol": "TCP"}]),
+                "{at} {engine}: the engine declares where it is scraped"
+            );
+        }
+        let mut off = xr;
+        off["spec"]["template"]["spec"]["observability"] = json!({"metrics": {"enabled": false}});
+        let out = compose_pd(off, &cluster);
+        assert!(
+            !out.resources.keys().any(|k| k.ends_with("-metrics")),
+            "{:?}",
+            out.resources.keys()
+        );
+    }
+}

@@ -11,7 +11,10 @@ use crate::{
     },
     compose::remote,
     schedule::{self, EnginePlacement, Placement, cluster},
-    stack::{CacheUse, EngineWorkload, ServingStack, names::child_name, pod, replica_routing, serving_stack},
+    stack::{
+        CacheUse, EngineWorkload, ServingStack, engine_metrics, names::child_name, pod, replica_routing,
+        serving_stack, well_known::SERVING_LABEL,
+    },
 };
 
 pub use crate::api::ledger::{CLUSTER_ANNOTATION, REPLICA_ANNOTATION};
@@ -25,6 +28,9 @@ const NAME_LIMIT: usize = 253;
 pub struct Desired {
     pub key: String,
     pub object: Value,
+    /// Whether the replica serves only once this object is ready. Metrics collection is not serving: a cluster
+    /// without Prometheus' CRDs (an Existing one that provides its own components) still serves.
+    pub gates_ready: bool,
 }
 
 /// Where composed objects go and what they are called.
@@ -84,6 +90,7 @@ fn routing_objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> 
             Desired {
                 key: format!("routing-{}-{cluster}-{}", ctx.replica, o.suffix),
                 object,
+                gates_ready: true,
             }
         })
         .collect()
@@ -144,6 +151,7 @@ fn engine_objects(
     let mut out = vec![Desired {
         key: key.clone(),
         object: wrap(workload, Some(ready_query)),
+        gates_ready: true,
     }];
     for (m, template) in claim_templates.iter().enumerate() {
         if let Some(template) = template {
@@ -152,6 +160,7 @@ fn engine_objects(
             out.push(Desired {
                 key: format!("{key}-{role}-claims"),
                 object: wrap(rct, None),
+                gates_ready: true,
             });
         }
     }
@@ -159,7 +168,28 @@ fn engine_objects(
     out.push(Desired {
         key: format!("{key}-service"),
         object: wrap(service, None),
+        gates_ready: true,
     });
+    let collect = ctx.spec.template.spec.observability.metrics.enabled;
+    if let Some(port) = pod::metrics_port(&w).filter(|_| collect) {
+        let labels = engine_metrics::ScrapeLabels {
+            cluster: &placement.cluster.metadata.name,
+            deployment: ctx.xr_name,
+            replica: &replica,
+        };
+        let monitor = engine_metrics::pod_monitor(
+            &child_name(&[&name, "metrics"], 63),
+            ctx.xr_namespace,
+            json!({SERVING_LABEL: name}),
+            port,
+            &labels,
+        );
+        out.push(Desired {
+            key: format!("{key}-metrics"),
+            object: wrap(monitor, None),
+            gates_ready: false,
+        });
+    }
     out
 }
 
@@ -222,5 +252,6 @@ pub fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
     Desired {
         key: namespace_key(ctx.replica, &placement.cluster.metadata.name),
         object,
+        gates_ready: true,
     }
 }

@@ -1,0 +1,106 @@
+"""The engines' recording rules, run by Prometheus' own rule engine: the PrometheusRule an example cluster composes is
+loaded by `promtool test rules` (built pinned with the control plane) and fed what vLLM, SGLang and TensorRT-LLM
+pods expose, under each engine's own names; the `modelplane_*` series must come out with the pod's labels only,
+one per serving pod, and with no series for a figure an engine does not report. No API server is needed."""
+
+from __future__ import annotations
+
+import subprocess
+
+import installs
+import yaml
+from kube import REPO_ROOT
+
+CLUSTER = REPO_ROOT / "examples" / "clusters" / "eks-h200-us-east.yaml"
+PROMTOOL = REPO_ROOT / "tests" / "controlplane" / ".bin" / "promtool"
+
+# The labels the scrape gives every engine pod; each pod below adds `pod` and its engine's own labels.
+WHERE = 'cluster="use1",namespace="ml-team",deployment="qwen",replica="0"'
+
+
+def series(name: str, pod: str, values: str, **engine_labels: str) -> dict:
+    extra = "".join(f',{k}="{v}"' for k, v in engine_labels.items())
+    return {"series": f'{name}{{{WHERE},pod="{pod}"{extra}}}', "values": values}
+
+
+def sample(name: str, pod: str, value: float, **labels: str) -> dict:
+    extra = "".join(f',{k}="{v}"' for k, v in labels.items())
+    return {"labels": f'{name}{{{WHERE},pod="{pod}"{extra}}}', "value": value}
+
+
+def rounded(expr: str) -> str:
+    return f"round({expr}, 0.001)"
+
+
+def composed_rules() -> dict:
+    documents = installs.render(CLUSTER, REPO_ROOT / "examples" / "classes", until_ready=True)
+    [rule] = [d["spec"]["forProvider"]["manifest"] for d in documents[1:]
+              if d.get("kind") == "Object" and d["spec"]["forProvider"]["manifest"]["kind"] == "PrometheusRule"]
+    return {"groups": rule["spec"]["groups"]}
+
+
+def test_every_engines_figures_come_out_under_one_name_per_pod(tmp_path):
+    assert PROMTOOL.is_file(), f"no promtool at {PROMTOOL}: run `bash tests/controlplane/controlplane.sh build`"
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(composed_rules()))
+    vllm, sglang, trtllm, dp = ({"model_name": "Qwen/Qwen3"} | extra for extra in (
+        {"engine": "0"}, {}, {"engine_type": "trtllm"}, {}))
+    inputs = [
+        # vLLM, reporting both KV-cache names as releases around the rename do: the newer one counts.
+        series("vllm:num_requests_running", "vllm-pod", "3x8", **vllm),
+        series("vllm:num_requests_waiting", "vllm-pod", "5x8", **vllm),
+        series("vllm:kv_cache_usage_perc", "vllm-pod", "0.5x8", **vllm),
+        series("vllm:gpu_cache_usage_perc", "vllm-pod", "0.9x8", **vllm),
+        series("vllm:prompt_tokens_total", "vllm-pod", "0+150x8", **vllm),
+        series("vllm:generation_tokens_total", "vllm-pod", "0+300x8", **vllm),
+        # SGLang, under its own names.
+        series("sglang:num_running_reqs", "sglang-pod", "2x8", **sglang),
+        series("sglang:num_queue_reqs", "sglang-pod", "7x8", **sglang),
+        series("sglang:token_usage", "sglang-pod", "0.25x8", **sglang),
+        # TensorRT-LLM reports latencies only.
+        series("trtllm_time_to_first_token_seconds_bucket", "trtllm-pod", "0+15x8", le="0.1", **trtllm),
+        series("trtllm_time_to_first_token_seconds_bucket", "trtllm-pod", "0+30x8", le="+Inf", **trtllm),
+        # A data-parallel vLLM pod: two engines, their queues summed and their KV-cache use averaged.
+        series("vllm:num_requests_running", "dp-pod", "1x8", engine="0", **dp),
+        series("vllm:num_requests_running", "dp-pod", "2x8", engine="1", **dp),
+        series("vllm:kv_cache_usage_perc", "dp-pod", "0.2x8", engine="0", **dp),
+        series("vllm:kv_cache_usage_perc", "dp-pod", "0.4x8", engine="1", **dp),
+    ]
+    at = "2m"
+    expected = [
+        ("modelplane_requests_running", [sample("modelplane_requests_running", "dp-pod", 3),
+                                         sample("modelplane_requests_running", "sglang-pod", 2),
+                                         sample("modelplane_requests_running", "vllm-pod", 3)]),
+        ("modelplane_requests_waiting", [sample("modelplane_requests_waiting", "sglang-pod", 7),
+                                         sample("modelplane_requests_waiting", "vllm-pod", 5)]),
+        # Averages and rates are compared to a thousandth (round drops the name).
+        (rounded("modelplane_kv_cache_utilization"), [sample("", "dp-pod", 0.3), sample("", "sglang-pod", 0.25),
+                                                      sample("", "vllm-pod", 0.5)]),
+        # 150 and 300 tokens every 15 s scrape.
+        (rounded("modelplane_prompt_tokens:rate1m"), [sample("", "vllm-pod", 10)]),
+        (rounded("modelplane_generation_tokens:rate1m"), [sample("", "vllm-pod", 20)]),
+        (rounded("modelplane_time_to_first_token_seconds_bucket:rate1m"), [
+            sample("", "trtllm-pod", 1, le="0.1"), sample("", "trtllm-pod", 2, le="+Inf")]),
+        # What a status figure or a dashboard reads: half the first tokens came within 0.1 s.
+        (rounded("histogram_quantile(0.5, sum by (le) (modelplane_time_to_first_token_seconds_bucket:rate1m))"),
+         [{"labels": "{}", "value": 0.1}]),
+        # No engine here reports per-token latency.
+        ("modelplane_time_per_output_token_seconds_bucket:rate1m", []),
+    ]
+    tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "15s", "tests": [{
+        "interval": "15s",
+        "input_series": inputs,
+        "promql_expr_test": [{"expr": expr, "eval_time": at, "exp_samples": samples} for expr, samples in expected],
+    }]}
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    done = subprocess.run([str(PROMTOOL), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_rules_are_valid_for_prometheus(tmp_path):
+    """`promtool check rules`: the same parser and checks Prometheus applies when it loads the rule file."""
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(composed_rules()))
+    done = subprocess.run([str(PROMTOOL), "check", "rules", "rules.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS: 7 rules found" in done.stdout, done.stdout
