@@ -209,7 +209,7 @@ def _all_crds() -> tuple[_CrdVersion, ...]:
     # cluster gateway's certificates (cert-manager, trust-manager).
     paths = (sorted(crd_dir().glob("*.yaml")) + sorted(crd_dir().glob("routing/*/*/*.yaml"))
              + sorted(crd_dir().glob("cert-manager/*/*.yaml")) + sorted(crd_dir().glob("trust-manager/*/*.yaml"))
-             + sorted(crd_dir().glob("prometheus-operator/*/*.yaml")))
+             + sorted(crd_dir().glob("prometheus-operator/*/*.yaml")) + sorted(crd_dir().glob("keda/*/*.yaml")))
     for path in paths:
         for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
             if not doc or doc.get("kind") != "CustomResourceDefinition":

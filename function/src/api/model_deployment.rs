@@ -22,7 +22,46 @@ pub const ENGINE_CONTAINER: &str = "engine";
 pub struct ModelDeploymentSpec {
     #[serde(default = "one")]
     pub replicas: u32,
+    #[serde(default)]
+    pub autoscaling: Option<Autoscaling>,
     pub template: DeploymentTemplate,
+}
+
+/// `spec.autoscaling`: KEDA scales `spec.replicas` on one of the fleet's `modelplane_*` figures. The XRD bounds
+/// every field (and defaults the optional ones); these defaults only serve objects that skipped admission.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Autoscaling {
+    #[serde(default = "one")]
+    pub min_replicas: u32,
+    pub max_replicas: u32,
+    pub target: ScalingTarget,
+    #[serde(default = "default_scale_down_delay")]
+    pub scale_down_delay: String,
+    #[serde(default = "default_metrics_server")]
+    pub metrics_server: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScalingTarget {
+    pub metric: ScalingMetric,
+    pub per_replica: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum ScalingMetric {
+    RequestsWaiting,
+    RequestsRunning,
+    GenerationTokensPerSecond,
+}
+
+fn default_scale_down_delay() -> String {
+    "5m".into()
+}
+
+fn default_metrics_server() -> String {
+    "http://prometheus-operated.monitoring.svc:9090".into()
 }
 
 fn one() -> u32 {

@@ -33,6 +33,8 @@ pub enum ConditionType {
     EndpointsResolved,
     /// ModelService: a gateway routes the model.
     RoutingReady,
+    /// ModelDeployment: KEDA scales it as `spec.autoscaling` says.
+    Autoscaling,
 }
 
 /// Why a condition has its status.
@@ -75,6 +77,9 @@ pub enum Reason {
     NoEndpoints,
     NoReadyEndpoints,
     NamespaceNotGranted,
+    // ModelDeployment autoscaling
+    KedaNotInstalled,
+    Scaling,
     Resolved,
     NoGateway,
     NoBackends,

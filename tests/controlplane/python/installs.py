@@ -35,6 +35,7 @@ UPSTREAM_CRDS = (
     "cert-manager/v1.17.2",
     "trust-manager/v0.25.0",
     "prometheus-operator/v0.82.2",
+    "keda/v2.20.2",
 )
 PROVIDER_EKS_CRDS = REPO_ROOT / "package" / "provider-eks" / "crds"
 CONFIGURATION = REPO_ROOT / "package" / "configuration"

@@ -29,6 +29,7 @@ STANDARD = REPO_ROOT / "tests" / "fixtures" / "clusters" / "standard"
 DYNAMO = REPO_ROOT / "tests" / "fixtures" / "clusters" / "dynamo"
 FLEET = REPO_ROOT / "tests" / "fixtures" / "model-cache" / "fleet.yaml"
 SERVICES = REPO_ROOT / "tests" / "fixtures" / "services" / "fleet.yaml"
+KEDA = REPO_ROOT / "tests" / "crds" / "keda" / "v2.20.2" / "keda.sh_scaledobjects.yaml"
 
 # (example, what its function call needs), as the documentation renders them.
 RENDERED = [
@@ -39,6 +40,8 @@ RENDERED = [
     (EXAMPLES / "deployments" / "qwen3-small.yaml", (STANDARD, DYNAMO)),
     (EXAMPLES / "deployments" / "qwen3-235b-pd.yaml", (STANDARD,)),
     (EXAMPLES / "deployments" / "qwen3-235b-pd.yaml", (DYNAMO,)),
+    # With KEDA's CRD answered (as Crossplane reads it from the control plane), its ScaledObject too.
+    (EXAMPLES / "deployments" / "qwen3-small-autoscaled.yaml", (STANDARD, KEDA)),
     (EXAMPLES / "caches" / "qwen3-coder.yaml", (FLEET,)),
     (EXAMPLES / "services" / "fleet-gateway.yaml", (SERVICES,)),
     (EXAMPLES / "services" / "qwen3-coder.yaml", (SERVICES,)),

@@ -26,6 +26,7 @@ use crate::{
     wire::RawStruct,
 };
 
+mod autoscaling;
 mod cache;
 pub mod endpoint;
 use endpoint::Routed;
@@ -110,6 +111,9 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         services: services::Services::read(req),
     };
     let status = replicas.compose(&mut out, &outcomes)?;
+    if let Some(scaling) = &md.spec.autoscaling {
+        autoscaling::compose(&mut out, req, name, namespace, scaling);
+    }
     scheduled_condition(&mut out, &status, md.spec.replicas);
     cache_condition(&mut out, &md.spec, &gate, &status);
     if waits(&status, &clusters, &me) || !evicted.is_empty() {

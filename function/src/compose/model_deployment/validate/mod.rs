@@ -36,8 +36,57 @@ pub fn validate(spec: &ModelDeploymentSpec) -> Result<(), ComposeError> {
             }
         }
     }
-    validate_decode_port(&template.spec)
+    validate_decode_port(&template.spec)?;
+    validate_scaling_metric(spec)
 }
+
+/// `spec.autoscaling` reads a figure every serving engine must report: TensorRT-LLM reports latencies only, and
+/// SGLang reports nothing unless started with `--enable-metrics` (docs/metrics.md). An engine the command line
+/// does not name is taken at its word.
+fn validate_scaling_metric(spec: &ModelDeploymentSpec) -> Result<(), ComposeError> {
+    let Some(scaling) = &spec.autoscaling else {
+        return Ok(());
+    };
+    for (e, engine) in spec.template.spec.engines.iter().enumerate() {
+        let Some(m) = engine
+            .members
+            .iter()
+            .position(|m| matches!(m.role, Role::Standalone | Role::Leader))
+        else {
+            continue;
+        };
+        let Some(container) = engine.members[m].template.spec.containers.first() else {
+            continue;
+        };
+        match engine_flags::engine(container) {
+            Some(engine_flags::Engine::TensorRtLlm) => {
+                return Err(ComposeError::new(
+                    "spec.autoscaling.target.metric",
+                    format!(
+                        "engine {:?} runs TensorRT-LLM, which reports no {:?} (it reports latencies only); \
+                         scale it by hand, or serve it with vLLM or SGLang",
+                        engine.name, scaling.target.metric
+                    ),
+                ));
+            }
+            Some(engine_flags::Engine::Sglang) if !engine_flags::has(container, METRICS_FLAG) => {
+                return Err(ComposeError::new(
+                    format!("spec.template.spec.engines[{e}].members[{m}].template.spec.containers[0].args"),
+                    format!(
+                        "engine {:?} runs SGLang, which reports the metrics spec.autoscaling reads only when \
+                         started with {METRICS_FLAG}",
+                        engine.name
+                    ),
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// SGLang's switch for its Prometheus endpoint.
+const METRICS_FLAG: &str = "--enable-metrics";
 
 /// The decode engine's serving container and its path, under PrefillDecode serving.
 fn decode_container(spec: &ReplicaSpec) -> Option<(String, &serde_json::Map<String, serde_json::Value>)> {

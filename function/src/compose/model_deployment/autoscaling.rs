@@ -1,0 +1,171 @@
+//! `spec.autoscaling`: a KEDA ScaledObject next to the ModelDeployment on the control plane, scaling it through its
+//! scale subresource (`spec.replicas`) on one of the fleet's `modelplane_*` figures ([`engine_metrics`]).
+//!
+//! KEDA's Prometheus trigger turns the fleet total into replicas as `ceil(total / perReplica)`. Two choices keep
+//! a metrics outage from scaling anything down: an empty answer is an error (`ignoreNullValues: false`), and on
+//! errors the ScaledObject keeps the replicas it has (`fallback.behavior: currentReplicas`).
+//!
+//! KEDA is the control plane's to install. Its CRD is read as a requirement, so a control plane without it gets
+//! a condition that says so instead of a composed resource Crossplane could not apply.
+//!
+//! [`engine_metrics`]: crate::stack::engine_metrics
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::compose::{
+    Output,
+    conditions::{ConditionType, Reason},
+    remote,
+};
+use crate::{
+    api::model_deployment::{Autoscaling, ScalingMetric},
+    proto::v1::{ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
+    sdk::request,
+};
+
+/// The composed ScaledObject's key.
+pub const KEY: &str = "autoscaler";
+/// The requirement that finds KEDA's ScaledObject CRD.
+pub const REQUIREMENT: &str = "keda";
+const KEDA_CRD: &str = "scaledobjects.keda.sh";
+/// Query failures KEDA tolerates before it holds the replicas where they are.
+const FAILURES_BEFORE_FALLBACK: u32 = 3;
+
+pub fn requirement() -> ResourceSelector {
+    ResourceSelector {
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        r#match: Some(Match::MatchName(KEDA_CRD.into())),
+        namespace: None,
+    }
+}
+
+/// The fleet total of `metric` for one deployment, summed over every cluster, replica and pod.
+fn query(metric: ScalingMetric, namespace: &str, deployment: &str) -> String {
+    let series = match metric {
+        ScalingMetric::RequestsWaiting => "modelplane_requests_waiting",
+        ScalingMetric::RequestsRunning => "modelplane_requests_running",
+        ScalingMetric::GenerationTokensPerSecond => "modelplane_generation_tokens:rate1m",
+    };
+    format!("sum({series}{{namespace=\"{namespace}\",deployment=\"{deployment}\"}})")
+}
+
+/// `1h2m3s` in seconds. The XRD's pattern admits only such durations; anything else reads as the default.
+fn seconds(duration: &str) -> u64 {
+    let mut total = 0u64;
+    let mut number = 0u64;
+    for c in duration.chars() {
+        match c {
+            '0'..='9' => {
+                number = number
+                    .saturating_mul(10)
+                    .saturating_add(u64::from(c as u8 - b'0'))
+            }
+            'h' | 'm' | 's' => {
+                let unit = match c {
+                    'h' => 3600,
+                    'm' => 60,
+                    _ => 1,
+                };
+                total = total.saturating_add(number.saturating_mul(unit));
+                number = 0;
+            }
+            _ => return 300,
+        }
+    }
+    total
+}
+
+pub fn scaled_object(name: &str, namespace: &str, a: &Autoscaling) -> Value {
+    let delay = seconds(&a.scale_down_delay);
+    json!({
+        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": super::API_VERSION, "kind": "ModelDeployment", "name": name},
+            "minReplicaCount": a.min_replicas,
+            "maxReplicaCount": a.max_replicas,
+            "fallback": {
+                "failureThreshold": FAILURES_BEFORE_FALLBACK,
+                "replicas": a.min_replicas,
+                "behavior": "currentReplicas",
+            },
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
+                "scaleDown": {"stabilizationWindowSeconds": delay},
+            }}},
+            "triggers": [{
+                "type": "prometheus",
+                "metricType": "AverageValue",
+                "metadata": {
+                    "serverAddress": a.metrics_server,
+                    "query": query(a.target.metric, namespace, name),
+                    "threshold": a.target.per_replica.to_string(),
+                    "ignoreNullValues": "false",
+                },
+            }],
+        },
+    })
+}
+
+#[derive(Deserialize)]
+struct ScaledObjectView {
+    #[serde(default)]
+    status: ConditionsView,
+}
+
+#[derive(Deserialize, Default)]
+struct ConditionsView {
+    #[serde(default)]
+    conditions: Vec<remote::ConditionView>,
+}
+
+/// Composes the ScaledObject when KEDA is installed, and says in the `Autoscaling` condition how it stands.
+pub fn compose(out: &mut Output, req: &RunFunctionRequest, name: &str, namespace: &str, a: &Autoscaling) {
+    out.requirements.insert(REQUIREMENT.to_owned(), requirement());
+    let Some(found) = request::required_resources(req, REQUIREMENT) else {
+        return;
+    };
+    if found.is_empty() {
+        out.condition(
+            ConditionType::Autoscaling,
+            Status::ConditionFalse,
+            Reason::KedaNotInstalled,
+            format!(
+                "spec.autoscaling needs KEDA on the control plane (no CRD {KEDA_CRD}); spec.replicas stays as \
+                 written"
+            ),
+        );
+        return;
+    }
+    // Ready or not, it never holds the deployment's readiness: serving does not wait for scaling.
+    out.compose(KEY, scaled_object(name, namespace, a), true);
+    let keda_ready = request::observed_composed(req, KEY)
+        .and_then(|r| r.resource.as_ref()?.parse::<ScaledObjectView>().ok())
+        .and_then(|o| o.status.conditions.into_iter().find(|c| c.type_ == "Ready"));
+    let (status, reason, message) = match keda_ready {
+        Some(c) if c.status == "True" => (
+            Status::ConditionTrue,
+            Reason::Scaling,
+            format!(
+                "KEDA scales between {} and {} replicas, {} {:?} per replica",
+                a.min_replicas, a.max_replicas, a.target.per_replica, a.target.metric
+            ),
+        ),
+        Some(c) => (
+            Status::ConditionFalse,
+            Reason::Waiting,
+            format!("KEDA does not scale yet: {}", c.message),
+        ),
+        None => (
+            Status::ConditionFalse,
+            Reason::Waiting,
+            "waiting for KEDA to take the ScaledObject".to_owned(),
+        ),
+    };
+    out.condition(ConditionType::Autoscaling, status, reason, message);
+}
+
+#[cfg(test)]
+#[path = "autoscaling_tests.rs"]
+mod tests;

@@ -1,0 +1,174 @@
+use serde_json::{Value, json};
+
+use super::{KEY, REQUIREMENT};
+use crate::compose::{
+    Output,
+    fixtures::{run, with_observed, with_required},
+    model_deployment::{
+        compose,
+        tests::{compose_on, seed, standard},
+    },
+};
+
+fn scaling(mut xr: Value, autoscaling: Value) -> Value {
+    xr["spec"]["autoscaling"] = autoscaling;
+    xr
+}
+
+fn queue_depth() -> Value {
+    json!({"maxReplicas": 8, "target": {"metric": "RequestsWaiting", "perReplica": 4}})
+}
+
+fn keda_crd() -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "scaledobjects.keda.sh"}})
+}
+
+fn condition(out: &Output) -> (crate::proto::v1::Status, &str, &str) {
+    let c = out
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Autoscaling")
+        .expect("an Autoscaling condition");
+    (c.status, c.reason, c.message.as_deref().unwrap_or_default())
+}
+
+/// The seed, placed, with the KEDA CRD answered as `crds`.
+fn with_keda(xr: Value, crds: &[Value]) -> Output {
+    let first = compose_on(xr.clone(), &[standard()]);
+    assert!(first.requirements.contains_key(REQUIREMENT));
+    let req = super::super::engine_tests::next_request(&xr, &[standard()], &first, |_| true);
+    run(compose, &with_required(req, REQUIREMENT, crds)).unwrap()
+}
+
+#[test]
+fn the_scaled_object_scales_the_deployment_on_the_fleet_total_and_holds_through_an_outage() {
+    let xr = scaling(seed(), queue_depth());
+    let out = with_keda(xr, &[keda_crd()]);
+    let scaled = &out.resources[KEY].object;
+    assert_eq!(scaled["kind"], "ScaledObject");
+    let spec = &scaled["spec"];
+    assert_eq!(
+        spec["scaleTargetRef"],
+        json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelDeployment", "name": "qwen3-coder"})
+    );
+    assert_eq!(
+        (&spec["minReplicaCount"], &spec["maxReplicaCount"]),
+        (&json!(1), &json!(8))
+    );
+    let trigger = &spec["triggers"][0]["metadata"];
+    assert_eq!(
+        trigger["query"],
+        "sum(modelplane_requests_waiting{namespace=\"ml-team\",deployment=\"qwen3-coder\"})"
+    );
+    assert_eq!(trigger["threshold"], "4");
+    assert_eq!(
+        trigger["serverAddress"],
+        "http://prometheus-operated.monitoring.svc:9090"
+    );
+    // An outage: no answer is an error, and on errors the replicas stay as they are.
+    assert_eq!(trigger["ignoreNullValues"], "false");
+    assert_eq!(spec["fallback"]["behavior"], "currentReplicas");
+    assert_eq!(
+        spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"],
+        300
+    );
+    assert_eq!(condition(&out).1, "Waiting");
+
+    let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    let first = compose_on(scaling(seed(), queue_depth()), &[standard()]);
+    let req = super::super::engine_tests::next_request(
+        &scaling(seed(), queue_depth()),
+        &[standard()],
+        &first,
+        |_| true,
+    );
+    let req = with_observed(with_required(req, REQUIREMENT, &[keda_crd()]), KEY, &ready);
+    let out = run(compose, &req).unwrap();
+    let (status, reason, message) = condition(&out);
+    assert_eq!(
+        (status, reason),
+        (crate::proto::v1::Status::ConditionTrue, "Scaling")
+    );
+    assert!(message.contains("between 1 and 8"), "{message}");
+}
+
+#[test]
+fn without_keda_nothing_is_composed_for_scaling_and_the_condition_says_why() {
+    let out = with_keda(scaling(seed(), queue_depth()), &[]);
+    assert!(!out.resources.contains_key(KEY));
+    let (status, reason, message) = condition(&out);
+    assert_eq!(
+        (status, reason),
+        (crate::proto::v1::Status::ConditionFalse, "KedaNotInstalled")
+    );
+    assert!(message.contains("scaledobjects.keda.sh"), "{message}");
+    assert!(
+        out.resources.keys().any(|k| k.starts_with("replica-0-")),
+        "the deployment runs regardless"
+    );
+}
+
+#[test]
+fn without_autoscaling_keda_is_never_asked_for() {
+    let out = compose_on(seed(), &[standard()]);
+    assert!(!out.requirements.contains_key(REQUIREMENT));
+    assert!(!out.resources.contains_key(KEY));
+}
+
+#[test]
+fn durations_read_as_seconds() {
+    for (text, seconds) in [("5m", 300), ("1h2m3s", 3723), ("90s", 90), ("0s", 0)] {
+        assert_eq!(super::seconds(text), seconds, "{text}");
+    }
+}
+
+fn engine_container(xr: &mut Value) -> &mut Value {
+    &mut xr["spec"]["template"]["spec"]["engines"][0]["members"][0]["template"]["spec"]["containers"][0]
+}
+
+#[test]
+fn an_engine_that_does_not_report_the_figure_is_refused_naming_the_field() {
+    let mut trtllm = scaling(seed(), queue_depth());
+    engine_container(&mut trtllm)["image"] = json!("nvcr.io/nvidia/tensorrt-llm/release:1.1.0");
+    let err = crate::compose::fixtures::run(compose, &crate::compose::fixtures::request(trtllm)).unwrap_err();
+    assert_eq!(err.path, "spec.autoscaling.target.metric");
+    assert!(err.reason.contains("TensorRT-LLM"), "{}", err.reason);
+
+    let mut sglang = scaling(seed(), queue_depth());
+    let container = engine_container(&mut sglang);
+    container["image"] = json!("lmsysorg/sglang:v0.5.6");
+    container["command"] = json!(["python3", "-m", "sglang.launch_server"]);
+    container["args"] = json!(["--model-path", "Qwen/Qwen3-Coder"]);
+    let err = crate::compose::fixtures::run(compose, &crate::compose::fixtures::request(sglang.clone()))
+        .unwrap_err();
+    assert!(err.path.ends_with("containers[0].args"), "{}", err.path);
+    assert!(err.reason.contains("--enable-metrics"), "{}", err.reason);
+    engine_container(&mut sglang)["args"] = json!(["--model-path", "Qwen/Qwen3-Coder", "--enable-metrics"]);
+    assert!(crate::compose::fixtures::run(compose, &crate::compose::fixtures::request(sglang)).is_ok());
+
+    // A vLLM engine serving a model whose name mentions another engine is still vLLM.
+    let mut vllm = scaling(seed(), queue_depth());
+    engine_container(&mut vllm)["args"] = json!(["--model", "nvidia/Qwen3-trtllm-ckpt"]);
+    assert!(crate::compose::fixtures::run(compose, &crate::compose::fixtures::request(vllm)).is_ok());
+}
+
+#[test]
+fn the_xrd_refuses_bounds_that_make_no_sense_naming_the_field() {
+    let schema = |autoscaling: Value| {
+        let xr = scaling(seed(), autoscaling);
+        crate::compose::fixtures::run(compose, &crate::compose::fixtures::request(xr)).unwrap_err()
+    };
+    let err = schema(
+        json!({"minReplicas": 5, "maxReplicas": 2, "target": {"metric": "RequestsWaiting", "perReplica": 4}}),
+    );
+    assert_eq!(err.path, "spec.autoscaling.minReplicas", "{err:?}");
+    let err = schema(json!({"maxReplicas": 2, "target": {"metric": "RequestsWaiting", "perReplica": 0}}));
+    assert_eq!(err.path, "spec.autoscaling.target.perReplica", "{err:?}");
+    let err = schema(json!({"maxReplicas": 2, "target": {"metric": "GpuTemperature", "perReplica": 1}}));
+    assert_eq!(err.path, "spec.autoscaling.target.metric", "{err:?}");
+    let err = schema(
+        json!({"maxReplicas": 2, "scaleDownDelay": "5", "target": {"metric": "RequestsWaiting", "perReplica": 1}}),
+    );
+    assert_eq!(err.path, "spec.autoscaling.scaleDownDelay", "{err:?}");
+}
