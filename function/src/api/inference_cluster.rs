@@ -36,6 +36,21 @@ pub struct InferenceClusterSpec {
     /// Taints on the cluster as a whole; a ModelDeployment must tolerate them to be placed here.
     #[serde(default)]
     pub taints: Vec<Taint>,
+    #[serde(default)]
+    pub metrics: ClusterMetrics,
+}
+
+/// `spec.metrics`: where the cluster's `modelplane_*` series go beyond its own Prometheus.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterMetrics {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_write: Option<RemoteWrite>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct RemoteWrite {
+    pub url: String,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]

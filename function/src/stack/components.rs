@@ -65,6 +65,8 @@ pub struct ClusterFacts<'a> {
     pub region: Option<&'a str>,
     /// The cluster's taints, which every node of its pools carries.
     pub taints: &'a [Taint],
+    /// The fleet's remote-write receiver for `modelplane_*` series, when the cluster names one.
+    pub remote_write: Option<&'a str>,
 }
 
 /// When a component is installed.
@@ -233,15 +235,25 @@ pub const KUBE_PROMETHEUS_STACK: Component = Component {
     install: Install::Chart {
         repository: "https://prometheus-community.github.io/helm-charts",
         chart: "kube-prometheus-stack",
-        values: |_| {
-            json!({
+        values: |facts| {
+            let mut values = json!({
                 "fullnameOverride": "prometheus",
                 "grafana": {"enabled": false},
                 "alertmanager": {"enabled": false},
                 "prometheus": {"prometheusSpec": {"podMonitorSelectorNilUsesHelmValues": false,
                                                   "serviceMonitorSelectorNilUsesHelmValues": false,
                                                   "ruleSelectorNilUsesHelmValues": false}},
-            })
+            });
+            if let Some(url) = facts.remote_write {
+                // The recorded vocabulary only: engines' raw series and everything else stay on the cluster.
+                values["prometheus"]["prometheusSpec"]["remoteWrite"] = json!([{
+                    "url": url,
+                    "writeRelabelConfigs": [
+                        {"sourceLabels": ["__name__"], "regex": "modelplane_.*", "action": "keep"},
+                    ],
+                }]);
+            }
+            values
         },
     },
     needs: Needs::Always,

@@ -89,6 +89,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         cloud: cloud.cloud(),
         region: cloud.region(),
         taints: &spec.taints,
+        remote_write: spec.metrics.remote_write.as_ref().map(|w| w.url.as_str()),
     };
     let mut plan = components::plan(cloud.cloud(), stack, spec);
     let progress = cloud.compose(&input, &mut out)?;

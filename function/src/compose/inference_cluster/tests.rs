@@ -229,6 +229,37 @@ fn dynamo_composes_grove_kai_and_exactly_one_model_express_server_and_no_lws() {
     );
 }
 
+/// The values of the kube-prometheus-stack Release.
+fn prometheus_values(out: &Output) -> Value {
+    out.resources["release-kube-prometheus-stack"].object["spec"]["forProvider"]["values"].clone()
+}
+
+#[test]
+fn a_cluster_naming_a_fleet_receiver_writes_only_the_modelplane_series_there() {
+    let plain = run(&eks("Standard"));
+    assert!(
+        prometheus_values(&plain)["prometheus"]["prometheusSpec"]
+            .get("remoteWrite")
+            .is_none()
+    );
+    let mut xr = eks("Standard");
+    xr["spec"]["metrics"] = json!({"remoteWrite": {"url": "https://metrics.fleet.example.com/api/v1/write"}});
+    let values = prometheus_values(&run(&xr));
+    let spec = &values["prometheus"]["prometheusSpec"];
+    assert_eq!(
+        spec["remoteWrite"],
+        json!([{"url": "https://metrics.fleet.example.com/api/v1/write",
+                "writeRelabelConfigs": [{"sourceLabels": ["__name__"], "regex": "modelplane_.*", "action": "keep"}]}])
+    );
+    assert_eq!(
+        spec["ruleSelectorNilUsesHelmValues"], false,
+        "the rules that make the series load"
+    );
+    let mut bad = eks("Standard");
+    bad["spec"]["metrics"] = json!({"remoteWrite": {"url": "metrics.fleet.example.com"}});
+    assert_eq!(error(&bad).path, "spec.metrics.remoteWrite.url");
+}
+
 #[test]
 fn standard_composes_lws_and_nothing_of_dynamo() {
     let out = run(&eks("Standard"));
