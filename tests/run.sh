@@ -90,8 +90,9 @@ else
 fi
 
 # The control plane's Go build: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Crossplane core,
-# provider-kubernetes and promtool from pinned Go modules (tests/controlplane; Go's caches make later runs fast). provider-eks' end-to-end tests
-# (provider-eks/tests/e2e*.rs) start a kube-apiserver from these binaries inside `cargo test`.
+# provider-kubernetes, Prometheus and promtool from pinned Go modules (tests/controlplane; Go's caches make later
+# runs fast). provider-eks' end-to-end tests (provider-eks/tests/e2e*.rs) start a kube-apiserver from these binaries
+# inside `cargo test`.
 command -v go >/dev/null || fail "go is not on PATH (Go 1.26 or later is needed, https://go.dev/dl/)"
 start_background controlplane-build bash tests/controlplane/controlplane.sh build
 

@@ -1,0 +1,185 @@
+"""From an engine's /metrics to the query that scales its deployment, through two real Prometheus servers.
+
+A fake vLLM engine (an HTTP server here) exposes vLLM's metric names. A "cluster" Prometheus scrapes it with what
+the composed PodMonitor says (the labels it stamps, the metrics it keeps), loads the composed PrometheusRule, and
+remote-writes with what the composed kube-prometheus-stack values say to a "fleet" Prometheus receiving remote
+write. The ScaledObject's own query, sent to the fleet Prometheus, must answer the engine's queue depth, and no raw
+engine series may have left the cluster.
+
+The one stand-in is prometheus-operator: this test turns the PodMonitor and the chart values into Prometheus'
+configuration the way the operator documents it (camelCase fields to snake_case, the pod's namespace and name as
+target labels). No API server is needed.
+"""
+
+from __future__ import annotations
+
+import copy
+import http.server
+import os
+import signal
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import installs
+import requests
+import yaml
+from kube import REPO_ROOT, load_yaml_documents, wait_for
+from test_engine_metrics import composed_rules
+
+BIN = REPO_ROOT / "tests" / "controlplane" / ".bin"
+DEPLOYMENT = REPO_ROOT / "examples" / "deployments" / "qwen3-small-autoscaled.yaml"
+STANDARD = REPO_ROOT / "tests" / "fixtures" / "clusters" / "standard"
+KEDA = REPO_ROOT / "tests" / "crds" / "keda" / "v2.20.2" / "keda.sh_scaledobjects.yaml"
+CLUSTER = REPO_ROOT / "examples" / "clusters" / "eks-h200-us-east.yaml"
+CLASSES = REPO_ROOT / "examples" / "classes"
+# Rules run every 15 s and remote write flushes within 5 s: the fleet has the series well within this.
+ARRIVAL_SECONDS = 90
+
+ENGINE_METRICS = """\
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="qwen3-small",engine="0"} 6
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="qwen3-small",engine="0"} 2
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{model_name="qwen3-small",engine="0"} 0.5
+# TYPE python_gc_objects_collected_total counter
+python_gc_objects_collected_total{generation="0"} 1234
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class FakeEngine(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (the http.server API)
+        body = ENGINE_METRICS.encode() if self.path == "/metrics" else b""
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_):
+        pass
+
+
+def snake(fields: dict) -> dict:
+    """A relabel config as Prometheus spells it (the operator's translation of the CRD's camelCase)."""
+    names = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
+    return {names.get(k, k): v for k, v in fields.items()}
+
+
+def composed(xr: Path, *required: Path, until_ready: bool = False) -> list[dict]:
+    return [d for d in installs.render(xr, *required, until_ready=until_ready)[1:] if d.get("kind") != "Result"]
+
+
+def manifest_of(documents: list[dict], kind: str) -> dict:
+    [found] = [d["spec"]["forProvider"]["manifest"] for d in documents
+               if d.get("kind") == "Object" and d["spec"]["forProvider"]["manifest"]["kind"] == kind]
+    return found
+
+
+class Prometheus:
+    def __init__(self, root: Path, name: str, config: dict, *flags: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        data = root / name
+        data.mkdir()
+        (data / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self.log = (data / "log").open("w")
+        self.process = subprocess.Popen(
+            [str(BIN / "prometheus"), f"--config.file={data / 'prometheus.yml'}", f"--storage.tsdb.path={data / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", *flags],
+            cwd=data, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(f"{name} Prometheus ready", lambda: self.ready(), 60, lambda: (data / "log").read_text()[-2000:])
+
+    def ready(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"Prometheus exited with {self.process.returncode}")
+        try:
+            return requests.get(f"{self.url}/-/ready", timeout=2).ok
+        except requests.RequestException:
+            return False
+
+    def query(self, promql: str) -> list[dict]:
+        answer = requests.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5).json()
+        assert answer["status"] == "success", answer
+        return answer["data"]["result"]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=30)
+        self.log.close()
+
+
+def test_an_engines_queue_reaches_the_fleet_store_as_the_scaled_objects_query_reads_it(tmp_path):
+    assert (BIN / "prometheus").is_file(), "no prometheus binary: run `bash tests/controlplane/controlplane.sh build`"
+    # What Modelplane composes: the deployment's PodMonitor and ScaledObject, the cluster's rules and chart values.
+    deployment = composed(DEPLOYMENT, STANDARD, KEDA)
+    monitor = manifest_of(deployment, "PodMonitor")
+    [scaled] = [d for d in deployment if d.get("kind") == "ScaledObject"]
+    trigger = scaled["spec"]["triggers"][0]["metadata"]
+
+    servers: list[Prometheus] = []
+    engine = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeEngine)
+    threading.Thread(target=engine.serve_forever, daemon=True).start()
+    try:
+        fleet = Prometheus(tmp_path, "fleet", {"global": {"scrape_interval": "15s"}},
+                           "--web.enable-remote-write-receiver")
+        servers.append(fleet)
+
+        cluster_doc = copy.deepcopy(load_yaml_documents(CLUSTER)[0])
+        cluster_doc["spec"]["metrics"] = {"remoteWrite": {"url": f"{fleet.url}/api/v1/write"}}
+        cluster_file = tmp_path / "cluster.yaml"
+        cluster_file.write_text(yaml.safe_dump(cluster_doc))
+        cluster = composed(cluster_file, CLASSES, until_ready=True)
+        [release] = [d for d in cluster if d.get("kind") == "Release"
+                     and d["spec"]["forProvider"]["chart"]["name"] == "kube-prometheus-stack"]
+        remote_write = release["spec"]["forProvider"]["values"]["prometheus"]["prometheusSpec"]["remoteWrite"]
+        (tmp_path / "rules.yaml").write_text(yaml.safe_dump(composed_rules()))
+
+        endpoint = monitor["spec"]["podMetricsEndpoints"][0]
+        namespace = monitor["metadata"]["namespace"]
+        scrape = {
+            "job_name": "engines",
+            "scrape_interval": "1s",
+            "metrics_path": endpoint["path"],
+            # What the operator's pod discovery would give: the pod's address, namespace and name.
+            "static_configs": [{"targets": [f"127.0.0.1:{engine.server_address[1]}"],
+                                "labels": {"namespace": namespace, "pod": "qwen3-small-autoscaled-0-engine"}}],
+            "relabel_configs": [snake(r) for r in endpoint["relabelings"]],
+            "metric_relabel_configs": [snake(r) for r in endpoint["metricRelabelings"]],
+        }
+        in_cluster = Prometheus(tmp_path, "cluster", {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(tmp_path / "rules.yaml")],
+            "scrape_configs": [scrape],
+            "remote_write": [{"url": w["url"], "write_relabel_configs": [snake(r) for r in w["writeRelabelConfigs"]]}
+                             for w in remote_write],
+        })
+        servers.append(in_cluster)
+
+        arrived = wait_for("the deployment's queue depth in the fleet store", lambda: fleet.query(trigger["query"]),
+                           ARRIVAL_SECONDS, lambda: str(in_cluster.query("modelplane_requests_waiting")))
+        assert [float(r["value"][1]) for r in arrived] == [6.0], arrived
+        # KEDA's arithmetic on that answer: ceil(6 / 4) = 2 replicas.
+        assert trigger["threshold"] == "4"
+        # Only the recorded vocabulary left the cluster, labelled with where it came from.
+        assert fleet.query('{__name__=~"vllm:.+"}') == []
+        [waiting] = fleet.query("modelplane_requests_waiting")
+        labels = waiting["metric"]
+        assert (labels["cluster"], labels["deployment"], labels["replica"]) == ("eks-h200-us-west", "qwen3-small-autoscaled",
+                                                                                 "0"), labels
+        # What the scrape does not keep never reaches even the cluster's store.
+        assert in_cluster.query("python_gc_objects_collected_total") == []
+        assert [float(r["value"][1]) for r in fleet.query("modelplane_kv_cache_utilization")] == [0.5]
+    finally:
+        engine.shutdown()
+        for server in servers:
+            server.stop()
+
