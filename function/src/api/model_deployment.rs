@@ -316,6 +316,10 @@ pub struct EnginePodSpec {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelDeploymentStatus {
+    /// The scale subresource's label selector (`labelSelectorPath`). An HPA refuses a scale target without one,
+    /// although KEDA's external metric never lists pods by it: it names the deployment's ModelEndpoints.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub selector: String,
     #[serde(default)]
     pub placed_replicas: u32,
     #[serde(default)]

@@ -99,7 +99,8 @@ pub fn source_metrics() -> impl Iterator<Item = &'static str> {
 }
 
 /// The PromQL of one figure: each engine's source aggregated to [`KEPT`], the first that has a series for a pod
-/// winning (`or` keeps the left side's series where both sides have the same labels).
+/// winning. `or on (<pod labels>)` decides per pod, not per series: a pod reporting a histogram under its new and
+/// its old name, with different buckets, must not get the old name's extra buckets mixed into the new one's.
 fn expression(figure: &Figure) -> String {
     let kept = match figure.how {
         How::BucketRate => format!("{KEPT}, le"),
@@ -114,7 +115,7 @@ fn expression(figure: &Figure) -> String {
             How::Rate | How::BucketRate => format!("sum by ({kept}) (rate({source}[{RATE_WINDOW}]))"),
         })
         .collect::<Vec<_>>()
-        .join("\nor\n")
+        .join(&format!("\nor on ({KEPT})\n"))
 }
 
 /// The recording rules, as the PrometheusRule the cluster's Prometheus loads.

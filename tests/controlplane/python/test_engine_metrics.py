@@ -52,6 +52,11 @@ def test_every_engines_figures_come_out_under_one_name_per_pod(tmp_path):
         series("vllm:gpu_cache_usage_perc", "vllm-pod", "0.9x8", **vllm),
         series("vllm:prompt_tokens_total", "vllm-pod", "0+150x8", **vllm),
         series("vllm:generation_tokens_total", "vllm-pod", "0+300x8", **vllm),
+        # Its per-token latency under the new name and, with other buckets, the old: only the new one counts.
+        series("vllm:inter_token_latency_seconds_bucket", "vllm-pod", "0+15x8", le="0.05", **vllm),
+        series("vllm:inter_token_latency_seconds_bucket", "vllm-pod", "0+30x8", le="+Inf", **vllm),
+        series("vllm:time_per_output_token_seconds_bucket", "vllm-pod", "0+15x8", le="0.02", **vllm),
+        series("vllm:time_per_output_token_seconds_bucket", "vllm-pod", "0+30x8", le="+Inf", **vllm),
         # SGLang, under its own names.
         series("sglang:num_running_reqs", "sglang-pod", "2x8", **sglang),
         series("sglang:num_queue_reqs", "sglang-pod", "7x8", **sglang),
@@ -83,8 +88,8 @@ def test_every_engines_figures_come_out_under_one_name_per_pod(tmp_path):
         # What a status figure or a dashboard reads: half the first tokens came within 0.1 s.
         (rounded("histogram_quantile(0.5, sum by (le) (modelplane_time_to_first_token_seconds_bucket:rate1m))"),
          [{"labels": "{}", "value": 0.1}]),
-        # No engine here reports per-token latency.
-        ("modelplane_time_per_output_token_seconds_bucket:rate1m", []),
+        (rounded("modelplane_time_per_output_token_seconds_bucket:rate1m"), [
+            sample("", "vllm-pod", 1, le="0.05"), sample("", "vllm-pod", 2, le="+Inf")]),
     ]
     tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "15s", "tests": [{
         "interval": "15s",

@@ -77,8 +77,11 @@ fn seconds(duration: &str) -> u64 {
     total
 }
 
+/// The longest scale-down window an HPA accepts (the XRD refuses a longer delay).
+const MAX_SCALE_DOWN_SECONDS: u64 = 3600;
+
 pub fn scaled_object(name: &str, namespace: &str, a: &Autoscaling) -> Value {
-    let delay = seconds(&a.scale_down_delay);
+    let delay = seconds(&a.scale_down_delay).min(MAX_SCALE_DOWN_SECONDS);
     json!({
         "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
         "metadata": {"name": name, "namespace": namespace},
@@ -122,7 +125,6 @@ struct ConditionsView {
 
 /// Composes the ScaledObject when KEDA is installed, and says in the `Autoscaling` condition how it stands.
 pub fn compose(out: &mut Output, req: &RunFunctionRequest, name: &str, namespace: &str, a: &Autoscaling) {
-    out.requirements.insert(REQUIREMENT.to_owned(), requirement());
     let Some(found) = request::required_resources(req, REQUIREMENT) else {
         return;
     };

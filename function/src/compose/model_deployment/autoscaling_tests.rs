@@ -74,6 +74,8 @@ fn the_scaled_object_scales_the_deployment_on_the_fleet_total_and_holds_through_
         300
     );
     assert_eq!(condition(&out).1, "Waiting");
+    // The scale subresource's selector, without which an HPA refuses to scale anything.
+    assert_eq!(out.status["selector"], "modelplane.ai/deployment=qwen3-coder");
 
     let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
     let first = compose_on(scaling(seed(), queue_depth()), &[standard()]);
@@ -106,6 +108,17 @@ fn without_keda_nothing_is_composed_for_scaling_and_the_condition_says_why() {
     assert!(
         out.resources.keys().any(|k| k.starts_with("replica-0-")),
         "the deployment runs regardless"
+    );
+}
+
+#[test]
+fn keda_is_asked_for_from_the_first_call() {
+    let xr = scaling(seed(), queue_depth());
+    let first = crate::compose::fixtures::run(compose, &crate::compose::fixtures::request(xr)).unwrap();
+    assert!(
+        first.requirements.contains_key(REQUIREMENT),
+        "{:?}",
+        first.requirements.keys()
     );
 }
 
@@ -167,8 +180,9 @@ fn the_xrd_refuses_bounds_that_make_no_sense_naming_the_field() {
     assert_eq!(err.path, "spec.autoscaling.target.perReplica", "{err:?}");
     let err = schema(json!({"maxReplicas": 2, "target": {"metric": "GpuTemperature", "perReplica": 1}}));
     assert_eq!(err.path, "spec.autoscaling.target.metric", "{err:?}");
-    let err = schema(
-        json!({"maxReplicas": 2, "scaleDownDelay": "5", "target": {"metric": "RequestsWaiting", "perReplica": 1}}),
-    );
-    assert_eq!(err.path, "spec.autoscaling.scaleDownDelay", "{err:?}");
+    for delay in ["5", "2h", "61m"] {
+        let err = schema(json!({"maxReplicas": 2, "scaleDownDelay": delay,
+                                "target": {"metric": "RequestsWaiting", "perReplica": 1}}));
+        assert_eq!(err.path, "spec.autoscaling.scaleDownDelay", "{delay}: {err:?}");
+    }
 }

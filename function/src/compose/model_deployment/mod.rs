@@ -62,6 +62,10 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         warnings: validate::warnings(&md.spec),
         ..Output::default()
     };
+    // From the first call on, whatever else waits: an autoscaler reads it through the scale subresource.
+    out.set_status(&ScaleSelector {
+        selector: selector(name),
+    })?;
     let Some(mut clusters) = fleet::gather(req, &placed_on, candidates, &mut out.warnings) else {
         return Ok(waiting_for_clusters(out));
     };
@@ -110,7 +114,8 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         gate: &gate,
         services: services::Services::read(req),
     };
-    let status = replicas.compose(&mut out, &outcomes)?;
+    let mut status = replicas.compose(&mut out, &outcomes)?;
+    status.selector = selector(name);
     if let Some(scaling) = &md.spec.autoscaling {
         autoscaling::compose(&mut out, req, name, namespace, scaling);
     }
@@ -121,6 +126,17 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     }
     out.set_status(&status)?;
     Ok(out)
+}
+
+/// The one status field written before anything is known: the rest of the status stays as the last call left it.
+#[derive(serde::Serialize)]
+struct ScaleSelector {
+    selector: String,
+}
+
+/// The scale subresource's label selector: the label of the deployment's ModelEndpoints.
+fn selector(name: &str) -> String {
+    format!("{}={name}", endpoint::DEPLOYMENT_LABEL)
 }
 
 fn input<'a>(
@@ -395,6 +411,10 @@ fn requirements(
     let mut requirements = fleet::requirements(spec, placed_on, candidates);
     if moving {
         requirements.insert(services::SERVICES.to_owned(), services::requirement(namespace));
+    }
+    if spec.autoscaling.is_some() {
+        // Asked for from the first call, with the clusters, so it adds no call of its own.
+        requirements.insert(autoscaling::REQUIREMENT.to_owned(), autoscaling::requirement());
     }
     if let Some(cache) = &spec.template.spec.model_cache_ref {
         requirements.insert(

@@ -115,6 +115,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     let granted = granted_namespaces(gateways, &namespace);
     let mut sources = vec![(namespace.as_str(), found_endpoints)];
     let mut refused = Vec::new();
+    let mut unanswered = false;
     for (index, entry) in service.spec.endpoints.iter().enumerate() {
         let Some(other) = entry.namespace.as_deref().filter(|n| *n != namespace) else {
             continue;
@@ -126,16 +127,19 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         if sources.iter().any(|(n, _)| *n == other) {
             continue;
         }
+        // Every granted namespace is asked for in the same call, so one more call answers them all: Crossplane
+        // stops after a few calls whose requirements keep changing.
         let key = granted_endpoints_key(other);
         out.requirements
             .insert(key.clone(), select("ModelEndpoint", Some(other)));
         match request::required_resources(req, &key) {
             Some(found) => sources.push((other, found)),
-            None => {
-                out.ready = Some(false);
-                return Ok(out);
-            }
+            None => unanswered = true,
         }
+    }
+    if unanswered {
+        out.ready = Some(false);
+        return Ok(out);
     }
     let mut endpoints = Vec::new();
     for (source, found) in sources {

@@ -548,3 +548,36 @@ fn an_ungranted_namespace_is_never_read_and_the_field_is_named() {
         out.resources.keys()
     );
 }
+
+/// However many namespaces are granted, they are all asked for at once: one more call answers them all, within
+/// the few calls Crossplane makes while requirements change.
+#[test]
+fn every_granted_namespace_is_asked_for_in_one_call() {
+    let namespaces: Vec<String> = (0..12).map(|i| format!("shared-{i}")).collect();
+    let entries: Vec<Value> = namespaces
+        .iter()
+        .map(|ns| json!({"name": ns, "namespace": ns, "selector": {"matchLabels": {"app": "qwen"}}}))
+        .collect();
+    let mut gateway = gateway(None);
+    gateway["spec"]["endpointGrants"] = namespaces
+        .iter()
+        .map(|ns| json!({"from": "ml-team", "to": ns}))
+        .collect();
+    let req = resolved(service(Value::Array(entries)), &[], &[gateway]);
+    let out = run(compose, &req).unwrap();
+    let asked: Vec<&String> = out
+        .requirements
+        .keys()
+        .filter(|k| k.starts_with("endpoints/"))
+        .collect();
+    assert_eq!(asked.len(), namespaces.len(), "{asked:?}");
+    let mut req = req;
+    for ns in &namespaces {
+        req = with_required(req, &format!("endpoints/{ns}"), &[]);
+    }
+    let settled = run(compose, &req).unwrap();
+    assert_eq!(
+        settled.requirements, out.requirements,
+        "the next call asks for nothing new"
+    );
+}
