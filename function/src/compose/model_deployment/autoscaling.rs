@@ -10,7 +10,7 @@
 //!
 //! [`engine_metrics`]: crate::stack::engine_metrics
 
-use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
 use crate::compose::{
@@ -111,18 +111,6 @@ pub fn scaled_object(name: &str, namespace: &str, a: &Autoscaling) -> Value {
     })
 }
 
-#[derive(Deserialize)]
-struct ScaledObjectView {
-    #[serde(default)]
-    status: ConditionsView,
-}
-
-#[derive(Deserialize, Default)]
-struct ConditionsView {
-    #[serde(default)]
-    conditions: Vec<remote::ConditionView>,
-}
-
 /// Composes the ScaledObject when KEDA is installed, and says in the `Autoscaling` condition how it stands.
 pub fn compose(out: &mut Output, req: &RunFunctionRequest, name: &str, namespace: &str, a: &Autoscaling) {
     let Some(found) = request::required_resources(req, REQUIREMENT) else {
@@ -142,10 +130,8 @@ pub fn compose(out: &mut Output, req: &RunFunctionRequest, name: &str, namespace
     }
     // Ready or not, it never holds the deployment's readiness: serving does not wait for scaling.
     out.compose(KEY, scaled_object(name, namespace, a), true);
-    let keda_ready = request::observed_composed(req, KEY)
-        .and_then(|r| r.resource.as_ref()?.parse::<ScaledObjectView>().ok())
-        .and_then(|o| o.status.conditions.into_iter().find(|c| c.type_ == "Ready"));
-    let (status, reason, message) = match keda_ready {
+    let observed = remote::observed::<IgnoredAny>(request::observed_composed(req, KEY));
+    let (status, reason, message) = match observed.as_ref().and_then(|o| o.condition("Ready")) {
         Some(c) if c.status == "True" => (
             Status::ConditionTrue,
             Reason::Scaling,
