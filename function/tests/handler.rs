@@ -2,7 +2,9 @@
 //! composer misbehaves (composers injected through `run_with`).
 
 // Helpers outside #[test] functions are test code too: a failed expectation there is a failed test.
-#![allow(clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
 
 use std::collections::BTreeMap;
 
@@ -55,17 +57,9 @@ fn non_canonical_struct() -> RawStruct {
     RawStruct::decode(bytes.as_slice()).expect("valid Struct bytes")
 }
 
-fn fatal_messages(rsp: &RunFunctionResponse) -> Vec<&str> {
-    rsp.results
-        .iter()
-        .filter(|r| r.severity == Severity::Fatal as i32)
-        .map(|r| r.message.as_str())
-        .collect()
-}
-
-fn single_fatal(rsp: &RunFunctionResponse) -> &str {
-    match fatal_messages(rsp).as_slice() {
-        [message] => message,
+fn single_fatal(rsp: &RunFunctionResponse) -> String {
+    match common::fatal(rsp).as_slice() {
+        [message] => message.clone(),
         other => panic!("expected one FATAL result, got {other:?}"),
     }
 }
@@ -93,7 +87,7 @@ fn desired_resources_from_earlier_steps_are_returned_byte_identical() {
         .resources
         .insert("bucket".into(), earlier);
     let rsp = run_function(req);
-    assert!(fatal_messages(&rsp).is_empty());
+    assert!(common::fatal(&rsp).is_empty());
     let desired = rsp.desired.expect("desired");
     assert_eq!(desired.resources.len(), 1);
     assert_eq!(desired.resources["bucket"].encode_to_vec(), sent);
@@ -218,7 +212,7 @@ fn a_panicking_composer_fails_only_its_own_request() {
     assert_eq!(rsp.meta.expect("meta").tag, "tag-1");
 
     let next = run_with(TEST_COMPOSERS, xr("Succeeds"));
-    assert!(fatal_messages(&next).is_empty());
+    assert!(common::fatal(&next).is_empty());
 }
 
 #[test]
@@ -307,7 +301,7 @@ fn every_capability_but(missing: Capability) -> Vec<Capability> {
 #[test]
 fn a_caller_advertising_every_capability_gets_requirements_and_conditions() {
     let rsp = run_with(TEST_COMPOSERS, from_caller("Succeeds", EVERY_CAPABILITY));
-    assert!(fatal_messages(&rsp).is_empty());
+    assert!(common::fatal(&rsp).is_empty());
     assert!(
         rsp.requirements
             .expect("requirements")
@@ -351,7 +345,7 @@ fn a_real_composite_needing_classes_is_fatal_for_a_caller_that_cannot_fetch_them
 fn a_caller_without_conditions_gets_everything_but_conditions() {
     let without = every_capability_but(Capability::Conditions);
     let rsp = run_with(TEST_COMPOSERS, from_caller("Succeeds", &without));
-    assert!(fatal_messages(&rsp).is_empty());
+    assert!(common::fatal(&rsp).is_empty());
     assert!(rsp.conditions.is_empty());
     assert_eq!(rsp.desired.expect("desired").resources.len(), 2);
     let huge = run_with(TEST_COMPOSERS, from_caller("Huge", &without));
@@ -363,7 +357,7 @@ fn a_caller_without_conditions_gets_everything_but_conditions() {
 fn a_caller_that_advertises_nothing_is_served_as_before() {
     // Crossplane before v2.2 sends no capabilities: the absence of one says nothing about it.
     let rsp = run_with(TEST_COMPOSERS, from_caller("Succeeds", &[]));
-    assert!(fatal_messages(&rsp).is_empty());
+    assert!(common::fatal(&rsp).is_empty());
     assert!(rsp.requirements.is_some());
     assert_eq!(rsp.conditions.len(), 1);
 }

@@ -4,13 +4,15 @@
 // Helpers outside #[test] functions are test code too; clippy.toml's test exemption does not reach them.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::time::Duration;
 
 use modelplane_function::{
     compose::model_deployment::{CACHE, CLUSTERS},
     dispatch::run_function_until,
     limits::{Deadline, MAX_MESSAGE_BYTES, MAX_RESPONSE_BYTES},
-    proto::v1::{RunFunctionRequest, RunFunctionResponse, Severity},
+    proto::v1::{RunFunctionRequest, RunFunctionResponse},
     render::RequestBuilder,
     run_function,
 };
@@ -18,8 +20,7 @@ use prost::Message;
 use serde_json::{Value, json};
 
 fn yaml(path: &str) -> Value {
-    let text = std::fs::read_to_string(format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"))).unwrap();
-    serde_yaml::from_str(&text).unwrap()
+    common::read_documents(&common::repo_root().join(path)).remove(0)
 }
 
 fn request(xr: &Value, required: &[(&str, Vec<Value>)]) -> RunFunctionRequest {
@@ -73,11 +74,9 @@ fn with_selector(cel: &str) -> Value {
     md
 }
 
-fn fatal(rsp: &RunFunctionResponse) -> Option<&str> {
-    rsp.results
-        .iter()
-        .find(|r| r.severity == Severity::Fatal as i32)
-        .map(|r| r.message.as_str())
+/// The first FATAL message of a response.
+fn fatal(rsp: &RunFunctionResponse) -> Option<String> {
+    common::fatal(rsp).into_iter().next()
 }
 
 const SELECTOR: &str = "spec.template.spec.engines[0].members[0].nodeSelector.devices[0].selectors[0].cel";

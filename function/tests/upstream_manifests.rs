@@ -37,17 +37,6 @@ fn upstream_documents() -> Vec<(String, Value)> {
         .collect()
 }
 
-fn xrd_schema(kind: &str) -> Value {
-    let file = match kind {
-        "InferenceCluster" => "inferenceclusters.yaml",
-        "InferenceClass" => "inferenceclasses.yaml",
-        "ModelCache" => "modelcaches.yaml",
-        "ModelDeployment" => "modeldeployments.yaml",
-        other => panic!("no XRD for {other}"),
-    };
-    common::xrd_schema(file)
-}
-
 /// Every class a vendored cluster may name: upstream's own and our stand-ins for the ones its docs lack.
 fn classes() -> Vec<Value> {
     let ours = yaml_files(&fixtures().join("upstream-classes"));
@@ -85,7 +74,7 @@ fn the_vendored_set_covers_every_kind_and_both_cluster_sources() {
 fn every_upstream_manifest_validates_against_our_xrd() {
     for (file, doc) in upstream_documents() {
         let kind = doc["kind"].as_str().unwrap();
-        let found = problems(&xrd_schema(kind), &doc, None);
+        let found = problems(&common::kind_schema(kind), &doc, None);
         assert!(found.is_empty(), "{file} ({kind}): {found:#?}");
     }
 }
@@ -183,7 +172,7 @@ fn upstreams_manifests_for_the_other_four_clouds_validate_against_our_xrds() {
     );
     for (file, doc) in &docs {
         let kind = doc["kind"].as_str().unwrap();
-        let found = problems(&xrd_schema(kind), doc, None);
+        let found = problems(&common::kind_schema(kind), doc, None);
         assert!(found.is_empty(), "{file} ({kind}): {found:#?}");
     }
 }

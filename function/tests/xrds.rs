@@ -8,26 +8,27 @@
 mod common;
 mod stages;
 
-use common::{problems, read_documents, repo_root, version_schema, yaml_files};
+use common::{problems, read_documents, repo_root, yaml_files};
 use modelplane_function::api::{
     Composite, inference_class::InferenceClassSpec, inference_cluster::InferenceClusterSpec,
 };
 use serde_json::{Value, json};
 
-/// A cluster-scoped XRD's schema.
-fn xrd_schema(file: &str) -> Value {
-    let xrd = common::xrd(file);
-    assert_eq!(xrd["apiVersion"], "apiextensions.crossplane.io/v2");
-    assert_eq!(xrd["spec"]["scope"], "Cluster");
-    version_schema(&xrd)
-}
-
 fn cluster_schema() -> Value {
-    xrd_schema("inferenceclusters.yaml")
+    common::kind_schema("InferenceCluster")
 }
 
 fn class_schema() -> Value {
-    xrd_schema("inferenceclasses.yaml")
+    common::kind_schema("InferenceClass")
+}
+
+#[test]
+fn the_platform_kinds_are_cluster_scoped_v2_xrds() {
+    for kind in ["InferenceCluster", "InferenceClass", "InferenceGateway"] {
+        let xrd = common::xrd(&common::xrd_file(kind));
+        assert_eq!(xrd["apiVersion"], "apiextensions.crossplane.io/v2", "{kind}");
+        assert_eq!(xrd["spec"]["scope"], "Cluster", "{kind}");
+    }
 }
 
 fn cluster(spec: Value) -> Value {

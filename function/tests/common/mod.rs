@@ -132,6 +132,18 @@ pub fn xrd_schema(file: &str) -> Value {
     version_schema(&xrd(file))
 }
 
+/// The served version's schema of the XRD that defines `kind`.
+pub fn kind_schema(kind: &str) -> Value {
+    xrd_schema(&xrd_file(kind))
+}
+
+/// The file of the XRD that defines `kind`: its plural, lower-cased.
+pub fn xrd_file(kind: &str) -> String {
+    let singular = kind.to_lowercase();
+    let suffix = if singular.ends_with('s') { "es" } else { "s" };
+    format!("{singular}{suffix}.yaml")
+}
+
 /// The messages of every FATAL result of a response, in order.
 pub fn fatal(rsp: &RunFunctionResponse) -> Vec<String> {
     rsp.results
