@@ -12,7 +12,10 @@
 //! Layout:
 //! - [`dispatch`]: the RunFunction body; reads the composite's kind, checks it against its XRD ([`validate`])
 //!   and runs its composer.
-//! - [`compose`]: one pure composer per XR kind: typed input in, desired objects out. No I/O, no clock.
+//! - [`compose`]: one pure composer per XR kind: typed input in, desired objects out. No I/O, no clock; the one
+//!   input from outside the request, the fleet's last metrics sample ([`fleet_metrics`]), is read at the
+//!   ModelDeployment composer's entry and handed in.
+//! - [`fleet_metrics`]: that sample, and the background poll of the fleet's Prometheus that refreshes it.
 //! - [`api`]: typed views of the composites (and of the InferenceCluster status the scheduler reads), decoded
 //!   from the request.
 //! - [`schedule`]: the fleet scheduler, which places every replica on a cluster and each engine on a pool.
@@ -27,7 +30,7 @@
 //!   [`render`]: the same handler offline, and `--until-ready`'s simulated reconciles.
 //!
 //! Imports run one way, types below behaviour: [`error`], [`api`], [`wire`] and [`limits`] import none of the
-//! layers above them; [`validate`], [`cel`], [`schedule`] and [`stack`] import types only; [`compose`] uses all of
+//! layers above them; [`validate`], [`cel`], [`schedule`], [`stack`] and [`fleet_metrics`] import types only; [`compose`] uses all of
 //! those, and [`dispatch`], [`server`] and [`render`] sit on top (tests build requests with `render`'s builder).
 //! Vocabulary several composers share is in `compose::shared` and `compose::conditions`, not in one composer
 //! that the others reach into.
@@ -38,6 +41,7 @@ pub mod compose;
 pub mod compose_pool;
 pub mod dispatch;
 pub mod error;
+pub mod fleet_metrics;
 pub mod limits;
 pub mod proto;
 pub mod render;

@@ -4,6 +4,7 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
 use clap::{Args, Parser, Subcommand, builder::BoolishValueParser};
 use modelplane_function::{
+    fleet_metrics,
     proto::v1::{RunFunctionRequest, RunFunctionResponse, Severity, function_runner_service_client},
     render::{self, Format, Inputs, Outcome, RenderError},
     run_function,
@@ -62,7 +63,18 @@ struct ServeArgs {
     #[arg(long, env = "HANDSHAKE_TIMEOUT_SECONDS",
           default_value_t = ConnectionLimits::default().handshake_timeout.as_secs())]
     handshake_timeout_seconds: u64,
+    /// The Prometheus query API holding every cluster's `modelplane_*` series, read for ModelDeployments'
+    /// serving figures and `Serving` condition (docs/metrics.md). Empty: read none. Plain http only.
+    #[arg(long, env = "FLEET_METRICS_URL", default_value = DEFAULT_FLEET_METRICS)]
+    fleet_metrics_url: String,
+    /// Seconds between two samples of the fleet's metrics (at least 5).
+    #[arg(long, env = "FLEET_METRICS_INTERVAL_SECONDS", default_value_t = 30)]
+    fleet_metrics_interval_seconds: u64,
 }
+
+/// Where the control plane's Prometheus answers when installed as docs/metrics.md says (the same default as
+/// `spec.autoscaling.metricsServer`).
+const DEFAULT_FLEET_METRICS: &str = "http://prometheus-operated.monitoring.svc:9090";
 
 #[derive(Args)]
 struct RenderArgs {
@@ -91,6 +103,10 @@ struct RenderArgs {
     /// With --until-ready (implied): print each round's new resources and what the composite still waited for.
     #[arg(long)]
     stages: bool,
+    /// Sample this Prometheus query API once first, so ModelDeployments show their serving figures and
+    /// `Serving` condition as a server polling it would.
+    #[arg(long)]
+    fleet_metrics_url: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -151,6 +167,17 @@ async fn serve_command(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if !args.fleet_metrics_url.is_empty() {
+        let poll = fleet_metrics::poll::Options {
+            url: args.fleet_metrics_url.clone(),
+            interval: std::time::Duration::from_secs(args.fleet_metrics_interval_seconds),
+        };
+        if let Err(e) = poll.check() {
+            tracing::error!(error = %e, "invalid fleet metrics options");
+            return ExitCode::FAILURE;
+        }
+        tokio::spawn(fleet_metrics::poll::run(poll));
+    }
     let options = ServeOptions {
         address,
         tls_certs_dir,
@@ -210,6 +237,14 @@ async fn render_to_stdout(args: RenderArgs) -> Result<Rendered, RenderError> {
         args.context.as_deref(),
     )?;
     let until_ready = args.until_ready || args.stages;
+    if let Some(url) = &args.fleet_metrics_url {
+        let poll = fleet_metrics::poll::Options {
+            url: url.clone(),
+            interval: std::time::Duration::from_secs(30),
+        };
+        poll.check().map_err(RenderError::Usage)?;
+        fleet_metrics::publish(fleet_metrics::poll::once(url).await);
+    }
     if until_ready && args.output == Format::Json {
         return Err(RenderError::Usage(
             "--until-ready prints YAML only: its header comment marks the output as simulated".into(),

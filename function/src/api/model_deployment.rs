@@ -24,7 +24,20 @@ pub struct ModelDeploymentSpec {
     pub replicas: u32,
     #[serde(default)]
     pub autoscaling: Option<Autoscaling>,
+    #[serde(default)]
+    pub slo: Option<Slo>,
     pub template: DeploymentTemplate,
+}
+
+/// `spec.slo`: the latencies every replica should serve within, each at the 95th percentile of the last minute.
+/// The XRD admits only durations with a unit above zero (`500ms`, `1.5s`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Slo {
+    #[serde(default)]
+    pub time_to_first_token: Option<String>,
+    #[serde(default)]
+    pub time_per_output_token: Option<String>,
 }
 
 /// `spec.autoscaling`: KEDA scales `spec.replicas` on one of the fleet's `modelplane_*` figures. The XRD bounds
@@ -326,6 +339,43 @@ pub struct ModelDeploymentStatus {
     pub ready_replicas: u32,
     #[serde(default)]
     pub replicas: Vec<ReplicaStatus>,
+    /// The fleet's figures for the whole deployment, when the function reads fleet metrics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<ServingStatus>,
+}
+
+/// `status.serving`: the deployment's figures and when they were sampled.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServingStatus {
+    /// RFC 3339 time of the sample the figures come from.
+    pub sampled_at: String,
+    #[serde(flatten)]
+    pub figures: ServingFigures,
+}
+
+/// The few figures a platform team reads first, from the `modelplane_*` series (docs/metrics.md). A figure no
+/// engine reports is absent, never zero. Rounded, so a status does not change with every sample's noise.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServingFigures {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_waiting: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_running: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_per_second: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_tokens_per_second: Option<f64>,
+    /// The 95th percentile time to first token over the last minute, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_first_token_p95_seconds: Option<f64>,
+    /// The 95th percentile time per output token over the last minute, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_per_output_token_p95_seconds: Option<f64>,
+    /// KV-cache in use, 0 to 1, averaged over the serving pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_utilization: Option<f64>,
 }
 
 /// Where one replica runs, or why it could not be placed.
@@ -368,6 +418,9 @@ pub struct ReplicaStatus {
     pub rejections: Vec<RejectionStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub more_rejections: Option<usize>,
+    /// This replica's figures, when the function reads fleet metrics and its engines report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<ServingFigures>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]

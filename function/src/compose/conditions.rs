@@ -35,6 +35,8 @@ pub enum ConditionType {
     RoutingReady,
     /// ModelDeployment: KEDA scales it as `spec.autoscaling` says.
     Autoscaling,
+    /// ModelDeployment: its engines report to the fleet's metrics, within `spec.slo` when it sets targets.
+    Serving,
 }
 
 /// Why a condition has its status.
@@ -80,6 +82,12 @@ pub enum Reason {
     // ModelDeployment autoscaling
     KedaNotInstalled,
     Scaling,
+    // ModelDeployment serving
+    Reporting,
+    WithinSlo,
+    SloMissed,
+    NoFigures,
+    MetricsUnavailable,
     Resolved,
     NoGateway,
     NoBackends,

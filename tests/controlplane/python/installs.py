@@ -54,8 +54,8 @@ NOT_READY_EXIT = 4
 
 
 def render(xr: Path, *required: Path, observed: tuple[Path, ...] = (), until_ready: bool = False,
-           settled_not_ready_ok: bool = False) -> list[dict]:
-    """`modelplane-function render XR --required ... --observed ... [--until-ready]`: the composite (first
+           settled_not_ready_ok: bool = False, flags: tuple[str, ...] = ()) -> list[dict]:
+    """`modelplane-function render XR --required ... --observed ... [--until-ready] FLAGS...`: the composite (first
     document), then what it composes. With `settled_not_ready_ok`, a composite that settles not Ready is an
     answer, not a failure."""
     argv = [str(function_binary()), "render", str(xr)]
@@ -65,6 +65,7 @@ def render(xr: Path, *required: Path, observed: tuple[Path, ...] = (), until_rea
         argv += ["--observed", str(path)]
     if until_ready:
         argv.append("--until-ready")
+    argv += flags
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     accepted = (0, NOT_READY_EXIT) if settled_not_ready_ok else (0,)
     assert done.returncode in accepted, f"render {xr} failed ({done.returncode}):\n{done.stderr}{done.stdout}"

@@ -1,10 +1,12 @@
-"""From an engine's /metrics to the query that scales its deployment, through two real Prometheus servers.
+"""From an engine's /metrics to the query that scales its deployment and to the deployment's status, through two
+real Prometheus servers.
 
-A fake vLLM engine (an HTTP server here) exposes vLLM's metric names. A "cluster" Prometheus scrapes it with what
-the composed PodMonitor says (the labels it stamps, the metrics it keeps), loads the composed PrometheusRule, and
-remote-writes with what the composed kube-prometheus-stack values say to a "fleet" Prometheus receiving remote
-write. The ScaledObject's own query, sent to the fleet Prometheus, must answer the engine's queue depth, and no raw
-engine series may have left the cluster.
+A fake vLLM engine (an HTTP server here) exposes vLLM's metric names, its counters and histogram growing with every
+scrape. A "cluster" Prometheus scrapes it with what the composed PodMonitor says (the labels it stamps, the metrics
+it keeps), loads the composed PrometheusRule, and remote-writes with what the composed kube-prometheus-stack values
+say to a "fleet" Prometheus receiving remote write. The ScaledObject's own query, sent to the fleet Prometheus, must
+answer the engine's queue depth, no raw engine series may have left the cluster, and the function sampling the
+fleet Prometheus must write the deployment's figures and its `Serving` condition against `spec.slo`.
 
 The one stand-in is prometheus-operator: this test turns the PodMonitor and the chart values into Prometheus'
 configuration the way the operator documents it (camelCase fields to snake_case, the pod's namespace and name as
@@ -13,6 +15,7 @@ target labels). No API server is needed.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import http.server
 import os
@@ -37,7 +40,7 @@ CLASSES = REPO_ROOT / "examples" / "classes"
 # Rules run every 15 s and remote write flushes within 5 s: the fleet has the series well within this.
 ARRIVAL_SECONDS = 90
 
-ENGINE_METRICS = """\
+ENGINE_GAUGES = """\
 # TYPE vllm:num_requests_waiting gauge
 vllm:num_requests_waiting{model_name="qwen3-small",engine="0"} 6
 # TYPE vllm:num_requests_running gauge
@@ -49,6 +52,20 @@ python_gc_objects_collected_total{generation="0"} 1234
 """
 
 
+def engine_metrics(scrapes: int) -> str:
+    """What the engine reports at its `scrapes`-th scrape: the gauges above, 50 generated tokens and 10 requests'
+    first tokens more each time, every first token between 1 and 2.5 seconds (so the p95 is 2.425 s)."""
+    requests = 10 * scrapes
+    buckets = "".join(f'vllm:time_to_first_token_seconds_bucket{{model_name="qwen3-small",engine="0",le="{le}"}} '
+                      f"{0 if le in ('0.5', '1.0') else requests}\n" for le in ("0.5", "1.0", "2.5", "+Inf"))
+    return (ENGINE_GAUGES
+            + "# TYPE vllm:generation_tokens_total counter\n"
+            + f'vllm:generation_tokens_total{{model_name="qwen3-small",engine="0"}} {50 * scrapes}\n'
+            + "# TYPE vllm:time_to_first_token_seconds histogram\n" + buckets
+            + f'vllm:time_to_first_token_seconds_count{{model_name="qwen3-small",engine="0"}} {requests}\n'
+            + f'vllm:time_to_first_token_seconds_sum{{model_name="qwen3-small",engine="0"}} {2 * requests}\n')
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -56,8 +73,12 @@ def free_port() -> int:
 
 
 class FakeEngine(http.server.BaseHTTPRequestHandler):
+    scrapes = 0
+
     def do_GET(self):  # noqa: N802 (the http.server API)
-        body = ENGINE_METRICS.encode() if self.path == "/metrics" else b""
+        if self.path == "/metrics":
+            FakeEngine.scrapes += 1
+        body = engine_metrics(FakeEngine.scrapes).encode() if self.path == "/metrics" else b""
         self.send_response(200 if body else 404)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.end_headers()
@@ -117,7 +138,10 @@ class Prometheus:
         self.log.close()
 
 
-def test_an_engines_queue_reaches_the_fleet_store_as_the_scaled_objects_query_reads_it(tmp_path):
+@contextlib.contextmanager
+def fleet_pipeline(tmp_path: Path):
+    """The engine, the cluster's Prometheus and the fleet's, configured from what Modelplane composes for the
+    autoscaled example and its cluster. Yields (fleet, cluster, the ScaledObject's trigger metadata)."""
     assert (BIN / "prometheus").is_file(), "no prometheus binary: run `bash tests/controlplane/controlplane.sh build`"
     # What Modelplane composes: the deployment's PodMonitor and ScaledObject, the cluster's rules and chart values.
     deployment = composed(DEPLOYMENT, STANDARD, KEDA)
@@ -163,7 +187,15 @@ def test_an_engines_queue_reaches_the_fleet_store_as_the_scaled_objects_query_re
                              for w in remote_write],
         })
         servers.append(in_cluster)
+        yield fleet, in_cluster, trigger
+    finally:
+        engine.shutdown()
+        for server in servers:
+            server.stop()
 
+
+def test_an_engines_queue_reaches_the_fleet_store_as_the_scaled_objects_query_reads_it(tmp_path):
+    with fleet_pipeline(tmp_path) as (fleet, in_cluster, trigger):
         arrived = wait_for("the deployment's queue depth in the fleet store", lambda: fleet.query(trigger["query"]),
                            ARRIVAL_SECONDS, lambda: str(in_cluster.query("modelplane_requests_waiting")))
         assert [float(r["value"][1]) for r in arrived] == [6.0], arrived
@@ -178,8 +210,39 @@ def test_an_engines_queue_reaches_the_fleet_store_as_the_scaled_objects_query_re
         # What the scrape does not keep never reaches even the cluster's store.
         assert in_cluster.query("python_gc_objects_collected_total") == []
         assert [float(r["value"][1]) for r in fleet.query("modelplane_kv_cache_utilization")] == [0.5]
-    finally:
-        engine.shutdown()
-        for server in servers:
-            server.stop()
 
+
+def test_the_function_writes_the_fleets_figures_and_names_the_replica_that_misses_its_slo(tmp_path):
+    with fleet_pipeline(tmp_path) as (fleet, in_cluster, _):
+        p95 = 'histogram_quantile(0.95, sum by (le) (modelplane_time_to_first_token_seconds_bucket:rate1m))'
+        wait_for("a first-token p95 and a token rate in the fleet store",
+                 lambda: fleet.query(p95) and fleet.query("modelplane_generation_tokens:rate1m"),
+                 ARRIVAL_SECONDS, lambda: str(in_cluster.query("modelplane_time_to_first_token_seconds_bucket:rate1m")))
+        rendered = installs.render(DEPLOYMENT, STANDARD, KEDA, until_ready=True,
+                                   flags=("--fleet-metrics-url", fleet.url))
+    status = rendered[0]["status"]
+    serving = status["serving"]
+    # The fleet's own figures, as the fake engine reports them: 6 waiting, 2 running, half the KV cache, every
+    # first token between 1 and 2.5 s.
+    assert (serving["requestsWaiting"], serving["requestsRunning"], serving["kvCacheUtilization"]) == (6, 2, 0.5)
+    assert serving["timeToFirstTokenP95Seconds"] == 2.425, serving
+    assert serving["generationTokensPerSecond"] > 0, serving
+    assert serving["sampledAt"].endswith("Z"), serving
+    [replica] = status["replicas"]
+    assert replica["serving"]["requestsWaiting"] == 6, replica
+    [condition] = [c for c in status["conditions"] if c["type"] == "Serving"]
+    # The example asks for a first token within 2 s at p95.
+    assert (condition["status"], condition["reason"]) == ("False", "SloMissed"), condition
+    assert condition["message"] == ("replica 0 on eks-h200-us-west: time to first token p95 2.425s is over "
+                                    "spec.slo.timeToFirstToken 2s"), condition
+
+
+def test_without_an_answer_from_the_fleet_store_the_condition_is_unknown_and_no_figure_is_shown(tmp_path):
+    port = free_port()  # nothing listens there
+    rendered = installs.render(DEPLOYMENT, STANDARD, KEDA, until_ready=True,
+                               flags=("--fleet-metrics-url", f"http://127.0.0.1:{port}"))
+    status = rendered[0]["status"]
+    assert "serving" not in status
+    [condition] = [c for c in status["conditions"] if c["type"] == "Serving"]
+    assert (condition["status"], condition["reason"]) == ("Unknown", "MetricsUnavailable"), condition
+    assert f"no sample from http://127.0.0.1:{port} yet" in condition["message"], condition

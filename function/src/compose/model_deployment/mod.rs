@@ -19,6 +19,7 @@ use crate::{
         inference_cluster::deployment_key,
         model_deployment::{ModelDeploymentSpec, ModelDeploymentStatus, PreviousPlacement, ReplicaStatus},
     },
+    fleet_metrics,
     proto::v1::{Resource, ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
     schedule::{self, ClusterView, Input, Outcome, Placement},
     sdk::request,
@@ -37,13 +38,26 @@ mod observed;
 mod replica;
 mod report;
 mod services;
+mod serving;
 use report::{engine_status, previous_engines, unplaced_status};
 mod validate;
 
 pub use fleet::{CLUSTERS, named as cluster_requirement};
 pub const CACHE: &str = "model-cache";
 
+/// The composer as `dispatch` runs it: with the fleet's last metrics sample, read now.
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
+    compose_with(req, xr, |namespace, name| {
+        fleet_metrics::reading(namespace, name, std::time::SystemTime::now())
+    })
+}
+
+/// Composes with `metrics` answering for the deployment's serving figures (tests give a fixed one).
+pub fn compose_with(
+    req: &RunFunctionRequest,
+    xr: &RawStruct,
+    metrics: impl FnOnce(&str, &str) -> fleet_metrics::Reading,
+) -> Result<Output, ComposeError> {
     let md: Composite<ModelDeploymentSpec> = xr.parse()?;
     validate::validate(&md.spec)?;
     let namespace = md.metadata.namespace.as_deref().unwrap_or_default();
@@ -119,6 +133,12 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     if let Some(scaling) = &md.spec.autoscaling {
         autoscaling::compose(&mut out, req, name, namespace, scaling);
     }
+    serving::report(
+        &mut out,
+        &mut status,
+        md.spec.slo.as_ref(),
+        metrics(namespace, name),
+    );
     scheduled_condition(&mut out, &status, md.spec.replicas);
     cache_condition(&mut out, &md.spec, &gate, &status);
     if waits(&status, &clusters, &me) || !evicted.is_empty() {
