@@ -42,23 +42,24 @@ ARRIVAL_SECONDS = 90
 
 ENGINE_GAUGES = """\
 # TYPE vllm:num_requests_waiting gauge
-vllm:num_requests_waiting{model_name="qwen3-small",engine="0"} 6
+vllm:num_requests_waiting{{model_name="qwen3-small",engine="0"}} {waiting}
 # TYPE vllm:num_requests_running gauge
-vllm:num_requests_running{model_name="qwen3-small",engine="0"} 2
+vllm:num_requests_running{{model_name="qwen3-small",engine="0"}} 2
 # TYPE vllm:kv_cache_usage_perc gauge
-vllm:kv_cache_usage_perc{model_name="qwen3-small",engine="0"} 0.5
+vllm:kv_cache_usage_perc{{model_name="qwen3-small",engine="0"}} 0.5
 # TYPE python_gc_objects_collected_total counter
-python_gc_objects_collected_total{generation="0"} 1234
+python_gc_objects_collected_total{{generation="0"}} 1234
 """
 
 
-def engine_metrics(scrapes: int) -> str:
-    """What the engine reports at its `scrapes`-th scrape: the gauges above, 50 generated tokens and 10 requests'
-    first tokens more each time, every first token between 1 and 2.5 seconds (so the p95 is 2.425 s)."""
+def engine_metrics(scrapes: int, waiting: int) -> str:
+    """What the engine reports at its `scrapes`-th scrape: the gauges above with `waiting` requests queued, 50
+    generated tokens and 10 requests' first tokens more each time, every first token between 1 and 2.5 seconds
+    (so the p95 is 2.425 s)."""
     requests = 10 * scrapes
     buckets = "".join(f'vllm:time_to_first_token_seconds_bucket{{model_name="qwen3-small",engine="0",le="{le}"}} '
                       f"{0 if le in ('0.5', '1.0') else requests}\n" for le in ("0.5", "1.0", "2.5", "+Inf"))
-    return (ENGINE_GAUGES
+    return (ENGINE_GAUGES.format(waiting=waiting)
             + "# TYPE vllm:generation_tokens_total counter\n"
             + f'vllm:generation_tokens_total{{model_name="qwen3-small",engine="0"}} {50 * scrapes}\n'
             + "# TYPE vllm:time_to_first_token_seconds histogram\n" + buckets
@@ -74,11 +75,13 @@ def free_port() -> int:
 
 class FakeEngine(http.server.BaseHTTPRequestHandler):
     scrapes = 0
+    # The queue it reports; a test sets it to put load on the deployment.
+    waiting = 6
 
     def do_GET(self):  # noqa: N802 (the http.server API)
         if self.path == "/metrics":
             FakeEngine.scrapes += 1
-        body = engine_metrics(FakeEngine.scrapes).encode() if self.path == "/metrics" else b""
+        body = engine_metrics(FakeEngine.scrapes, FakeEngine.waiting).encode() if self.path == "/metrics" else b""
         self.send_response(200 if body else 404)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.end_headers()
@@ -138,17 +141,20 @@ class Prometheus:
         self.log.close()
 
 
-@contextlib.contextmanager
-def fleet_pipeline(tmp_path: Path):
-    """The engine, the cluster's Prometheus and the fleet's, configured from what Modelplane composes for the
-    autoscaled example and its cluster. Yields (fleet, cluster, the ScaledObject's trigger metadata)."""
-    assert (BIN / "prometheus").is_file(), "no prometheus binary: run `bash tests/controlplane/controlplane.sh build`"
-    # What Modelplane composes: the deployment's PodMonitor and ScaledObject, the cluster's rules and chart values.
+def autoscaled_composition() -> tuple[dict, dict]:
+    """The autoscaled example's PodMonitor and ScaledObject trigger, as rendered on the Standard test cluster."""
     deployment = composed(DEPLOYMENT, STANDARD, KEDA)
-    monitor = manifest_of(deployment, "PodMonitor")
     [scaled] = [d for d in deployment if d.get("kind") == "ScaledObject"]
-    trigger = scaled["spec"]["triggers"][0]["metadata"]
+    return manifest_of(deployment, "PodMonitor"), scaled["spec"]["triggers"][0]["metadata"]
 
+
+@contextlib.contextmanager
+def fleet_pipeline(tmp_path: Path, monitor: dict, pod: str):
+    """The fake engine as serving pod `pod`, scraped as the composed PodMonitor `monitor` says by a cluster
+    Prometheus configured from what Modelplane composes for the example cluster, remote-writing to a fleet
+    Prometheus. Yields (fleet, cluster)."""
+    assert (BIN / "prometheus").is_file(), "no prometheus binary: run `bash tests/controlplane/controlplane.sh build`"
+    FakeEngine.waiting = 6
     servers: list[Prometheus] = []
     engine = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeEngine)
     threading.Thread(target=engine.serve_forever, daemon=True).start()
@@ -175,7 +181,7 @@ def fleet_pipeline(tmp_path: Path):
             "metrics_path": endpoint["path"],
             # What the operator's pod discovery would give: the pod's address, namespace and name.
             "static_configs": [{"targets": [f"127.0.0.1:{engine.server_address[1]}"],
-                                "labels": {"namespace": namespace, "pod": "qwen3-small-autoscaled-0-engine"}}],
+                                "labels": {"namespace": namespace, "pod": pod}}],
             "relabel_configs": [snake(r) for r in endpoint["relabelings"]],
             "metric_relabel_configs": [snake(r) for r in endpoint["metricRelabelings"]],
         }
@@ -187,7 +193,7 @@ def fleet_pipeline(tmp_path: Path):
                              for w in remote_write],
         })
         servers.append(in_cluster)
-        yield fleet, in_cluster, trigger
+        yield fleet, in_cluster
     finally:
         engine.shutdown()
         for server in servers:
@@ -195,7 +201,8 @@ def fleet_pipeline(tmp_path: Path):
 
 
 def test_an_engines_queue_reaches_the_fleet_store_as_the_scaled_objects_query_reads_it(tmp_path):
-    with fleet_pipeline(tmp_path) as (fleet, in_cluster, trigger):
+    monitor, trigger = autoscaled_composition()
+    with fleet_pipeline(tmp_path, monitor, "qwen3-small-autoscaled-0-engine") as (fleet, in_cluster):
         arrived = wait_for("the deployment's queue depth in the fleet store", lambda: fleet.query(trigger["query"]),
                            ARRIVAL_SECONDS, lambda: str(in_cluster.query("modelplane_requests_waiting")))
         assert [float(r["value"][1]) for r in arrived] == [6.0], arrived
@@ -213,7 +220,8 @@ def test_an_engines_queue_reaches_the_fleet_store_as_the_scaled_objects_query_re
 
 
 def test_the_function_writes_the_fleets_figures_and_names_the_replica_that_misses_its_slo(tmp_path):
-    with fleet_pipeline(tmp_path) as (fleet, in_cluster, _):
+    monitor, _ = autoscaled_composition()
+    with fleet_pipeline(tmp_path, monitor, "qwen3-small-autoscaled-0-engine") as (fleet, in_cluster):
         p95 = 'histogram_quantile(0.95, sum by (le) (modelplane_time_to_first_token_seconds_bucket:rate1m))'
         wait_for("a first-token p95 and a token rate in the fleet store",
                  lambda: fleet.query(p95) and fleet.query("modelplane_generation_tokens:rate1m"),

@@ -1,7 +1,8 @@
 """Pods on simulated nodes: a ModelDeployment composed by Crossplane and our function runs on nodes kwok simulates,
 placed by the real kube-scheduler with its DRA allocator evaluating our ResourceClaimTemplates against the
 ResourceSlices the cluster's InferenceClasses describe (simulated_nodes.py); and a ModelCache stages there through
-its hydration Job (which kwok completes) before the deployment waiting on it is composed.
+its hydration Job (which kwok completes) before the deployment waiting on it is composed; and an autoscaled
+deployment grows onto another node and shrinks back with a fake engine's queue.
 
 Stand-ins left: provider-helm's charts and trust-manager (as in test_crossplane.py), and Envoy Gateway, which would
 give the cluster gateway its address: the test writes one, as it would. kwok marks a scheduled pod Running and Ready
@@ -11,12 +12,14 @@ without running its container, so readiness probes are not exercised.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator
 
 import pytest
 
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
 from simulated_nodes import POOL_LABEL, RESOURCE_API, apply_simulated, cluster_nodes, device_classes
+from test_fleet_metrics import FakeEngine, fleet_pipeline
 from workload import (API, OBJECT_API, RELEASE_API, composed_by, conditions, kubeconfig_pointing_back,
                       play_provider_helm, play_trust_manager, tolerating)
 
@@ -114,18 +117,19 @@ def kwok_cluster(nodes_running) -> Iterator[dict]:
         kube.delete(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
 
 
-def engine_pods(kube: Kube, namespace: str, deployment: str) -> list[dict]:
-    return [p for p in kube.list("v1", "Pod", namespace)
-            if (p["metadata"].get("labels") or {}).get("modelplane.ai/workload", "").startswith(f"{deployment}-0-")]
+def engine_pods(kube: Kube, namespace: str, deployment: str, replica: int = 0) -> list[dict]:
+    return [p for p in kube.list("v1", "Pod", namespace) if (p["metadata"].get("labels") or {}).get(
+        "modelplane.ai/workload", "").startswith(f"{deployment}-{replica}-")]
 
 
 def running_and_ready(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") == "Running" and conditions(pod).get("Ready") == "True"
 
 
-def all_engines_running(kube: Kube, namespace: str, deployment: str, copies: int) -> list[dict] | None:
+def all_engines_running(kube: Kube, namespace: str, deployment: str, copies: int,
+                        replica: int = 0) -> list[dict] | None:
     """The replica's engine pods once there are `copies` of them and each is Running and Ready."""
-    pods = engine_pods(kube, namespace, deployment)
+    pods = engine_pods(kube, namespace, deployment, replica)
     return pods if len(pods) == copies and all(map(running_and_ready, pods)) else None
 
 
@@ -276,3 +280,81 @@ def test_a_deployment_no_pool_can_run_is_never_ready_and_says_which_selector_no_
 
     kube.delete(API, "ModelDeployment", name, namespace)
     wait_for("the ModelDeployment removed", lambda: not deployment_now(), CONVERGE_SECONDS)
+
+
+def keda_replicas(scaled: dict, fleet) -> int | None:
+    """The replicas KEDA's HPA would set from the ScaledObject's trigger, asked of the fleet store: an
+    AverageValue metric, so ceil(fleet total / threshold) within min and max; None while the query answers
+    nothing (the ScaledObject refuses null answers, and then holds the replicas where they are)."""
+    trigger = scaled["spec"]["triggers"][0]["metadata"]
+    answer = fleet.query(trigger["query"])
+    if not answer:
+        return None
+    wanted = math.ceil(float(answer[0]["value"][1]) / float(trigger["threshold"]))
+    return max(scaled["spec"]["minReplicaCount"], min(scaled["spec"]["maxReplicaCount"], wanted))
+
+
+def test_an_engines_queue_scales_the_deployment_onto_more_nodes_and_back(nodes_running, kwok_cluster, tmp_path):
+    """Load on a fake vLLM engine, standing in for replica 0's pod, reaches the fleet store as the composed
+    PodMonitor and rules say; KEDA's arithmetic on the composed ScaledObject's query sets the scale subresource;
+    Crossplane and our function place a second replica, kube-scheduler puts its pod on a simulated GPU node with
+    its device, and when the queue drains the replica goes and its device is free again.
+
+    Stand-ins: KEDA's operator and its HPA (the test does their arithmetic, without the HPA's scale-down window),
+    prometheus-operator (as in test_fleet_metrics.py), and the engine itself (kwok runs no container)."""
+    kube, cluster = nodes_running, kwok_cluster
+    deployment = copy.deepcopy(load_yaml_documents(EXAMPLES / "deployments" / "qwen3-small-autoscaled.yaml")[0])
+    deployment["spec"]["autoscaling"]["maxReplicas"] = 2
+    deployment["spec"]["template"]["spec"]["tolerations"] = tolerating(cluster)
+    namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    kube.ensure_namespace(namespace)
+    kube.apply(deployment)
+    scale_path = kube.path(API, "ModelDeployment", namespace, name) + "/scale"
+
+    def deployment_now() -> dict:
+        return kube.get(API, "ModelDeployment", name, namespace) or {}
+
+    def ready_replicas() -> int:
+        return (deployment_now().get("status") or {}).get("readyReplicas", 0)
+
+    (first,) = wait_for("replica 0's engine Running and Ready",
+                        lambda: all_engines_running(kube, namespace, name, 1), CONVERGE_SECONDS,
+                        lambda: str(deployment_now().get("status")))
+    scaled = wait_for("the composed ScaledObject", lambda: kube.get("keda.sh/v1alpha1", "ScaledObject", name,
+                                                                    namespace), CONVERGE_SECONDS)
+    [monitor] = [o["spec"]["forProvider"]["manifest"] for o in composed_by(kube, OBJECT_API, "Object", name)
+                 if o["spec"]["forProvider"]["manifest"]["kind"] == "PodMonitor"]
+
+    with fleet_pipeline(tmp_path, monitor, first["metadata"]["name"]) as (fleet, in_cluster):
+        # Six queued requests at four per replica: KEDA wants two.
+        FakeEngine.waiting = 6
+        wanted = wait_for("the queue in the fleet store", lambda: keda_replicas(scaled, fleet) == 2 and 2, 90,
+                          lambda: str(in_cluster.query("modelplane_requests_waiting")))
+        kube.request("PATCH", scale_path, body={"spec": {"replicas": wanted}},
+                     content_type="application/merge-patch+json")
+        (second,) = wait_for("replica 1's engine Running and Ready", lambda: all_engines_running(
+            kube, namespace, name, 1, replica=1), CONVERGE_SECONDS, lambda: str(deployment_now().get("status")))
+        wait_for("two ready replicas", lambda: ready_replicas() == 2, CONVERGE_SECONDS,
+                 lambda: str(deployment_now().get("status")))
+        gpu_nodes = {n["metadata"]["name"] for n in kube.list("v1", "Node")
+                     if n["metadata"]["labels"].get(POOL_LABEL) == "gpu"}
+        assert second["spec"]["nodeName"] in gpu_nodes, second["spec"]["nodeName"]
+        claims_with_two = {c["metadata"]["name"] for c in kube.list(RESOURCE_API, "ResourceClaim", namespace)}
+        assert len(claims_with_two) == 2, claims_with_two
+
+        # The queue drains: KEDA goes back to its minimum, one.
+        FakeEngine.waiting = 0
+        wanted = wait_for("the drained queue in the fleet store", lambda: keda_replicas(scaled, fleet) == 1 and 1,
+                          90, lambda: str(fleet.query("modelplane_requests_waiting")))
+        kube.request("PATCH", scale_path, body={"spec": {"replicas": wanted}},
+                     content_type="application/merge-patch+json")
+        wait_for("replica 1's engine gone", lambda: not engine_pods(kube, namespace, name, 1), CONVERGE_SECONDS,
+                 lambda: str(deployment_now().get("status")))
+        wait_for("its device released", lambda: len(kube.list(RESOURCE_API, "ResourceClaim", namespace)) == 1,
+                 CONVERGE_SECONDS)
+        assert all_engines_running(kube, namespace, name, 1), "replica 0 kept serving through the scale-down"
+        wait_for("one ready replica", lambda: ready_replicas() == 1 and len(deployment_now()["status"]["replicas"]) == 1,
+                 CONVERGE_SECONDS, lambda: str(deployment_now().get("status")))
+
+    kube.delete(API, "ModelDeployment", name, namespace)
+    wait_for("the engine pods gone", lambda: not engine_pods(kube, namespace, name), CONVERGE_SECONDS)
