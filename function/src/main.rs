@@ -67,6 +67,10 @@ struct ServeArgs {
     /// serving figures and `Serving` condition (docs/metrics.md). Empty: read none. Plain http only.
     #[arg(long, env = "FLEET_METRICS_URL", default_value = DEFAULT_FLEET_METRICS)]
     fleet_metrics_url: String,
+    /// Requests under this many bytes compose on the gRPC worker that received them, saving two thread
+    /// wake-ups; larger ones on a composing thread of their own. 0 composes every request on its own thread.
+    #[arg(long, env = "COMPOSE_INLINE_BELOW_BYTES", default_value_t = server::COMPOSE_INLINE_BELOW)]
+    compose_inline_below_bytes: usize,
     /// Seconds between two samples of the fleet's metrics (at least 5).
     #[arg(long, env = "FLEET_METRICS_INTERVAL_SECONDS", default_value_t = 30)]
     fleet_metrics_interval_seconds: u64,
@@ -111,7 +115,8 @@ struct RenderArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // Serving composes small calls on the runtime's workers, which then need a call's stack.
+    let runtime = match server::runtime() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("cannot start the async runtime: {e}");
@@ -188,6 +193,7 @@ async fn serve_command(args: ServeArgs) -> ExitCode {
             max_concurrent_calls: args.max_concurrent_calls,
             handshake_timeout: std::time::Duration::from_secs(args.handshake_timeout_seconds),
         },
+        compose_inline_below: args.compose_inline_below_bytes,
     };
     match server::serve(options).await {
         Ok(()) => ExitCode::SUCCESS,
