@@ -94,8 +94,10 @@ fn whole(value: f64) -> u64 {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PollError {
-    #[error("{0}")]
-    Request(#[from] reqwest::Error),
+    /// The client's error with its causes ("...: tcp connect error: Connection refused"), without the URL: the
+    /// reader already has the source, and the query would bury the cause.
+    #[error("{}", chain(.0))]
+    Request(reqwest::Error),
     #[error("answered HTTP {status}: {body}")]
     Status { status: u16, body: String },
     #[error("answered more than {MAX_ANSWER_BYTES} bytes")]
@@ -126,6 +128,23 @@ impl Options {
         }
         Ok(())
     }
+}
+
+impl From<reqwest::Error> for PollError {
+    fn from(e: reqwest::Error) -> Self {
+        PollError::Request(e.without_url())
+    }
+}
+
+fn chain(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 fn client() -> Result<reqwest::Client, PollError> {
