@@ -358,39 +358,34 @@ pub fn common_objects() -> Vec<(&'static str, Vec<super::StackObject>)> {
     ]
 }
 
-/// What every EKS cluster runs, whatever its stack.
-pub const EKS: &[Component] = &[
-    CERT_MANAGER,
-    TRUST_MANAGER,
-    NODE_FEATURE_DISCOVERY,
-    DRA_DRIVER_NVIDIA_GPU,
-    AWS_DRANET,
-    CLUSTER_AUTOSCALER,
-    KUBE_PROMETHEUS_STACK,
-    ENGINE_METRICS,
-    ENVOY_GATEWAY,
-    AI_GATEWAY_CRDS,
-    AI_GATEWAY,
-    INFERENCE_EXTENSION_CRDS,
-    CLUSTER_GATEWAY,
-];
+/// The rows every cloud's table has, in install order, with `$extra` (a cloud's own drivers) after the GPU driver.
+macro_rules! common_rows {
+    ($($extra:expr),*) => {
+        &[
+            CERT_MANAGER,
+            TRUST_MANAGER,
+            NODE_FEATURE_DISCOVERY,
+            DRA_DRIVER_NVIDIA_GPU,
+            $($extra,)*
+            KUBE_PROMETHEUS_STACK,
+            ENGINE_METRICS,
+            ENVOY_GATEWAY,
+            AI_GATEWAY_CRDS,
+            AI_GATEWAY,
+            INFERENCE_EXTENSION_CRDS,
+            CLUSTER_GATEWAY,
+        ]
+    };
+}
+
+/// What every EKS cluster runs, whatever its stack: the common rows, plus the EFA network driver and the cluster
+/// autoscaler.
+pub const EKS: &[Component] = common_rows!(AWS_DRANET, CLUSTER_AUTOSCALER);
 
 /// What a cluster Modelplane did not provision runs, and what GKE, AKS, Nebius and Vultr clusters run: no
 /// autoscaler of ours (each of those clouds scales its node pools between the min and max the pools set) and no
 /// fabric driver.
-pub const GENERIC: &[Component] = &[
-    CERT_MANAGER,
-    TRUST_MANAGER,
-    NODE_FEATURE_DISCOVERY,
-    DRA_DRIVER_NVIDIA_GPU,
-    KUBE_PROMETHEUS_STACK,
-    ENGINE_METRICS,
-    ENVOY_GATEWAY,
-    AI_GATEWAY_CRDS,
-    AI_GATEWAY,
-    INFERENCE_EXTENSION_CRDS,
-    CLUSTER_GATEWAY,
-];
+pub const GENERIC: &[Component] = common_rows!();
 
 /// The common rows of a cloud's table.
 pub fn common(cloud: Cloud) -> &'static [Component] {
