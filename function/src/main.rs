@@ -114,6 +114,10 @@ struct RenderArgs {
 }
 
 fn main() -> ExitCode {
+    // The fleet metrics poller's HTTP client asks rustls for the process's crypto provider whenever a build turns
+    // its TLS on (a workspace build unifies a test dependency's TLS feature into it), and panics without one.
+    // Name ring, the provider the server's TLS already uses.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     // Serving composes small calls on the runtime's workers, which then need a call's stack.
     let runtime = match server::runtime() {
