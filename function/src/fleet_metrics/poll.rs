@@ -124,7 +124,7 @@ impl Options {
             ));
         }
         if self.interval < Duration::from_secs(5) {
-            return Err("--fleet-metrics-interval: at least 5 seconds".into());
+            return Err("--fleet-metrics-interval-seconds: at least 5 seconds".into());
         }
         Ok(())
     }
@@ -172,22 +172,36 @@ pub async fn run(options: Options) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        match sample(&client, &options.url).await {
+        let sampled = sample(&client, &options.url).await;
+        // Once per distinct failure: a control plane without Prometheus would otherwise log every interval.
+        if let Some(error) = snapshot.record(sampled) {
+            tracing::warn!(source = %options.url, error = %error, "fleet metrics poll failed");
+        }
+        publish(snapshot.clone());
+    }
+}
+
+impl Snapshot {
+    /// Takes a poll's outcome: its figures, or its error beside the last good figures. Returns the error when it
+    /// differs from the last one.
+    fn record(
+        &mut self,
+        sampled: Result<HashMap<(String, String), DeploymentFigures>, PollError>,
+    ) -> Option<String> {
+        match sampled {
             Ok(deployments) => {
-                snapshot.sampled_at = Some(SystemTime::now());
-                snapshot.error = None;
-                snapshot.deployments = deployments;
+                self.sampled_at = Some(SystemTime::now());
+                self.error = None;
+                self.deployments = deployments;
+                None
             }
             Err(e) => {
                 let error = e.to_string();
-                // Once per distinct failure: a control plane without Prometheus would otherwise log every interval.
-                if snapshot.error.as_deref() != Some(error.as_str()) {
-                    tracing::warn!(source = %options.url, error = %error, "fleet metrics poll failed");
-                }
-                snapshot.error = Some(error);
+                let new = self.error.as_deref() != Some(error.as_str());
+                self.error = Some(error.clone());
+                new.then_some(error)
             }
         }
-        publish(snapshot.clone());
     }
 }
 
@@ -198,16 +212,11 @@ pub async fn once(url: &str) -> Snapshot {
         stale_after: Duration::from_secs(60),
         ..Snapshot::default()
     };
-    match client() {
-        Ok(client) => match sample(&client, url).await {
-            Ok(deployments) => {
-                snapshot.sampled_at = Some(SystemTime::now());
-                snapshot.deployments = deployments;
-            }
-            Err(e) => snapshot.error = Some(e.to_string()),
-        },
-        Err(e) => snapshot.error = Some(e.to_string()),
-    }
+    let sampled = match client() {
+        Ok(client) => sample(&client, url).await,
+        Err(e) => Err(e),
+    };
+    snapshot.record(sampled);
     snapshot
 }
 
