@@ -260,6 +260,38 @@ pub const KUBE_PROMETHEUS_STACK: Component = Component {
     why: "metrics for the endpoint picker and autoscaling; Modelplane's validated values (AICR's 82.x is a major bump)",
 };
 
+/// The node label node-feature-discovery puts on every node with an NVIDIA PCI device (vendor 0x10de).
+const NVIDIA_PCI_NODE_LABEL: &str = "feature.node.kubernetes.io/pci-10de.present";
+
+/// GPU utilisation and memory per device, attributed to the pod holding it, for the `modelplane_gpu_*` series
+/// ([`super::engine_metrics`]). EKS only: its AL2023 NVIDIA AMI runs containers under the NVIDIA runtime, which
+/// gives the exporter every GPU of its node (its image asks for all); the other clouds' images do not, and GKE
+/// collects DCGM itself.
+pub const DCGM_EXPORTER: Component = Component {
+    name: "dcgm-exporter",
+    version: "4.8.2",
+    namespace: KUBE_PROMETHEUS_STACK.namespace,
+    install: Install::Chart {
+        repository: "https://nvidia.github.io/dcgm-exporter/helm-charts",
+        chart: "dcgm-exporter",
+        values: |facts| {
+            json!({
+                // GPUs are allocated through DRA: the exporter resolves a claim's devices from the node's
+                // ResourceSlices and the kubelet's PodResources API (on by default from Kubernetes 1.34) to
+                // label each device's series with the pod, namespace and container that hold it.
+                "kubernetesDRA": {"enabled": true},
+                "nodeSelector": {NVIDIA_PCI_NODE_LABEL: "true"},
+                "tolerations": node_agent_tolerations(facts),
+                // The holder's `pod` and `namespace` win over the exporter's own target labels.
+                "serviceMonitor": {"enabled": true, "honorLabels": true},
+            })
+        },
+    },
+    needs: Needs::Always,
+    why: "per-pod GPU utilisation and memory on DRA-allocated GPUs; 4.8.2 is the chart whose `kubernetesDRA` \
+          attributes them, scraped by the kube-prometheus-stack above",
+};
+
 /// The recording rules that give every engine's figures one name ([`super::engine_metrics`]), loaded by the
 /// Prometheus above (its values select PrometheusRules from every namespace).
 pub const ENGINE_METRICS: Component = Component {
@@ -358,9 +390,10 @@ pub fn common_objects() -> Vec<(&'static str, Vec<super::StackObject>)> {
     ]
 }
 
-/// The rows every cloud's table has, in install order, with `$extra` (a cloud's own drivers) after the GPU driver.
+/// The rows every cloud's table has, in install order, with `$extra` (a cloud's own drivers) after the GPU driver
+/// and `$monitoring` (its own exporters) after the Prometheus that scrapes them.
 macro_rules! common_rows {
-    ($($extra:expr),*) => {
+    ($($extra:expr),*; $($monitoring:expr),*) => {
         &[
             CERT_MANAGER,
             TRUST_MANAGER,
@@ -369,6 +402,7 @@ macro_rules! common_rows {
             $($extra,)*
             KUBE_PROMETHEUS_STACK,
             ENGINE_METRICS,
+            $($monitoring,)*
             ENVOY_GATEWAY,
             AI_GATEWAY_CRDS,
             AI_GATEWAY,
@@ -378,14 +412,14 @@ macro_rules! common_rows {
     };
 }
 
-/// What every EKS cluster runs, whatever its stack: the common rows, plus the EFA network driver and the cluster
-/// autoscaler.
-pub const EKS: &[Component] = common_rows!(AWS_DRANET, CLUSTER_AUTOSCALER);
+/// What every EKS cluster runs, whatever its stack: the common rows, plus the EFA network driver, the cluster
+/// autoscaler and the GPU exporter.
+pub const EKS: &[Component] = common_rows!(AWS_DRANET, CLUSTER_AUTOSCALER; DCGM_EXPORTER);
 
 /// What a cluster Modelplane did not provision runs, and what GKE, AKS, Nebius and Vultr clusters run: no
 /// autoscaler of ours (each of those clouds scales its node pools between the min and max the pools set) and no
 /// fabric driver.
-pub const GENERIC: &[Component] = common_rows!();
+pub const GENERIC: &[Component] = common_rows!(;);
 
 /// The common rows of a cloud's table.
 pub fn common(cloud: Cloud) -> &'static [Component] {

@@ -6,6 +6,8 @@
 //! Every series keeps the labels the scrape gave the engine pod (`cluster`, `namespace`, `deployment`, `replica`,
 //! `role`, `pod`) and drops the engine's own (`model_name`, `engine`, ranks): one series per serving pod. An engine
 //! that does not report a figure has no series for it (TensorRT-LLM reports neither queue depth nor KV-cache use).
+//! GPU utilisation and memory come from the cluster's DCGM exporter, per device, and are recorded per serving pod
+//! under the same labels.
 
 use serde_json::{Value, json};
 
@@ -92,6 +94,56 @@ const FIGURES: &[Figure] = &[
     },
 ];
 
+/// The `job` every engine scrape carries, so the GPU rules can tell serving pods' targets from every other.
+const ENGINE_JOB: &str = "modelplane-engine";
+
+/// One GPU figure from DCGM, whose exporter labels each device's series with the pod holding it. The series are
+/// joined to the engine scrape's targets by pod, which gives them the deployment, replica and role labels, and
+/// summed or averaged over the pod's GPUs.
+struct GpuFigure {
+    record: &'static str,
+    /// `avg` or `sum` over the pod's devices.
+    over_devices: &'static str,
+    source: &'static str,
+    /// What turns DCGM's unit into the record's.
+    scale: &'static str,
+}
+
+const GPU_FIGURES: &[GpuFigure] = &[
+    GpuFigure {
+        record: "modelplane_gpu_utilization",
+        over_devices: "avg",
+        source: "DCGM_FI_DEV_GPU_UTIL",
+        // Percent to a fraction, as KV-cache use is.
+        scale: "/ 100",
+    },
+    GpuFigure {
+        record: "modelplane_gpu_memory_used_bytes",
+        over_devices: "sum",
+        source: "DCGM_FI_DEV_FB_USED",
+        // MiB to bytes.
+        scale: "* 1048576",
+    },
+];
+
+/// The PromQL of one GPU figure. An exporter scraped without `honorLabels` (the GPU Operator's) has its holder's
+/// labels renamed `exported_pod` and `exported_namespace`; they are moved back first, so either exporter serves.
+/// `group by` gives each serving pod one series of value 1 whatever its scrape's `up`, so a failing engine scrape
+/// does not zero its GPUs' figures. A device no serving pod holds matches nothing.
+fn gpu_expression(figure: &GpuFigure) -> String {
+    let source = figure.source;
+    let holder = format!(
+        "label_replace(label_replace({source}, \"pod\", \"$1\", \"exported_pod\", \"(.+)\"), \
+         \"namespace\", \"$1\", \"exported_namespace\", \"(.+)\")"
+    );
+    format!(
+        "{over} by ({KEPT}) (\n  {holder}\n  * on (namespace, pod) group_left (cluster, deployment, replica, role)\n  \
+         group by ({KEPT}) (up{{job=\"{ENGINE_JOB}\"}})\n) {scale}",
+        over = figure.over_devices,
+        scale = figure.scale,
+    )
+}
+
 /// The engine metric names the rules read, for the scrape to keep (everything else an engine exposes stays out of
 /// the cluster's Prometheus).
 pub fn source_metrics() -> impl Iterator<Item = &'static str> {
@@ -120,10 +172,13 @@ fn expression(figure: &Figure) -> String {
 
 /// The recording rules, as the PrometheusRule the cluster's Prometheus loads.
 pub fn recording_rules(namespace: &str) -> Value {
-    let rules: Vec<Value> = FIGURES
+    let engines = FIGURES
         .iter()
-        .map(|f| json!({"record": f.record, "expr": expression(f)}))
-        .collect();
+        .map(|f| json!({"record": f.record, "expr": expression(f)}));
+    let gpus = GPU_FIGURES
+        .iter()
+        .map(|f| json!({"record": f.record, "expr": gpu_expression(f)}));
+    let rules: Vec<Value> = engines.chain(gpus).collect();
     json!({
         "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
         "metadata": {"name": RULES, "namespace": namespace},
@@ -160,6 +215,7 @@ pub fn pod_monitor(name: &str, namespace: &str, selector: Value, port: u16, labe
                 "path": "/metrics",
                 "interval": SCRAPE_INTERVAL,
                 "relabelings": [
+                    stamp("job", ENGINE_JOB),
                     stamp("cluster", labels.cluster),
                     stamp("deployment", labels.deployment),
                     stamp("replica", labels.replica),

@@ -102,10 +102,58 @@ def test_every_engines_figures_come_out_under_one_name_per_pod(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_gpu_figures_follow_the_pod_holding_each_device(tmp_path):
+    """DCGM's per-device series, attributed to their holder's pod by the exporter, are joined to the engine scrape's
+    targets: they gain the deployment's labels, are averaged (utilisation) or summed (memory) over the pod's GPUs,
+    and a device held by no serving pod records nothing."""
+    assert PROMTOOL.is_file(), f"no promtool at {PROMTOOL}: run `bash tests/controlplane/controlplane.sh build`"
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(composed_rules()))
+    exporter = {"job": "dcgm-exporter", "instance": "10.0.0.9:9400", "modelName": "NVIDIA H200"}
+
+    def device(name: str, gpu: str, values: str, **holder: str) -> dict:
+        labels = exporter | {"gpu": gpu, "UUID": f"GPU-{gpu}"} | holder
+        return {"series": name + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}", "values": values}
+
+    inputs = [
+        # The engine scrape's targets: the decode pod's scrape is failing, which must not zero its GPUs' figures.
+        series("up", "vllm-pod", "1x8", job="modelplane-engine", instance="10.0.1.1:8000"),
+        series("up", "decode-pod", "0x8", job="modelplane-engine", instance="10.0.1.2:8001", role="decode"),
+        # The same pod name scraped by some other job is no serving pod.
+        {"series": 'up{job="other",namespace="tools",pod="tool-pod"}', "values": "1x8"},
+        # The chart's exporter with `honorLabels`: the holder's own labels.
+        device("DCGM_FI_DEV_GPU_UTIL", "0", "80x8", namespace="ml-team", pod="vllm-pod", container="engine"),
+        device("DCGM_FI_DEV_GPU_UTIL", "1", "60x8", namespace="ml-team", pod="vllm-pod", container="engine"),
+        device("DCGM_FI_DEV_FB_USED", "0", "1000x8", namespace="ml-team", pod="vllm-pod", container="engine"),
+        device("DCGM_FI_DEV_FB_USED", "1", "2000x8", namespace="ml-team", pod="vllm-pod", container="engine"),
+        # The GPU Operator's exporter, without it: the holder under `exported_*`, the exporter's pod as `pod`.
+        device("DCGM_FI_DEV_GPU_UTIL", "2", "40x8", namespace="gpu-operator", pod="nvidia-dcgm-exporter-x",
+               exported_namespace="ml-team", exported_pod="decode-pod", container="engine"),
+        # Held by nobody, held by a pod of the same name in another namespace, held by a tool: none recorded.
+        device("DCGM_FI_DEV_GPU_UTIL", "3", "100x8", namespace="monitoring", pod="dcgm-exporter-y"),
+        device("DCGM_FI_DEV_GPU_UTIL", "4", "90x8", namespace="other", pod="vllm-pod"),
+        device("DCGM_FI_DEV_GPU_UTIL", "5", "70x8", namespace="tools", pod="tool-pod"),
+    ]
+    expected = [
+        (rounded("modelplane_gpu_utilization"), [sample("", "decode-pod", 0.4, role="decode"),
+                                                 sample("", "vllm-pod", 0.7)]),
+        # 3000 MiB in bytes.
+        ("modelplane_gpu_memory_used_bytes", [sample("modelplane_gpu_memory_used_bytes", "vllm-pod", 3145728000)]),
+    ]
+    tests = {"rule_files": ["rules.yaml"], "evaluation_interval": "15s", "tests": [{
+        "interval": "15s",
+        "input_series": inputs,
+        "promql_expr_test": [{"expr": expr, "eval_time": "1m", "exp_samples": samples} for expr, samples in expected],
+    }]}
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests, sort_keys=False))
+    done = subprocess.run([str(PROMTOOL), "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_the_rules_are_valid_for_prometheus(tmp_path):
     """`promtool check rules`: the same parser and checks Prometheus applies when it loads the rule file."""
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(composed_rules()))
     done = subprocess.run([str(PROMTOOL), "check", "rules", "rules.yaml"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 7 rules found" in done.stdout, done.stdout
+    assert "SUCCESS: 9 rules found" in done.stdout, done.stdout

@@ -487,3 +487,28 @@ mod autoscaling;
 
 #[path = "stages_tests.rs"]
 mod stages;
+
+#[test]
+fn eks_clusters_export_gpu_figures_attributed_through_dra_and_other_clusters_do_not() {
+    let out = run(&eks("Standard"));
+    let release = &out.resources["release-dcgm-exporter"].object["spec"]["forProvider"];
+    assert_eq!(release["chart"]["version"], "4.8.2");
+    let values = &release["values"];
+    assert_eq!(
+        values["kubernetesDRA"]["enabled"], true,
+        "claims name no GPU UUID"
+    );
+    assert_eq!(
+        values["nodeSelector"],
+        json!({"feature.node.kubernetes.io/pci-10de.present": "true"})
+    );
+    let tolerates_gpu_taint = values["tolerations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["key"] == crate::api::inference_cluster::GPU_TAINT_KEY);
+    assert!(tolerates_gpu_taint, "{values}");
+    assert_eq!(values["serviceMonitor"]["honorLabels"], true, "the holder's pod");
+    assert!(component_names(&out).contains("dcgm-exporter"));
+    assert!(!charts(&run(&existing("Standard"))).contains("dcgm-exporter"));
+}

@@ -385,7 +385,12 @@ fn each_phase_engine_is_scraped_on_its_own_port_unless_collection_is_off() {
                 .collect();
             assert_eq!(
                 stamped,
-                [("cluster", at), ("deployment", "qwen3-235b-pd"), ("replica", "0")],
+                [
+                    ("job", "modelplane-engine"),
+                    ("cluster", at),
+                    ("deployment", "qwen3-235b-pd"),
+                    ("replica", "0")
+                ],
                 "{at} {engine}"
             );
             let (_, serving) = pods(workload)[0];
