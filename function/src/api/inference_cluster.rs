@@ -49,8 +49,19 @@ pub struct ClusterMetrics {
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RemoteWrite {
     pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basic_auth: Option<RemoteWriteBasicAuth>,
+}
+
+/// `spec.metrics.remoteWrite.basicAuth`: a Secret in the control plane's Modelplane namespace holding `username`
+/// and `password`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteWriteBasicAuth {
+    pub secret_ref: super::routing::NameRef,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]

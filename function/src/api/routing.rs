@@ -115,7 +115,8 @@ pub struct ApiKey {
     pub secret_ref: NameRef,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// An object named in the one namespace its field's documentation fixes.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct NameRef {
     #[serde(default)]
     pub name: String,

@@ -65,8 +65,16 @@ pub struct ClusterFacts<'a> {
     pub region: Option<&'a str>,
     /// The cluster's taints, which every node of its pools carries.
     pub taints: &'a [Taint],
-    /// The fleet's remote-write receiver for `modelplane_*` series, when the cluster names one.
-    pub remote_write: Option<&'a str>,
+    /// The fleet's remote-write receiver for `modelplane_*` series, when the cluster names one and can write.
+    pub remote_write: Option<RemoteWriteTarget<'a>>,
+}
+
+/// Where a cluster's Prometheus sends the `modelplane_*` series, and with what.
+#[derive(Debug, Clone, Copy)]
+pub struct RemoteWriteTarget<'a> {
+    pub url: &'a str,
+    /// The Secret beside the Prometheus holding `username` and `password`, once it holds them.
+    pub basic_auth_secret: Option<&'a str>,
 }
 
 /// When a component is installed.
@@ -244,14 +252,21 @@ pub const KUBE_PROMETHEUS_STACK: Component = Component {
                                                   "serviceMonitorSelectorNilUsesHelmValues": false,
                                                   "ruleSelectorNilUsesHelmValues": false}},
             });
-            if let Some(url) = facts.remote_write {
+            if let Some(target) = facts.remote_write {
                 // The recorded vocabulary only: engines' raw series and everything else stay on the cluster.
-                values["prometheus"]["prometheusSpec"]["remoteWrite"] = json!([{
-                    "url": url,
+                let mut write = json!({
+                    "url": target.url,
                     "writeRelabelConfigs": [
                         {"sourceLabels": ["__name__"], "regex": "modelplane_.*", "action": "keep"},
                     ],
-                }]);
+                });
+                if let Some(secret) = target.basic_auth_secret {
+                    write["basicAuth"] = json!({
+                        "username": {"name": secret, "key": "username"},
+                        "password": {"name": secret, "key": "password"},
+                    });
+                }
+                values["prometheus"]["prometheusSpec"]["remoteWrite"] = json!([write]);
             }
             values
         },

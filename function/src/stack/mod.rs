@@ -31,7 +31,7 @@ pub mod replica_routing;
 pub mod standard;
 pub mod well_known;
 
-pub use components::{Cloud, ClusterFacts, Component, Install, Needs};
+pub use components::{Cloud, ClusterFacts, Component, Install, Needs, RemoteWriteTarget};
 
 /// Env var every gang container gets: the DNS name of its copy's leader pod.
 pub const LEADER_ADDRESS_ENV: &str = "MODELPLANE_LEADER_ADDRESS";

@@ -6,7 +6,8 @@ scrape. A "cluster" Prometheus scrapes it with what the composed PodMonitor says
 it keeps), loads the composed PrometheusRule, and remote-writes with what the composed kube-prometheus-stack values
 say to a "fleet" Prometheus receiving remote write. The ScaledObject's own query, sent to the fleet Prometheus, must
 answer the engine's queue depth, no raw engine series may have left the cluster, and the function sampling the
-fleet Prometheus must write the deployment's figures and its `Serving` condition against `spec.slo`.
+fleet Prometheus must write the deployment's figures and its `Serving` condition against `spec.slo`. A fleet
+Prometheus that asks for basic auth gets the series only with the credentials the cluster's composed copy brings.
 
 The one stand-in is prometheus-operator: this test turns the PodMonitor and the chart values into Prometheus'
 configuration the way the operator documents it (camelCase fields to snake_case, the pod's namespace and name as
@@ -25,6 +26,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+import bcrypt
 import installs
 import requests
 import yaml
@@ -108,11 +110,17 @@ def manifest_of(documents: list[dict], kind: str) -> dict:
 
 
 class Prometheus:
-    def __init__(self, root: Path, name: str, config: dict, *flags: str):
+    def __init__(self, root: Path, name: str, config: dict, *flags: str, auth: tuple[str, str] | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.auth = auth
         data = root / name
         data.mkdir()
+        if auth:
+            # Prometheus' own web configuration: every endpoint, remote write included, asks for these.
+            hashed = bcrypt.hashpw(auth[1].encode(), bcrypt.gensalt(rounds=4)).decode()
+            (data / "web.yml").write_text(yaml.safe_dump({"basic_auth_users": {auth[0]: hashed}}))
+            flags = (*flags, f"--web.config.file={data / 'web.yml'}")
         (data / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.log = (data / "log").open("w")
         self.process = subprocess.Popen(
@@ -125,12 +133,12 @@ class Prometheus:
         if self.process.poll() is not None:
             raise AssertionError(f"Prometheus exited with {self.process.returncode}")
         try:
-            return requests.get(f"{self.url}/-/ready", timeout=2).ok
+            return requests.get(f"{self.url}/-/ready", auth=self.auth, timeout=2).ok
         except requests.RequestException:
             return False
 
     def query(self, promql: str) -> list[dict]:
-        answer = requests.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5).json()
+        answer = requests.get(f"{self.url}/api/v1/query", params={"query": promql}, auth=self.auth, timeout=5).json()
         assert answer["status"] == "success", answer
         return answer["data"]["result"]
 
@@ -148,11 +156,21 @@ def autoscaled_composition() -> tuple[dict, dict]:
     return manifest_of(deployment, "PodMonitor"), scaled["spec"]["triggers"][0]["metadata"]
 
 
+def remote_write_config(write: dict, copied: dict[str, dict[str, str]]) -> dict:
+    """The operator's translation of one `remoteWrite` entry; `copied` holds the Secrets beside the Prometheus by
+    name, as provider-kubernetes copied them there."""
+    config = {"url": write["url"], "write_relabel_configs": [snake(r) for r in write["writeRelabelConfigs"]]}
+    if "basicAuth" in write:
+        config["basic_auth"] = {field: copied[ref["name"]][ref["key"]] for field, ref in write["basicAuth"].items()}
+    return config
+
+
 @contextlib.contextmanager
-def fleet_pipeline(tmp_path: Path, monitor: dict, pod: str):
+def fleet_pipeline(tmp_path: Path, monitor: dict, pod: str, writer: tuple[str, str] | None = None):
     """The fake engine as serving pod `pod`, scraped as the composed PodMonitor `monitor` says by a cluster
     Prometheus configured from what Modelplane composes for the example cluster, remote-writing to a fleet
-    Prometheus. Yields (fleet, cluster)."""
+    Prometheus. With `writer` (user, password), the fleet asks for them, and the cluster names a control-plane
+    Secret holding them. Yields (fleet, cluster)."""
     assert (BIN / "prometheus").is_file(), "no prometheus binary: run `bash tests/controlplane/controlplane.sh build`"
     FakeEngine.waiting = 6
     servers: list[Prometheus] = []
@@ -160,14 +178,18 @@ def fleet_pipeline(tmp_path: Path, monitor: dict, pod: str):
     threading.Thread(target=engine.serve_forever, daemon=True).start()
     try:
         fleet = Prometheus(tmp_path, "fleet", {"global": {"scrape_interval": "15s"}},
-                           "--web.enable-remote-write-receiver")
+                           "--web.enable-remote-write-receiver", auth=writer)
         servers.append(fleet)
 
         cluster_doc = copy.deepcopy(load_yaml_documents(CLUSTER)[0])
         cluster_doc["spec"]["metrics"] = {"remoteWrite": {"url": f"{fleet.url}/api/v1/write"}}
+        if writer:
+            cluster_doc["spec"]["metrics"]["remoteWrite"]["basicAuth"] = {"secretRef": {"name": "fleet-writer"}}
         cluster_file = tmp_path / "cluster.yaml"
         cluster_file.write_text(yaml.safe_dump(cluster_doc))
         cluster = composed(cluster_file, CLASSES, until_ready=True)
+        # The control-plane Secret's keys, as the composed copy's references bring them to the cluster.
+        copied = {copy_of_secret(cluster): {"username": writer[0], "password": writer[1]}} if writer else {}
         [release] = [d for d in cluster if d.get("kind") == "Release"
                      and d["spec"]["forProvider"]["chart"]["name"] == "kube-prometheus-stack"]
         remote_write = release["spec"]["forProvider"]["values"]["prometheus"]["prometheusSpec"]["remoteWrite"]
@@ -189,8 +211,7 @@ def fleet_pipeline(tmp_path: Path, monitor: dict, pod: str):
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(tmp_path / "rules.yaml")],
             "scrape_configs": [scrape],
-            "remote_write": [{"url": w["url"], "write_relabel_configs": [snake(r) for r in w["writeRelabelConfigs"]]}
-                             for w in remote_write],
+            "remote_write": [remote_write_config(w, copied) for w in remote_write],
         })
         servers.append(in_cluster)
         yield fleet, in_cluster
@@ -217,6 +238,28 @@ def test_an_engines_queue_reaches_the_fleet_store_as_the_scaled_objects_query_re
         # What the scrape does not keep never reaches even the cluster's store.
         assert in_cluster.query("python_gc_objects_collected_total") == []
         assert [float(r["value"][1]) for r in fleet.query("modelplane_kv_cache_utilization")] == [0.5]
+
+
+def copy_of_secret(documents: list[dict]) -> str:
+    """The name of the Secret the cluster's credentials are copied into, read from the composed copy's references:
+    only a copy that brings both keys from the named control-plane Secret counts."""
+    [copy_object] = [d for d in documents if d.get("kind") == "Object" and d["spec"].get("references")
+                     and d["spec"]["forProvider"]["manifest"]["kind"] == "Secret"]
+    sources = {(r["patchesFrom"]["namespace"], r["patchesFrom"]["name"], r["toFieldPath"])
+               for r in copy_object["spec"]["references"]}
+    assert sources == {("modelplane-system", "fleet-writer", "data.username"),
+                       ("modelplane-system", "fleet-writer", "data.password")}, sources
+    return copy_object["spec"]["forProvider"]["manifest"]["metadata"]["name"]
+
+
+def test_a_receiver_asking_for_credentials_gets_them_from_the_clusters_copy(tmp_path):
+    monitor, trigger = autoscaled_composition()
+    writer = ("use1-writer", "never-in-an-object")
+    with fleet_pipeline(tmp_path, monitor, "qwen3-small-autoscaled-0-engine", writer) as (fleet, in_cluster):
+        assert requests.get(f"{fleet.url}/api/v1/query", params={"query": "up"}, timeout=5).status_code == 401
+        arrived = wait_for("the deployment's queue depth in the fleet store", lambda: fleet.query(trigger["query"]),
+                           ARRIVAL_SECONDS, lambda: str(in_cluster.query("modelplane_requests_waiting")))
+        assert [float(r["value"][1]) for r in arrived] == [6.0], arrived
 
 
 def test_the_function_writes_the_fleets_figures_and_names_the_replica_that_misses_its_slo(tmp_path):

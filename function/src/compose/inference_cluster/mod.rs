@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{ComposeError, Output, inference_class};
+use super::{ComposeError, Output, inference_class, remote};
 use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
@@ -24,7 +24,7 @@ use crate::{
     },
     proto::v1::{ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
     sdk::request,
-    stack::{ClusterFacts, serving_stack},
+    stack::{ClusterFacts, components::KUBE_PROMETHEUS_STACK, serving_stack},
     wire::RawStruct,
 };
 
@@ -38,6 +38,7 @@ pub mod ledger;
 mod nebius;
 mod observed;
 pub mod provision;
+mod remote_write;
 mod status;
 mod upjet;
 mod usages;
@@ -84,21 +85,35 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     validate::pools_against_classes(&input, cloud.as_ref())?;
 
     let stack = serving_stack(spec.stack);
-    let facts = ClusterFacts {
-        name,
-        cloud: cloud.cloud(),
-        region: cloud.region(),
-        taints: &spec.taints,
-        remote_write: spec.metrics.remote_write.as_ref().map(|w| w.url.as_str()),
-    };
     let mut plan = components::plan(cloud.cloud(), stack, spec);
     let progress = cloud.compose(&input, &mut out)?;
     // Charts and objects need the cluster's API server; once any is installed it stays composed.
     let installable = progress.cluster_ready || components::any_installed(req);
     components::compose_provider_configs(&mut out, name, cloud.as_ref());
     if installable {
+        let monitoring = plan
+            .iter_mut()
+            .find(|p| p.component.name == KUBE_PROMETHEUS_STACK.name);
+        // Only where Modelplane installs the Prometheus: one a cluster provides is configured by its owner.
+        let remote_write = match monitoring {
+            Some(monitoring) => {
+                let (target, keys) =
+                    remote_write::compose(&mut out, req, name, spec.metrics.remote_write.as_ref());
+                monitoring.keys.extend(keys);
+                target
+            }
+            None => None,
+        };
+        let facts = ClusterFacts {
+            name,
+            cloud: cloud.cloud(),
+            region: cloud.region(),
+            taints: &spec.taints,
+            remote_write,
+        };
         components::compose_components(&mut out, name, &facts, stack, &mut plan);
         client_trust::compose(&mut out, req, name);
+        remote::secret_copy::retire_dropped(&mut out, req, &[&components::provider_config_name(name)]);
     }
     usages::compose(&mut out, name, cloud.as_ref());
     let (entries, skipped) = ledger::read(req, name);

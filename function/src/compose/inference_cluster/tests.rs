@@ -512,3 +512,103 @@ fn eks_clusters_export_gpu_figures_attributed_through_dra_and_other_clusters_do_
     assert!(component_names(&out).contains("dcgm-exporter"));
     assert!(!charts(&run(&existing("Standard"))).contains("dcgm-exporter"));
 }
+
+/// The remote-write credentials' copy as provider-kubernetes reports it once filled, with `--sanitize-secrets`.
+fn filled_credentials() -> Value {
+    json!({
+        "metadata": {"finalizers": ["finalizer.managedresource.crossplane.io"], "generation": 2},
+        "spec": {"references": [{"patchesFrom": {"name": "fleet-writer"}}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 2}],
+                   "atProvider": {"manifest": fixtures::sanitized_owned_secret("modelplane-remote-write-owner")}},
+    })
+}
+
+#[test]
+fn remote_write_credentials_are_copied_by_reference_and_nothing_is_written_before_they_arrive() {
+    let mut xr = eks("Standard");
+    xr["spec"]["metrics"] = json!({"remoteWrite": {"url": "https://metrics.fleet.example.com/api/v1/write",
+                                                   "basicAuth": {"secretRef": {"name": "fleet-writer"}}}});
+    let out = run(&xr);
+    let copy = &out.resources["object-remote-write-credentials"].object;
+    assert_eq!(copy["metadata"]["name"], "us-east-remote-write-credentials");
+    let manifest = &copy["spec"]["forProvider"]["manifest"];
+    assert_eq!(
+        (&manifest["kind"], &manifest["metadata"]["namespace"]),
+        (&json!("Secret"), &json!("monitoring"))
+    );
+    assert!(manifest.get("data").is_none() && copy["spec"].get("references").is_none());
+    assert!(
+        prometheus_values(&out)["prometheus"]["prometheusSpec"]
+            .get("remoteWrite")
+            .is_none(),
+        "no write before its credentials are on the cluster"
+    );
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.contains("modelplane-system/fleet-writer")),
+        "{:?}",
+        out.warnings
+    );
+    assert!(
+        !out.status["pools"].as_array().unwrap().is_empty(),
+        "credentials on their way hold no pool back"
+    );
+
+    let mut observed = all_ready(&out);
+    for (key, seen) in observed.iter_mut() {
+        match key.as_str() {
+            "object-remote-write-owner" => *seen = fixtures::observed_owner("modelplane-remote-write-owner"),
+            "object-remote-write-credentials" => *seen = filled_credentials(),
+            _ => {}
+        }
+    }
+    let out = compose_observed(&xr, &observed);
+    let copy = &out.resources["object-remote-write-credentials"].object;
+    let fields: Vec<&Value> = copy["spec"]["references"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["patchesFrom"]["fieldPath"])
+        .collect();
+    assert_eq!(fields, [&json!("data.username"), &json!("data.password")]);
+    assert_eq!(
+        copy["spec"]["references"][0]["patchesFrom"]["namespace"],
+        "modelplane-system"
+    );
+    let write = &prometheus_values(&out)["prometheus"]["prometheusSpec"]["remoteWrite"][0];
+    assert_eq!(
+        write["basicAuth"],
+        json!({"username": {"name": "modelplane-remote-write", "key": "username"},
+               "password": {"name": "modelplane-remote-write", "key": "password"}})
+    );
+
+    // Credentials dropped: the copy is retired (every policy, no references) so its deletion deletes the key.
+    let mut applied = Value::Object(copy.clone());
+    applied["metadata"]["finalizers"] = filled_credentials()["metadata"]["finalizers"].clone();
+    applied["status"] = filled_credentials()["status"].clone();
+    for (key, seen) in observed.iter_mut() {
+        if key == "object-remote-write-credentials" {
+            *seen = applied.clone();
+        }
+    }
+    xr["spec"]["metrics"]["remoteWrite"]
+        .as_object_mut()
+        .unwrap()
+        .remove("basicAuth");
+    let out = compose_observed(&xr, &observed);
+    let retired = &out.resources["object-remote-write-credentials"].object;
+    assert!(retired["spec"].get("references").is_none(), "{retired:?}");
+    assert_eq!(retired["spec"]["managementPolicies"], json!(["*"]));
+    assert!(!out.resources.contains_key("object-remote-write-owner"));
+    let write = &prometheus_values(&out)["prometheus"]["prometheusSpec"]["remoteWrite"][0];
+    assert!(write.get("basicAuth").is_none());
+
+    let mut bad = eks("Standard");
+    bad["spec"]["metrics"] = json!({"remoteWrite": {"url": "https://m.example.com/api/v1/write",
+                                                    "basicAuth": {"secretRef": {"name": "../etc"}}}});
+    assert_eq!(
+        error(&bad).path,
+        "spec.metrics.remoteWrite.basicAuth.secretRef.name"
+    );
+}

@@ -26,6 +26,10 @@ pub const SIMULATED_CA: &str = include_str!("../../../../tests/fixtures/tls/clus
 pub const SIMULATED_CLIENT_CA: &str = include_str!("../../../../tests/fixtures/tls/fleet-client-ca.pem");
 
 const PROVIDER_EKS_GROUP: &str = "eks.m.modelplane.ai";
+const PROVIDER_KUBERNETES_FINALIZER: &str = "finalizer.managedresource.crossplane.io";
+/// What provider-kubernetes, run with `--sanitize-secrets` as Modelplane's install runs it, reports in place of a
+/// remote Secret's data.
+const SANITIZED_SECRET_DATA: &str = "redacted";
 /// The upjet providers' namespaced groups end so (`container.gcp.m.upbound.io`, ...).
 const UPJET_GROUP_SUFFIX: &str = ".m.upbound.io";
 
@@ -42,6 +46,8 @@ pub fn observe(composed: &Value) -> Value {
             json!({"atProvider": upjet_observation(group, kind, composed, &mut observed)})
         }
         _ if api_version == OBJECT_API_VERSION && kind == "Object" => {
+            // provider-kubernetes puts its finalizer on every Object it manages.
+            observed["metadata"]["finalizers"] = json!([PROVIDER_KUBERNETES_FINALIZER]);
             json!({"atProvider": {"manifest": remote_object(composed)}})
         }
         _ => composed.get("status").cloned().unwrap_or_else(|| json!({})),
@@ -263,6 +269,8 @@ fn remote_object(composed: &Value) -> Value {
             manifest["status"] =
                 json!({"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]});
         }
+        // Whatever it holds, copied by reference or not.
+        "Secret" => manifest["data"] = json!({SANITIZED_SECRET_DATA: null}),
         _ => {}
     }
     manifest
