@@ -102,7 +102,16 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 monitoring.keys.extend(keys);
                 target
             }
-            None => None,
+            None => {
+                if spec.metrics.remote_write.is_some() {
+                    out.warnings.push(
+                        "spec.metrics.remoteWrite is not applied: the cluster provides its own components, so its \
+                         Prometheus is configured by whoever installed it"
+                            .into(),
+                    );
+                }
+                None
+            }
         };
         let facts = ClusterFacts {
             name,

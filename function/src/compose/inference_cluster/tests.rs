@@ -460,7 +460,16 @@ fn a_cluster_with_only_a_region_keeps_its_api_endpoint_public() {
 fn provided_components_install_nothing_on_an_existing_cluster() {
     let mut xr = existing("Standard");
     xr["spec"]["cluster"]["existing"]["components"] = json!("Provided");
+    xr["spec"]["metrics"] = json!({"remoteWrite": {"url": "https://m.example.com/api/v1/write",
+                                                   "basicAuth": {"secretRef": {"name": "fleet-writer"}}}});
     let out = run(&xr);
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.contains("spec.metrics.remoteWrite is not applied")),
+        "{:?}",
+        out.warnings
+    );
     let kinds: BTreeSet<&str> = out
         .resources
         .values()
