@@ -2,8 +2,8 @@
 //! (`spec.metrics.remoteWrite.basicAuth`): the named Secret in the control plane's Modelplane namespace is copied
 //! into the cluster's monitoring namespace by provider-kubernetes reference ([`secret_copy`]), so the password
 //! never passes through the function, and the Prometheus' values name the copy only once it holds the keys.
-//! Until then nothing is written: the operator refuses a remote write whose Secret is missing (and with it the
-//! whole scrape configuration), and a receiver that asks for credentials would refuse one without.
+//! Until then nothing is written: prometheus-operator stops updating the Prometheus' configuration, scrapes and
+//! all, while a Secret it names is missing, and a receiver that asks for credentials would refuse writes without.
 
 use super::components::provider_config_name;
 use crate::{
