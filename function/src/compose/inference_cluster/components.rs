@@ -156,10 +156,16 @@ fn release(cluster: &str, component: &Component, repository: &str, chart: &str, 
     })
 }
 
+/// Names a composed resource of the cluster-scoped InferenceCluster: it lives in Modelplane's namespace on the
+/// control plane, as `<cluster>-<part>`, so many clusters never collide.
+pub fn name_for_cluster(object: &mut Value, cluster: &str, part: &str) {
+    object["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});
+}
+
 /// Wraps a manifest in a provider-kubernetes Object that reports the remote object's readiness.
 fn wrap(cluster: &str, part: &str, object: &crate::stack::StackObject) -> Value {
     let mut wrapped = remote::object(object.manifest.clone(), &provider_config_name(cluster));
-    wrapped["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});
+    name_for_cluster(&mut wrapped, cluster, part);
     match object.readiness {
         Readiness::Created => wrapped["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"}),
         Readiness::Available => remote::ready_when(&mut wrapped, DEPLOYMENT_AVAILABLE),

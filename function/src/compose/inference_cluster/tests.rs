@@ -118,6 +118,15 @@ fn charts(out: &Output) -> BTreeSet<String> {
         .collect()
 }
 
+/// Fails unless some warning of `out` contains `text`.
+fn assert_warned(out: &Output, text: &str) {
+    assert!(
+        out.warnings.iter().any(|w| w.contains(text)),
+        "no warning contains {text:?}: {:?}",
+        out.warnings
+    );
+}
+
 fn component_names(out: &Output) -> BTreeSet<String> {
     out.status["components"]
         .as_array()
@@ -463,13 +472,7 @@ fn provided_components_install_nothing_on_an_existing_cluster() {
     xr["spec"]["metrics"] = json!({"remoteWrite": {"url": "https://m.example.com/api/v1/write",
                                                    "basicAuth": {"secretRef": {"name": "fleet-writer"}}}});
     let out = run(&xr);
-    assert!(
-        out.warnings
-            .iter()
-            .any(|w| w.contains("spec.metrics.remoteWrite is not applied")),
-        "{:?}",
-        out.warnings
-    );
+    assert_warned(&out, "spec.metrics.remoteWrite is not applied");
     let kinds: BTreeSet<&str> = out
         .resources
         .values()
@@ -552,13 +555,7 @@ fn remote_write_credentials_are_copied_by_reference_and_nothing_is_written_befor
             .is_none(),
         "no write before its credentials are on the cluster"
     );
-    assert!(
-        out.warnings
-            .iter()
-            .any(|w| w.contains("modelplane-system/fleet-writer")),
-        "{:?}",
-        out.warnings
-    );
+    assert_warned(&out, "modelplane-system/fleet-writer");
     assert!(
         !out.status["pools"].as_array().unwrap().is_empty(),
         "credentials on their way hold no pool back"
