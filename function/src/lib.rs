@@ -49,6 +49,7 @@ pub mod schedule;
 pub mod sdk;
 pub mod server;
 pub mod stack;
+pub mod standby;
 pub mod validate;
 pub mod wire;
 

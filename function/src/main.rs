@@ -27,6 +27,16 @@ enum Command {
     Serve(ServeArgs),
     /// Run one composite through the function offline and print what it composes, like `crossplane render`.
     Render(RenderArgs),
+    /// Answer requests for scaled-to-zero deployments with 503 and Retry-After, and report them as demand (what
+    /// an InferenceGateway runs on its cluster; docs/metrics.md).
+    Standby(StandbyArgs),
+}
+
+#[derive(Args)]
+struct StandbyArgs {
+    /// Address to listen on.
+    #[arg(long, env = "ADDRESS", default_value = "0.0.0.0:8080")]
+    address: String,
 }
 
 #[derive(Args, Clone)]
@@ -133,6 +143,7 @@ fn main() -> ExitCode {
             runtime.block_on(render_command(args))
         }
         Some(Command::Serve(args)) => runtime.block_on(serve_command(args)),
+        Some(Command::Standby(args)) => runtime.block_on(standby_command(args)),
         None => runtime.block_on(serve_command(cli.serve)),
     }
 }
@@ -154,6 +165,24 @@ fn init_logging(debug: bool, to_stderr_plain: bool) {
         builder.init()
     } else {
         builder.json().flatten_event(true).with_current_span(true).init()
+    }
+}
+
+async fn standby_command(args: StandbyArgs) -> ExitCode {
+    init_logging(false, false);
+    let address = match parse_address(&args.address) {
+        Ok(address) => address,
+        Err(e) => {
+            tracing::error!(error = %e, "invalid --address");
+            return ExitCode::FAILURE;
+        }
+    };
+    match modelplane_function::standby::serve(address).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "standby server failed");
+            ExitCode::FAILURE
+        }
     }
 }
 

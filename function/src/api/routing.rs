@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 /// The largest entry weight the ModelService XRD admits (`maximum`), which reduced route weights stay within.
 pub const MAX_WEIGHT: u64 = 1_000_000;
 
+/// Marks the standby endpoint of a deployment that may scale to zero. A ModelService routes it only while its
+/// tier has no other ready endpoint: callers are told to wait only when nothing could answer them.
+pub const STANDBY_LABEL: &str = "modelplane.ai/standby";
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelServiceSpec {

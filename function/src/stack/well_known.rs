@@ -41,3 +41,15 @@ pub const ENDPOINT_PICKER_IMAGE: &str = "ghcr.io/llm-d/llm-d-router-endpoint-pic
 pub const DISAGGREGATION_SIDECAR_IMAGE: &str = "ghcr.io/llm-d/llm-d-router-disagg-sidecar:v0.9.0";
 /// The ModelExpress server, tagged with [`super::model_express::VERSION`].
 pub const MODEL_EXPRESS_IMAGE: &str = "nvcr.io/nvidia/ai-dynamo/modelexpress-server";
+
+// --- The standby server -----------------------------------------------------------------------------------------
+
+/// The Service (in [`GATEWAY_NAMESPACE`], on every fleet gateway's cluster) of the server that answers for
+/// deployments scaled to zero (`modelplane-function standby`): their standby ModelEndpoints point at it.
+pub const STANDBY_SERVICE: &str = "modelplane-standby";
+pub const STANDBY_PORT: u16 = 8080;
+/// The function's own image, whose binary also serves `standby`: one release with the function composing it.
+pub const STANDBY_IMAGE: &str = concat!(
+    "ghcr.io/modelplaneai/function-modelplane:v",
+    env!("CARGO_PKG_VERSION")
+);

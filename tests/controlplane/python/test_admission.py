@@ -42,6 +42,8 @@ RENDERED = [
     (EXAMPLES / "deployments" / "qwen3-235b-pd.yaml", (DYNAMO,)),
     # With KEDA's CRD answered (as Crossplane reads it from the control plane), its ScaledObject too.
     (EXAMPLES / "deployments" / "qwen3-small-autoscaled.yaml", (STANDARD, KEDA)),
+    # Scaling to zero: the wake-up trigger, and the standby ModelEndpoint.
+    (EXAMPLES / "deployments" / "qwen3-small-to-zero.yaml", (STANDARD, KEDA)),
     (EXAMPLES / "caches" / "qwen3-coder.yaml", (FLEET,)),
     (EXAMPLES / "services" / "fleet-gateway.yaml", (SERVICES,)),
     (EXAMPLES / "services" / "qwen3-coder.yaml", (SERVICES,)),

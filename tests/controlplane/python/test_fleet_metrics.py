@@ -46,7 +46,7 @@ ENGINE_GAUGES = """\
 # TYPE vllm:num_requests_waiting gauge
 vllm:num_requests_waiting{{model_name="qwen3-small",engine="0"}} {waiting}
 # TYPE vllm:num_requests_running gauge
-vllm:num_requests_running{{model_name="qwen3-small",engine="0"}} 2
+vllm:num_requests_running{{model_name="qwen3-small",engine="0"}} {running}
 # TYPE vllm:kv_cache_usage_perc gauge
 vllm:kv_cache_usage_perc{{model_name="qwen3-small",engine="0"}} 0.5
 # TYPE python_gc_objects_collected_total counter
@@ -54,14 +54,15 @@ python_gc_objects_collected_total{{generation="0"}} 1234
 """
 
 
-def engine_metrics(scrapes: int, waiting: int) -> str:
-    """What the engine reports at its `scrapes`-th scrape: the gauges above with `waiting` requests queued, 50
+def engine_metrics(scrapes: int, waiting: int, running: int = 2) -> str:
+    """What the engine reports at its `scrapes`-th scrape: the gauges above with `waiting` requests queued and
+    `running` running, 50
     generated tokens and 10 requests' first tokens more each time, every first token between 1 and 2.5 seconds
     (so the p95 is 2.425 s)."""
     requests = 10 * scrapes
     buckets = "".join(f'vllm:time_to_first_token_seconds_bucket{{model_name="qwen3-small",engine="0",le="{le}"}} '
                       f"{0 if le in ('0.5', '1.0') else requests}\n" for le in ("0.5", "1.0", "2.5", "+Inf"))
-    return (ENGINE_GAUGES.format(waiting=waiting)
+    return (ENGINE_GAUGES.format(waiting=waiting, running=running)
             + "# TYPE vllm:generation_tokens_total counter\n"
             + f'vllm:generation_tokens_total{{model_name="qwen3-small",engine="0"}} {50 * scrapes}\n'
             + "# TYPE vllm:time_to_first_token_seconds histogram\n" + buckets
@@ -77,13 +78,14 @@ def free_port() -> int:
 
 class FakeEngine(http.server.BaseHTTPRequestHandler):
     scrapes = 0
-    # The queue it reports; a test sets it to put load on the deployment.
+    # The queue it reports, and the requests it runs; a test sets them to put load on the deployment.
     waiting = 6
+    running = 2
 
     def do_GET(self):  # noqa: N802 (the http.server API)
         if self.path == "/metrics":
             FakeEngine.scrapes += 1
-        body = engine_metrics(FakeEngine.scrapes, FakeEngine.waiting).encode() if self.path == "/metrics" else b""
+        body = engine_metrics(FakeEngine.scrapes, FakeEngine.waiting, FakeEngine.running).encode() if self.path == "/metrics" else b""
         self.send_response(200 if body else 404)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.end_headers()
@@ -166,13 +168,14 @@ def remote_write_config(write: dict, copied: dict[str, dict[str, str]]) -> dict:
 
 
 @contextlib.contextmanager
-def fleet_pipeline(tmp_path: Path, monitor: dict, pod: str, writer: tuple[str, str] | None = None):
+def fleet_pipeline(tmp_path: Path, monitor: dict, pod: str, writer: tuple[str, str] | None = None,
+                   more_scrapes: tuple[dict, ...] = ()):
     """The fake engine as serving pod `pod`, scraped as the composed PodMonitor `monitor` says by a cluster
     Prometheus configured from what Modelplane composes for the example cluster, remote-writing to a fleet
     Prometheus. With `writer` (user, password), the fleet asks for them, and the cluster names a control-plane
-    Secret holding them. Yields (fleet, cluster)."""
+    Secret holding them. `more_scrapes` are further scrape configs of the cluster's. Yields (fleet, cluster)."""
     assert (BIN / "prometheus").is_file(), "no prometheus binary: run `bash tests/controlplane/controlplane.sh build`"
-    FakeEngine.waiting = 6
+    FakeEngine.waiting, FakeEngine.running = 6, 2
     servers: list[Prometheus] = []
     engine = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeEngine)
     threading.Thread(target=engine.serve_forever, daemon=True).start()
@@ -210,14 +213,15 @@ def fleet_pipeline(tmp_path: Path, monitor: dict, pod: str, writer: tuple[str, s
         in_cluster = Prometheus(tmp_path, "cluster", {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(tmp_path / "rules.yaml")],
-            "scrape_configs": [scrape],
+            "scrape_configs": [scrape, *more_scrapes],
             "remote_write": [remote_write_config(w, copied) for w in remote_write],
         })
         servers.append(in_cluster)
         yield fleet, in_cluster
     finally:
         engine.shutdown()
-        for server in servers:
+        # The cluster first: stopped after the fleet, it would spend its shutdown retrying remote write.
+        for server in reversed(servers):
             server.stop()
 
 
@@ -297,3 +301,98 @@ def test_without_an_answer_from_the_fleet_store_the_condition_is_unknown_and_no_
     [condition] = [c for c in status["conditions"] if c["type"] == "Serving"]
     assert (condition["status"], condition["reason"]) == ("Unknown", "MetricsUnavailable"), condition
     assert f"no sample from http://127.0.0.1:{port} yet" in condition["message"], condition
+
+
+FLEET_GATEWAY = REPO_ROOT / "examples" / "services" / "fleet-gateway.yaml"
+FLEET = REPO_ROOT / "tests" / "fixtures" / "services" / "fleet.yaml"
+
+
+def scaled_to_zero_composition(tmp_path: Path) -> tuple[dict, dict, dict]:
+    """The autoscaled example with `minReplicas: 0`: its engine PodMonitor, its wake-up trigger, and its standby
+    ModelEndpoint."""
+    doc = copy.deepcopy(load_yaml_documents(DEPLOYMENT)[0])
+    doc["spec"]["autoscaling"]["minReplicas"] = 0
+    xr = tmp_path / "to-zero.yaml"
+    xr.write_text(yaml.safe_dump(doc))
+    deployment = composed(xr, STANDARD, KEDA)
+    [scaled] = [d for d in deployment if d.get("kind") == "ScaledObject"]
+    [in_use] = [t for t in scaled["spec"]["triggers"] if t.get("name") == "in-use"]
+    [standby] = [d for d in deployment if d.get("kind") == "ModelEndpoint" and "modelplane.ai/standby" in
+                 d["metadata"].get("labels", {})]
+    return manifest_of(deployment, "PodMonitor"), in_use["metadata"], standby
+
+
+@contextlib.contextmanager
+def standby_server():
+    """The standby server as the fleet gateway's composed Deployment runs it, listening on a free local port.
+    Yields (its base URL, the composed PodMonitor that scrapes it)."""
+    gateway = composed(FLEET_GATEWAY, FLEET)
+    [container] = manifest_of(gateway, "Deployment")["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert args[:2] == ["standby", "--address"], args
+    port = free_port()
+    process = subprocess.Popen([str(installs.function_binary()), *args[:2], f"127.0.0.1:{port}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return requests.get(f"{url}/healthz", timeout=2).ok
+        except requests.RequestException:
+            return False
+
+    try:
+        wait_for("the standby server", up, 30)
+        yield url, manifest_of(gateway, "PodMonitor")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_a_request_for_a_deployment_at_zero_is_held_and_wakes_it(tmp_path):
+    monitor, in_use, standby = scaled_to_zero_composition(tmp_path)
+    prefix = standby["spec"]["api"]["prefix"]
+    with standby_server() as (url, standby_monitor):
+        endpoint = standby_monitor["spec"]["podMetricsEndpoints"][0]
+        scrape = {
+            "job_name": "standby",
+            "scrape_interval": "1s",
+            "metrics_path": endpoint["path"],
+            "honor_labels": endpoint["honorLabels"],
+            # The operator's discovery labels the target with the server's own pod; honorLabels keeps the
+            # deployment's namespace the server reports.
+            "static_configs": [{"targets": [url.removeprefix("http://")],
+                                "labels": {"namespace": "modelplane-system", "pod": "modelplane-standby-0"}}],
+            "metric_relabel_configs": [snake(r) for r in endpoint["metricRelabelings"]],
+        }
+        with fleet_pipeline(tmp_path, monitor, "qwen3-small-autoscaled-0-engine",
+                            more_scrapes=(scrape,)) as (fleet, in_cluster):
+            # A replica serving nothing: idle (0), which KEDA takes to zero after the cooldown.
+            FakeEngine.waiting, FakeEngine.running = 0, 0
+            values = lambda: [float(r["value"][1]) for r in fleet.query(in_use["query"])]  # noqa: E731
+            wait_for("an idle deployment in the fleet store", lambda: values() == [0.0], ARRIVAL_SECONDS,
+                     lambda: str(fleet.query("modelplane_requests_running")))
+
+            # What the fleet gateway sends a caller's request to while the deployment has no replica.
+            held = requests.post(f"{url}{prefix}/chat/completions", timeout=5,
+                                 json={"model": "ml-team/qwen3-small", "messages": [{"role": "user", "content": "hi"}]})
+            assert held.status_code == 503, held.text
+            assert held.headers["Retry-After"] == "30"
+            error = held.json()["error"]
+            assert error["type"] == "model_starting", error
+            assert "ml-team/qwen3-small-autoscaled" in error["message"], error
+            # A path naming no deployment is no demand.
+            assert requests.get(f"{url}/not a deployment/v1/models", timeout=5).status_code == 404
+
+            # The demand reaches the fleet store: in use (1), which KEDA takes as active and scales from zero.
+            wait_for("the held request as demand in the fleet store", lambda: values() == [1.0], ARRIVAL_SECONDS,
+                     lambda: str(fleet.query('{__name__=~"modelplane_standby_.+"}')))
+            [demand] = fleet.query("modelplane_standby_requests_total")
+            assert (demand["metric"]["namespace"], demand["metric"]["deployment"]) == (
+                "ml-team", "qwen3-small-autoscaled"), demand
+            # Busy replicas still ask for one at most: the target trigger sizes the deployment.
+            FakeEngine.waiting, FakeEngine.running = 9, 5
+            wait_for("a busy deployment", lambda: fleet.query("sum(modelplane_requests_running)")
+                     and float(fleet.query("sum(modelplane_requests_running)")[0]["value"][1]) == 5.0,
+                     ARRIVAL_SECONDS)
+            assert values() == [1.0]

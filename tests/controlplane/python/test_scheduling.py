@@ -16,10 +16,11 @@ import math
 from collections.abc import Iterator
 
 import pytest
+import requests
 
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
 from simulated_nodes import POOL_LABEL, RESOURCE_API, apply_simulated, cluster_nodes, device_classes
-from test_fleet_metrics import FakeEngine, fleet_pipeline
+from test_fleet_metrics import FakeEngine, fleet_pipeline, snake, standby_server
 from workload import (API, OBJECT_API, RELEASE_API, composed_by, conditions, kubeconfig_pointing_back,
                       play_provider_helm, play_trust_manager, tolerating)
 
@@ -355,6 +356,93 @@ def test_an_engines_queue_scales_the_deployment_onto_more_nodes_and_back(nodes_r
         assert all_engines_running(kube, namespace, name, 1), "replica 0 kept serving through the scale-down"
         wait_for("one ready replica", lambda: ready_replicas() == 1 and len(deployment_now()["status"]["replicas"]) == 1,
                  CONVERGE_SECONDS, lambda: str(deployment_now().get("status")))
+
+    kube.delete(API, "ModelDeployment", name, namespace)
+    wait_for("the engine pods gone", lambda: not engine_pods(kube, namespace, name), CONVERGE_SECONDS)
+
+
+def keda_active(trigger: dict, fleet) -> bool | None:
+    """Whether KEDA finds the trigger active (its answer above `activationThreshold`); None while the query answers
+    nothing, which KEDA takes as an error and, for an idle target with a fallback, changes nothing on."""
+    answer = fleet.query(trigger["query"])
+    if not answer:
+        return None
+    return float(answer[0]["value"][1]) > float(trigger.get("activationThreshold", "0"))
+
+
+def test_an_idle_deployment_goes_to_zero_and_the_first_request_brings_it_back(nodes_running, kwok_cluster,
+                                                                               tmp_path):
+    """`minReplicas: 0`: an idle replica, as the fleet store reports it, makes the composed ScaledObject's wake-up
+    trigger inactive, so KEDA takes the deployment to zero; its pod goes and its device is freed, while its standby
+    ModelEndpoint stays routable. A caller's request, sent where that endpoint points, is held by the standby
+    server with 503 and Retry-After; the demand it records reaches the fleet store, the trigger turns active, and
+    KEDA's scale back to one places the replica again on a simulated GPU node.
+
+    Stand-ins: KEDA's operator (the test applies its scale-to-zero and scale-from-zero rules, without the cooldown),
+    the fleet gateway (the test sends the request to the standby server under the endpoint's prefix, as Envoy
+    would), prometheus-operator and the engine, as in the test above."""
+    kube, cluster = nodes_running, kwok_cluster
+    deployment = copy.deepcopy(load_yaml_documents(EXAMPLES / "deployments" / "qwen3-small-to-zero.yaml")[0])
+    deployment["spec"]["replicas"] = 1
+    deployment["spec"]["template"]["spec"]["tolerations"] = tolerating(cluster)
+    namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    kube.ensure_namespace(namespace)
+    kube.apply(deployment)
+    scale_path = kube.path(API, "ModelDeployment", namespace, name) + "/scale"
+
+    def deployment_now() -> dict:
+        return kube.get(API, "ModelDeployment", name, namespace) or {}
+
+    def scale_to(replicas: int) -> None:
+        kube.request("PATCH", scale_path, body={"spec": {"replicas": replicas}},
+                     content_type="application/merge-patch+json")
+
+    (first,) = wait_for("replica 0's engine Running and Ready",
+                        lambda: all_engines_running(kube, namespace, name, 1), CONVERGE_SECONDS,
+                        lambda: str(deployment_now().get("status")))
+    scaled = wait_for("the composed ScaledObject", lambda: kube.get("keda.sh/v1alpha1", "ScaledObject", name,
+                                                                    namespace), CONVERGE_SECONDS)
+    assert scaled["spec"]["minReplicaCount"] == 0
+    [in_use] = [t["metadata"] for t in scaled["spec"]["triggers"] if t.get("name") == "in-use"]
+    [monitor] = [o["spec"]["forProvider"]["manifest"] for o in composed_by(kube, OBJECT_API, "Object", name)
+                 if o["spec"]["forProvider"]["manifest"]["kind"] == "PodMonitor"]
+
+    def standby_endpoint() -> dict | None:
+        found = kube.get(API, "ModelEndpoint", f"{name}-standby", namespace)
+        ready = [c for c in ((found or {}).get("status") or {}).get("conditions", []) if c["type"] == "Ready"]
+        return found if ready and ready[0]["status"] == "True" else None
+
+    standby = wait_for("the standby ModelEndpoint Ready", standby_endpoint, CONVERGE_SECONDS)
+    with standby_server() as (url, standby_monitor):
+        endpoint = standby_monitor["spec"]["podMetricsEndpoints"][0]
+        scrape = {"job_name": "standby", "scrape_interval": "1s", "metrics_path": endpoint["path"],
+                  "honor_labels": endpoint["honorLabels"],
+                  "static_configs": [{"targets": [url.removeprefix("http://")],
+                                      "labels": {"namespace": "modelplane-system", "pod": "modelplane-standby-0"}}],
+                  "metric_relabel_configs": [snake(r) for r in endpoint["metricRelabelings"]]}
+        with fleet_pipeline(tmp_path, monitor, first["metadata"]["name"], more_scrapes=(scrape,)) as (fleet, _):
+            # Nothing running or queued, nothing held: inactive, and KEDA takes the deployment to zero.
+            FakeEngine.waiting, FakeEngine.running = 0, 0
+            wait_for("an idle deployment in the fleet store", lambda: keda_active(in_use, fleet) is False, 90,
+                     lambda: str(fleet.query("modelplane_requests_running")))
+            scale_to(0)
+            wait_for("the engine gone", lambda: not engine_pods(kube, namespace, name), CONVERGE_SECONDS,
+                     lambda: str(deployment_now().get("status")))
+            wait_for("its device released", lambda: not kube.list(RESOURCE_API, "ResourceClaim", namespace),
+                     CONVERGE_SECONDS)
+            assert standby_endpoint(), "the standby endpoint stays while the deployment is at zero"
+
+            # A caller's request, where the gateway sends it while the deployment has no replica.
+            held = requests.post(f"{url}{standby['spec']['api']['prefix']}/chat/completions", timeout=5,
+                                 json={"model": "ml-team/qwen3-small", "messages": []})
+            assert (held.status_code, held.headers.get("Retry-After")) == (503, "30"), held.text
+            wait_for("the held request as demand in the fleet store", lambda: keda_active(in_use, fleet) is True,
+                     90, lambda: str(fleet.query('{__name__=~"modelplane_standby_.+"}')))
+            # Active at zero: KEDA scales to one.
+            scale_to(1)
+            wait_for("replica 0's engine Running and Ready again",
+                     lambda: all_engines_running(kube, namespace, name, 1), CONVERGE_SECONDS,
+                     lambda: str(deployment_now().get("status")))
 
     kube.delete(API, "ModelDeployment", name, namespace)
     wait_for("the engine pods gone", lambda: not engine_pods(kube, namespace, name), CONVERGE_SECONDS)

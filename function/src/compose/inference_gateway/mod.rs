@@ -35,6 +35,7 @@ use crate::{
 
 mod client_certificate;
 mod front_door;
+mod standby;
 
 use crate::stack::{cluster_gateway::client_tls, well_known::GATEWAY_NAMESPACE};
 
@@ -276,6 +277,9 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 why,
             );
         }
+    }
+    for (key, manifest) in standby::objects() {
+        out.compose(key, in_control_namespace(remote::object(manifest, &pc)), true);
     }
     out.set_status(&status)?;
     out.ready = Some(gateway_ready && policy_ready);

@@ -5,6 +5,12 @@
 //! a metrics outage from scaling anything down: an empty answer is an error (`ignoreNullValues: false`), and on
 //! errors the ScaledObject keeps the replicas it has (`fallback.behavior: currentReplicas`).
 //!
+//! With `minReplicas: 0` KEDA may take an idle deployment to zero, after `scaleDownDelay` with no request
+//! running, waiting or held. While it has no replica its standby endpoint sends callers to the fleet gateway's
+//! standby server ([`crate::standby`]), whose demand series wakes it: a second trigger reads "in use" (1 or 0)
+//! from the engines' figures or, with none, from that demand. At zero both triggers find nothing, which KEDA
+//! takes as an error and, having a fallback, leaves the deployment where it is.
+//!
 //! KEDA is the control plane's to install. Its CRD is read as a requirement, so a control plane without it gets
 //! a condition that says so instead of a composed resource Crossplane could not apply.
 //!
@@ -77,12 +83,30 @@ fn seconds(duration: &str) -> u64 {
     total
 }
 
+/// How long a held request counts as demand: the standby server asks callers to retry well within it, and each
+/// retry renews it, so a replica loading for longer stays wanted while callers still wait.
+const DEMAND_WINDOW_SECONDS: u32 = 300;
+
+/// 1 while the deployment is in use, 0 when idle, nothing when nothing is known. In use: a request running or
+/// waiting on an engine, or one held by a standby server within the demand window. The two sources are labelled
+/// apart so that `or` keeps both, and the sum is clamped so the trigger asks for one replica at most: it wakes
+/// the deployment, and the target trigger sizes it.
+fn in_use_query(namespace: &str, deployment: &str) -> String {
+    let of = format!("{{namespace=\"{namespace}\",deployment=\"{deployment}\"}}");
+    format!(
+        "clamp_max(sum(label_replace(sum(modelplane_requests_running{of}) + sum(modelplane_requests_waiting{of}), \
+         \"from\", \"engines\", \"\", \"\") or label_replace(count(time() - {held}{of} < {DEMAND_WINDOW_SECONDS}), \
+         \"from\", \"standby\", \"\", \"\")), 1)",
+        held = crate::standby::LAST_REQUEST_SERIES,
+    )
+}
+
 /// The longest scale-down window an HPA accepts (the XRD refuses a longer delay).
 const MAX_SCALE_DOWN_SECONDS: u64 = 3600;
 
 pub fn scaled_object(name: &str, namespace: &str, a: &Autoscaling) -> Value {
     let delay = seconds(&a.scale_down_delay).min(MAX_SCALE_DOWN_SECONDS);
-    json!({
+    let mut object = json!({
         "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
@@ -91,7 +115,9 @@ pub fn scaled_object(name: &str, namespace: &str, a: &Autoscaling) -> Value {
             "maxReplicaCount": a.max_replicas,
             "fallback": {
                 "failureThreshold": FAILURES_BEFORE_FALLBACK,
-                "replicas": a.min_replicas,
+                // Never 0: KEDA scales an idle deployment whose triggers fail to zero unless its fallback names
+                // replicas. Under `currentReplicas` the number itself is never applied.
+                "replicas": a.min_replicas.max(1),
                 "behavior": "currentReplicas",
             },
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
@@ -108,13 +134,41 @@ pub fn scaled_object(name: &str, namespace: &str, a: &Autoscaling) -> Value {
                 },
             }],
         },
-    })
+    });
+    if a.min_replicas == 0 {
+        object["spec"]["cooldownPeriod"] = json!(delay);
+        if let Some(triggers) = object["spec"]["triggers"].as_array_mut() {
+            triggers.push(json!({
+                "type": "prometheus",
+                "name": IN_USE_TRIGGER,
+                "metricType": "AverageValue",
+                "metadata": {
+                    "serverAddress": a.metrics_server,
+                    "query": in_use_query(namespace, name),
+                    "threshold": "1",
+                    "activationThreshold": "0",
+                    "ignoreNullValues": "false",
+                },
+            }));
+        }
+    }
+    object
 }
 
+/// The name of the trigger that wakes a deployment at zero (KEDA lists triggers by name in its status).
+pub const IN_USE_TRIGGER: &str = "in-use";
+
 /// Composes the ScaledObject when KEDA is installed, and says in the `Autoscaling` condition how it stands.
-pub fn compose(out: &mut Output, req: &RunFunctionRequest, name: &str, namespace: &str, a: &Autoscaling) {
+/// Returns whether it composed one.
+pub fn compose(
+    out: &mut Output,
+    req: &RunFunctionRequest,
+    name: &str,
+    namespace: &str,
+    a: &Autoscaling,
+) -> bool {
     let Some(found) = request::required_resources(req, REQUIREMENT) else {
-        return;
+        return false;
     };
     if found.is_empty() {
         out.condition(
@@ -126,7 +180,7 @@ pub fn compose(out: &mut Output, req: &RunFunctionRequest, name: &str, namespace
                  written"
             ),
         );
-        return;
+        return false;
     }
     // Ready or not, it never holds the deployment's readiness: serving does not wait for scaling.
     out.compose(KEY, scaled_object(name, namespace, a), true);
@@ -152,6 +206,7 @@ pub fn compose(out: &mut Output, req: &RunFunctionRequest, name: &str, namespace
         ),
     };
     out.condition(ConditionType::Autoscaling, status, reason, message);
+    true
 }
 
 #[cfg(test)]

@@ -186,3 +186,78 @@ fn the_xrd_refuses_bounds_that_make_no_sense_naming_the_field() {
         assert_eq!(err.path, "spec.autoscaling.scaleDownDelay", "{delay}: {err:?}");
     }
 }
+
+fn to_zero() -> Value {
+    json!({"minReplicas": 0, "maxReplicas": 4, "scaleDownDelay": "10m",
+           "target": {"metric": "RequestsWaiting", "perReplica": 4}})
+}
+
+#[test]
+fn a_deployment_that_may_scale_to_zero_wakes_on_demand_and_never_sleeps_through_an_outage() {
+    let out = with_keda(scaling(seed(), to_zero()), &[keda_crd()]);
+    let spec = &out.resources[KEY].object["spec"];
+    assert_eq!(spec["minReplicaCount"], 0);
+    // Idle for the scale-down delay before the last replica goes.
+    assert_eq!(spec["cooldownPeriod"], 600);
+    // KEDA takes an idle deployment whose triggers fail to zero unless its fallback names replicas.
+    assert_eq!(spec["fallback"]["replicas"], 1);
+    assert_eq!(spec["fallback"]["behavior"], "currentReplicas");
+    let in_use = &spec["triggers"][1];
+    assert_eq!(in_use["name"], super::IN_USE_TRIGGER);
+    let meta = &in_use["metadata"];
+    assert_eq!(
+        (&meta["threshold"], &meta["ignoreNullValues"]),
+        (&json!("1"), &json!("false")),
+        "it asks for one replica at most, and nothing known is an error"
+    );
+    let query = meta["query"].as_str().unwrap();
+    for part in [
+        "modelplane_requests_running{namespace=\"ml-team\",deployment=\"qwen3-coder\"}",
+        "modelplane_standby_last_request_timestamp_seconds{namespace=\"ml-team\",deployment=\"qwen3-coder\"} < 300",
+        "clamp_max(",
+    ] {
+        assert!(query.contains(part), "{part} not in {query}");
+    }
+
+    // Its standby endpoint: the standby server on the gateway's cluster, under the deployment's own prefix.
+    let standby = &out.resources[super::super::endpoint::STANDBY_KEY];
+    assert!(standby.ready, "it never holds the deployment's readiness");
+    let endpoint = &standby.object;
+    assert_eq!(endpoint["metadata"]["name"], "qwen3-coder-standby");
+    assert_eq!(
+        endpoint["metadata"]["labels"]["modelplane.ai/deployment"],
+        "qwen3-coder"
+    );
+    assert_eq!(endpoint["metadata"]["labels"]["modelplane.ai/standby"], "true");
+    assert_eq!(
+        endpoint["spec"],
+        json!({"origin": "http://modelplane-standby.modelplane-system.svc.cluster.local:8080",
+               "api": {"schema": "OpenAI", "prefix": "/ml-team/qwen3-coder/v1"}})
+    );
+    // The ModelEndpoint XRD admits it, and the endpoint's own composer finds it routable.
+    let checked = run(
+        crate::compose::model_endpoint::compose,
+        &crate::compose::fixtures::request(Value::Object(endpoint.clone())),
+    )
+    .unwrap();
+    assert_eq!(checked.ready, Some(true));
+}
+
+#[test]
+fn no_standby_endpoint_without_keda_or_with_a_floor_of_one() {
+    let without_keda = with_keda(scaling(seed(), to_zero()), &[]);
+    assert!(
+        !without_keda
+            .resources
+            .contains_key(super::super::endpoint::STANDBY_KEY)
+    );
+    let floor = with_keda(scaling(seed(), queue_depth()), &[keda_crd()]);
+    assert!(!floor.resources.contains_key(super::super::endpoint::STANDBY_KEY));
+    let spec = &floor.resources[KEY].object["spec"];
+    assert_eq!(
+        spec["triggers"].as_array().unwrap().len(),
+        1,
+        "no wake-up trigger"
+    );
+    assert!(spec.get("cooldownPeriod").is_none());
+}

@@ -7,16 +7,22 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::{
-    api::{ledger::CLUSTER_LABEL, model_deployment::ModelDeploymentSpec},
+    api::{ledger::CLUSTER_LABEL, model_deployment::ModelDeploymentSpec, routing::STANDBY_LABEL},
     compose::{API_VERSION, Output, remote},
     proto::v1::RunFunctionRequest,
     schedule::ClusterView,
-    stack::{names::child_name, replica_routing},
+    stack::{
+        names::child_name,
+        replica_routing,
+        well_known::{GATEWAY_NAMESPACE, STANDBY_PORT, STANDBY_SERVICE},
+    },
 };
 
 /// Label naming the ModelDeployment a replica's endpoint belongs to: what a ModelService selects it by.
 pub const DEPLOYMENT_LABEL: &str = "modelplane.ai/deployment";
 pub const REPLICA_INDEX_LABEL: &str = "modelplane.ai/replica-index";
+/// The composed-resource key of the standby endpoint (not `endpoint-…`, the replicas' key shape).
+pub const STANDBY_KEY: &str = "standby-endpoint";
 /// The engine flag that names the model the engine answers to (vLLM and SGLang spell it alike).
 const SERVED_MODEL_NAME_FLAG: &str = "--served-model-name";
 
@@ -137,6 +143,31 @@ fn endpoint(s: &Placement, reach: &Reach) -> Value {
         },
         "spec": spec,
     })
+}
+
+/// The standby endpoint of a deployment that may scale to zero: the standby server each fleet gateway's cluster
+/// runs (in-cluster, so plain http on the cluster's network), under `/<namespace>/<deployment>/v1`, which is how
+/// that server knows whose demand a request is. Labelled like the replicas' endpoints but for the cluster labels
+/// (it is on no cluster of the deployment's), so a ModelService selecting the deployment selects it too.
+pub fn standby(out: &mut Output, deployment: &str, namespace: &str, spec: &ModelDeploymentSpec) {
+    let mut labels = spec.template.metadata.labels.clone();
+    labels.insert(DEPLOYMENT_LABEL.into(), deployment.into());
+    labels.insert(STANDBY_LABEL.into(), "true".into());
+    let endpoint = json!({
+        "apiVersion": API_VERSION,
+        "kind": "ModelEndpoint",
+        "metadata": {
+            "name": child_name(&[deployment, "standby"], 63),
+            "namespace": namespace,
+            "labels": labels,
+        },
+        "spec": {
+            "origin": format!("http://{STANDBY_SERVICE}.{GATEWAY_NAMESPACE}.svc.cluster.local:{STANDBY_PORT}"),
+            "api": {"schema": "OpenAI", "prefix": format!("/{namespace}/{deployment}/v1")},
+        },
+    });
+    // Never holds the deployment's readiness: it is where callers wait, not what serves them.
+    out.compose(STANDBY_KEY, endpoint, true);
 }
 
 /// The model name the serving engine answers to, read from its `--served-model-name` flag, so the gateway

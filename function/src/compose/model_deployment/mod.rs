@@ -131,7 +131,11 @@ pub fn compose_with(
     let mut status = replicas.compose(&mut out, &outcomes)?;
     status.selector = selector(name);
     if let Some(scaling) = &md.spec.autoscaling {
-        autoscaling::compose(&mut out, req, name, namespace, scaling);
+        let scaled = autoscaling::compose(&mut out, req, name, namespace, scaling);
+        // Only KEDA starts a replica on demand: without it the standby would promise what nothing does.
+        if scaled && scaling.min_replicas == 0 {
+            endpoint::standby(&mut out, name, namespace, &md.spec);
+        }
     }
     serving::report(
         &mut out,

@@ -21,7 +21,7 @@ use crate::{
         ObjectMeta,
         routing::{
             EndpointCounts, EndpointUrl, InferenceGatewaySpec, InferenceGatewayStatus, ModelEndpointSpec,
-            ModelServiceSpec, ModelServiceStatus, ServingGatewayStatus, resolve_endpoint,
+            ModelServiceSpec, ModelServiceStatus, STANDBY_LABEL, ServingGatewayStatus, resolve_endpoint,
         },
     },
     proto::v1::{Resource, ResourceSelector, RunFunctionRequest},
@@ -165,6 +165,12 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             namespace: &found.namespace,
             labels: &found.view.metadata.labels,
             ready: found.url.is_some() && is_ready(&found.view),
+            standby: found
+                .view
+                .metadata
+                .labels
+                .get(STANDBY_LABEL)
+                .is_some_and(|v| v == "true"),
         })
         .collect();
     let plan = weights::plan(&entries, &candidates);

@@ -31,6 +31,9 @@ pub struct Candidate<'a> {
     pub labels: &'a BTreeMap<String, String>,
     /// Ready and routable (its URL parses); anything else takes no traffic.
     pub ready: bool,
+    /// A deployment's standby endpoint (scaled to zero, `modelplane.ai/standby`): it stands in for its tier
+    /// only while nothing else in the tier is ready, so no caller is told to wait while a replica could answer.
+    pub standby: bool,
 }
 
 /// One backend of the route.
@@ -62,6 +65,7 @@ pub fn plan(entries: &[Entry<'_>], candidates: &[Candidate<'_>]) -> Plan {
     let mut sorted: Vec<&Candidate<'_>> = candidates.iter().collect();
     sorted.sort_by_key(|c| c.name);
     let mut ready_by_entry: Vec<Vec<&str>> = vec![Vec::new(); entries.len()];
+    let mut standby_by_entry: Vec<Vec<&str>> = vec![Vec::new(); entries.len()];
     let mut out = Plan::default();
     for candidate in sorted {
         let Some(owner) = entries
@@ -73,7 +77,21 @@ pub fn plan(entries: &[Entry<'_>], candidates: &[Candidate<'_>]) -> Plan {
         out.matched += 1;
         if candidate.ready {
             out.ready += 1;
-            ready_by_entry[owner].push(candidate.name);
+            let listed = if candidate.standby {
+                &mut standby_by_entry
+            } else {
+                &mut ready_by_entry
+            };
+            listed[owner].push(candidate.name);
+        }
+    }
+    let mut tier_serves: BTreeMap<u64, bool> = BTreeMap::new();
+    for (entry, ready) in entries.iter().zip(&ready_by_entry) {
+        *tier_serves.entry(entry.priority).or_default() |= !ready.is_empty();
+    }
+    for ((entry, ready), standby) in entries.iter().zip(&mut ready_by_entry).zip(standby_by_entry) {
+        if !tier_serves.get(&entry.priority).copied().unwrap_or_default() {
+            ready.extend(standby);
         }
     }
 

@@ -157,6 +157,7 @@ fn tiers_and_weights() {
                 namespace: "team",
                 labels,
                 ready,
+                standby: false,
             })
             .collect();
         let got = plan(&entries, &candidates);
@@ -205,12 +206,14 @@ fn an_endpoint_matched_by_two_entries_belongs_to_the_first() {
             namespace: "team",
             labels: &eu,
             ready: true,
+            standby: false,
         },
         Candidate {
             name: "qwen-us",
             namespace: "team",
             labels: &us,
             ready: true,
+            standby: false,
         },
     ];
     let got = plan(&entries, &candidates);
@@ -244,6 +247,7 @@ fn a_route_never_lists_more_backends_than_envoy_ai_gateway_accepts() {
             namespace: "team",
             labels: &app,
             ready: true,
+            standby: false,
         })
         .collect();
     let got = plan(&entries, &candidates);
@@ -295,18 +299,21 @@ fn an_entry_selects_only_in_its_own_namespace() {
             namespace: "team",
             labels: &app,
             ready: true,
+            standby: false,
         },
         Candidate {
             name: "shared/qwen",
             namespace: "shared",
             labels: &app,
             ready: true,
+            standby: false,
         },
         Candidate {
             name: "elsewhere/qwen",
             namespace: "elsewhere",
             labels: &app,
             ready: true,
+            standby: false,
         },
     ];
     let got = plan(&entries, &candidates);
@@ -320,4 +327,69 @@ fn an_entry_selects_only_in_its_own_namespace() {
         got.matched, 2,
         "the third namespace's endpoint is selected by no entry"
     );
+}
+
+#[test]
+fn a_standby_endpoint_stands_in_for_its_tier_only_while_nothing_else_there_is_ready() {
+    let own = labels(&[("app", "qwen")]);
+    let overflow = labels(&[("app", "hosted")]);
+    let (own_sel, overflow_sel) = (
+        MatchLabels {
+            match_labels: own.clone(),
+        },
+        MatchLabels {
+            match_labels: overflow.clone(),
+        },
+    );
+    let entries = [
+        Entry {
+            name: "own",
+            namespace: "team",
+            priority: 0,
+            weight: 1,
+            selector: &own_sel,
+        },
+        Entry {
+            name: "overflow",
+            namespace: "team",
+            priority: 1,
+            weight: 1,
+            selector: &overflow_sel,
+        },
+    ];
+    let candidate = |name, labels, ready, standby| Candidate {
+        name,
+        namespace: "team",
+        labels,
+        ready,
+        standby,
+    };
+    let routed = |candidates: &[Candidate<'_>]| {
+        plan(&entries, candidates)
+            .backends
+            .iter()
+            .map(|b| (b.endpoint.clone(), b.priority))
+            .collect::<Vec<_>>()
+    };
+    // Scaled to zero: callers wait at the standby server, and the overflow tier after it takes nothing.
+    let at_zero = [
+        candidate("qwen-standby", &own, true, true),
+        candidate("together", &overflow, true, false),
+    ];
+    assert_eq!(
+        routed(&at_zero),
+        [("qwen-standby".to_owned(), 0), ("together".to_owned(), 1)]
+    );
+    // A replica loading: still the standby.
+    let loading = [
+        candidate("qwen-0-use1", &own, false, false),
+        candidate("qwen-standby", &own, true, true),
+    ];
+    assert_eq!(routed(&loading), [("qwen-standby".to_owned(), 0)]);
+    // A replica ready: the standby leaves the route in the same update.
+    let serving = [
+        candidate("qwen-0-use1", &own, true, false),
+        candidate("qwen-standby", &own, true, true),
+    ];
+    assert_eq!(routed(&serving), [("qwen-0-use1".to_owned(), 0)]);
 }
