@@ -46,6 +46,7 @@ components=(
     "provider-kubernetes|provider-kubernetes|github.com/crossplane-contrib/provider-kubernetes/cmd/provider"
     "promtool|prometheus|github.com/prometheus/prometheus/cmd/promtool"
     "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus"
+    "keda-operator|keda|github.com/kedacore/keda/v2/cmd/operator"
 )
 # No DWARF or symbol table (-s -w): linking these binaries is a large part of a cold build, and the tests never
 # debug them. -trimpath keeps machine paths out of the binaries.
