@@ -24,6 +24,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
+use modelplane_eks_api::names::{is_dns_label, is_dns_subdomain};
 use serde_json::json;
 
 /// Seconds a caller is asked to wait before retrying: a replica loads its weights in minutes, and each retry
@@ -68,8 +69,8 @@ impl Demand {
         entry.count += 1;
     }
 
-    /// The Prometheus text exposition of both series. Names are DNS labels (checked on the way in), so no label
-    /// value needs escaping.
+    /// The Prometheus text exposition of both series. Names are DNS labels and subdomains (checked on the way in),
+    /// so no label value needs escaping.
     pub fn exposition(&self) -> String {
         let held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut rows: Vec<_> = held.iter().collect();
@@ -98,25 +99,14 @@ impl Demand {
     }
 }
 
-/// A DNS-1123 label, what Kubernetes names namespaces and (through the XRD) ModelDeployments by.
-fn dns_label(s: &str) -> bool {
-    let bytes = s.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes.first() != Some(&b'-')
-        && bytes.last() != Some(&b'-')
-}
-
 /// The deployment a held request's path names: `/<namespace>/<deployment>/...`, as the standby endpoint's prefix
-/// sends it.
+/// sends it: a namespace (a DNS label) and a ModelDeployment's name (a DNS subdomain), as the API server admits
+/// them.
 pub fn deployment_of(path: &str) -> Option<(&str, &str)> {
     let mut parts = path.strip_prefix('/')?.splitn(3, '/');
     let namespace = parts.next()?;
     let deployment = parts.next()?;
-    (dns_label(namespace) && dns_label(deployment)).then_some((namespace, deployment))
+    (is_dns_label(namespace) && is_dns_subdomain(deployment)).then_some((namespace, deployment))
 }
 
 fn now() -> f64 {
@@ -197,6 +187,10 @@ mod tests {
             Some(("ml-team", "qwen3"))
         );
         assert_eq!(deployment_of("/ml-team/qwen3"), Some(("ml-team", "qwen3")));
+        assert_eq!(
+            deployment_of("/ml-team/qwen3.v2/v1"),
+            Some(("ml-team", "qwen3.v2"))
+        );
         for bad in [
             "/",
             "/ml-team",
@@ -205,7 +199,9 @@ mod tests {
             "/ml-team/qwen3%0a/v1",
             "/ml-team/-qwen3/v1",
             "/ml-team/qwen3\"}/v1",
-            &format!("/ml-team/{}/v1", "a".repeat(64)),
+            "/ml.team/qwen3/v1",
+            "/ml-team/qwen3./v1",
+            &format!("/{}/qwen3/v1", "a".repeat(64)),
         ] {
             assert_eq!(deployment_of(bad), None, "{bad}");
         }
