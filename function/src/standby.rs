@@ -1,8 +1,8 @@
 //! `modelplane-function standby`: what the fleet gateway routes a scaled-to-zero deployment's model to.
 //!
 //! A deployment whose `spec.autoscaling.minReplicas` is 0 keeps a standby ModelEndpoint pointing here under the
-//! prefix `/<namespace>/<deployment>/v1`. ModelServices route it only while the deployment has no ready replica
-//! of its own, so a caller's request for a model with no replica lands here instead of on no route at all. The
+//! prefix `/<namespace>/<deployment>/v1`. ModelServices route it only while nothing else in its priority tier is
+//! ready, so a caller's request for a model with no replica lands here instead of on no route at all. The
 //! server answers 503 with `Retry-After` and an OpenAI-shaped error, and records when it last held a request for
 //! each deployment. Those figures, scraped by the gateway cluster's Prometheus and remote-written with the rest of
 //! the `modelplane_*` series, are the demand that KEDA's trigger reads to start the first replica.

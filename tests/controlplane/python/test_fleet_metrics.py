@@ -349,22 +349,27 @@ def standby_server():
         process.wait(timeout=10)
 
 
+def standby_scrape(url: str, monitor: dict) -> dict:
+    """The cluster Prometheus' scrape of the standby server at `url`, as its composed PodMonitor `monitor` says.
+    The operator's discovery labels the target with the server's own pod; honorLabels keeps the deployment's
+    namespace the server reports."""
+    endpoint = monitor["spec"]["podMetricsEndpoints"][0]
+    return {
+        "job_name": "standby",
+        "scrape_interval": "1s",
+        "metrics_path": endpoint["path"],
+        "honor_labels": endpoint["honorLabels"],
+        "static_configs": [{"targets": [url.removeprefix("http://")],
+                            "labels": {"namespace": "modelplane-system", "pod": "modelplane-standby-0"}}],
+        "metric_relabel_configs": [snake(r) for r in endpoint["metricRelabelings"]],
+    }
+
+
 def test_a_request_for_a_deployment_at_zero_is_held_and_wakes_it(tmp_path):
     monitor, in_use, standby = scaled_to_zero_composition(tmp_path)
     prefix = standby["spec"]["api"]["prefix"]
     with standby_server() as (url, standby_monitor):
-        endpoint = standby_monitor["spec"]["podMetricsEndpoints"][0]
-        scrape = {
-            "job_name": "standby",
-            "scrape_interval": "1s",
-            "metrics_path": endpoint["path"],
-            "honor_labels": endpoint["honorLabels"],
-            # The operator's discovery labels the target with the server's own pod; honorLabels keeps the
-            # deployment's namespace the server reports.
-            "static_configs": [{"targets": [url.removeprefix("http://")],
-                                "labels": {"namespace": "modelplane-system", "pod": "modelplane-standby-0"}}],
-            "metric_relabel_configs": [snake(r) for r in endpoint["metricRelabelings"]],
-        }
+        scrape = standby_scrape(url, standby_monitor)
         with fleet_pipeline(tmp_path, monitor, "qwen3-small-autoscaled-0-engine",
                             more_scrapes=(scrape,)) as (fleet, in_cluster):
             # A replica serving nothing: idle (0), which KEDA takes to zero after the cooldown.

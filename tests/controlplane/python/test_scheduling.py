@@ -21,7 +21,7 @@ import requests
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
 from simulated_nodes import POOL_LABEL, RESOURCE_API, apply_simulated, cluster_nodes, device_classes
 from keda import keda_operator
-from test_fleet_metrics import FakeEngine, fleet_pipeline, snake, standby_server
+from test_fleet_metrics import FakeEngine, fleet_pipeline, standby_scrape, standby_server
 from workload import (API, OBJECT_API, RELEASE_API, composed_by, conditions, kubeconfig_pointing_back,
                       play_provider_helm, play_trust_manager, tolerating)
 
@@ -401,12 +401,7 @@ def test_keda_takes_an_idle_deployment_to_zero_and_the_first_request_brings_it_b
 
     standby = wait_for("the standby ModelEndpoint Ready", standby_endpoint, CONVERGE_SECONDS)
     with standby_server() as (url, standby_monitor), keda_operator(tmp_path) as keda_log:
-        endpoint = standby_monitor["spec"]["podMetricsEndpoints"][0]
-        scrape = {"job_name": "standby", "scrape_interval": "1s", "metrics_path": endpoint["path"],
-                  "honor_labels": endpoint["honorLabels"],
-                  "static_configs": [{"targets": [url.removeprefix("http://")],
-                                      "labels": {"namespace": "modelplane-system", "pod": "modelplane-standby-0"}}],
-                  "metric_relabel_configs": [snake(r) for r in endpoint["metricRelabelings"]]}
+        scrape = standby_scrape(url, standby_monitor)
         # An outage first: the ScaledObject names the default store, which does not answer here. Through two of
         # KEDA's polls that fail, the idle-looking deployment keeps its replica.
         failed_polls = lambda: keda_log.read_text().count('"error getting scale decision"')  # noqa: E731
