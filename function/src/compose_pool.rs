@@ -3,59 +3,157 @@
 //! Every call needs that stack (an accepted CEL expression may recurse deeply), but creating a thread of that size
 //! per call cost more than composing a small composite. The server's call semaphore bounds the calls in flight, so
 //! a pool of that many threads never makes a call wait for a thread.
+//!
+//! Each thread keeps the pages its calls freed for its next call (the allocator's per-thread free lists, see
+//! [`crate::memory`]), and only that thread can hand them back. So a thread that ran a call hands them back once
+//! it has been idle for [`IDLE_BEFORE_RETURNING_MEMORY`]; otherwise a burst of concurrent large calls would leave
+//! every thread holding its share of the peak.
 
 use std::{
+    collections::VecDeque,
     panic::{AssertUnwindSafe, catch_unwind},
-    sync::{Arc, Mutex, mpsc},
+    sync::{Arc, Condvar, Mutex},
     thread,
+    time::Duration,
 };
 
-use crate::limits::CALL_STACK_BYTES;
+use crate::{limits::CALL_STACK_BYTES, memory};
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// A fixed set of composing threads fed through one queue.
-#[derive(Debug, Clone)]
+/// How long a thread that ran a call waits for the next before handing the pages it freed back.
+pub const IDLE_BEFORE_RETURNING_MEMORY: Duration = Duration::from_secs(1);
+
+/// A fixed set of composing threads fed through one queue. The threads stop once every clone is dropped.
+#[derive(Clone)]
 pub struct ComposePool {
-    jobs: mpsc::Sender<Job>,
+    shared: Arc<Shared>,
+    _open: Arc<OpenWhileHeld>,
+}
+
+impl std::fmt::Debug for ComposePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ComposePool").finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    /// Signalled when a job is queued or the pool closes.
+    ready: Condvar,
+}
+
+struct Queue {
+    jobs: VecDeque<Job>,
+    open: bool,
+}
+
+/// Closes the queue when the last handle of the pool goes.
+struct OpenWhileHeld(Arc<Shared>);
+
+impl Drop for OpenWhileHeld {
+    fn drop(&mut self) {
+        if let Ok(mut queue) = self.0.queue.lock() {
+            queue.open = false;
+        }
+        self.0.ready.notify_all();
+    }
 }
 
 impl ComposePool {
     /// Starts `threads` threads (at least one). Their stacks are reserved address space, not memory in use.
     pub fn new(threads: usize) -> std::io::Result<Self> {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let queue = Arc::new(Mutex::new(queue));
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                jobs: VecDeque::new(),
+                open: true,
+            }),
+            ready: Condvar::new(),
+        });
         for _ in 0..threads.max(1) {
-            let queue = Arc::clone(&queue);
+            let shared = Arc::clone(&shared);
             thread::Builder::new()
                 .name("run-function".into())
                 .stack_size(CALL_STACK_BYTES)
-                .spawn(move || work(&queue))?;
+                .spawn(move || work(&shared))?;
         }
-        Ok(Self { jobs })
+        Ok(Self {
+            _open: Arc::new(OpenWhileHeld(Arc::clone(&shared))),
+            shared,
+        })
     }
 
-    /// Queues `job`; false when no thread is left to run it.
+    /// Queues `job`; false when the queue is unusable (a thread panicked while holding its lock).
     pub fn run(&self, job: impl FnOnce() + Send + 'static) -> bool {
-        self.jobs.send(Box::new(job)).is_ok()
+        let Ok(mut queue) = self.shared.queue.lock() else {
+            return false;
+        };
+        queue.jobs.push_back(Box::new(job));
+        drop(queue);
+        self.shared.ready.notify_one();
+        true
     }
 }
 
-fn work(queue: &Mutex<mpsc::Receiver<Job>>) {
+enum Next {
+    Job(Job),
+    /// No job came within [`IDLE_BEFORE_RETURNING_MEMORY`].
+    Idle,
+    Closed,
+}
+
+fn work(shared: &Shared) {
+    let mut holds_freed = false;
     loop {
-        // The lock is held only while waiting for the next job, never while running one.
-        let next = match queue.lock() {
-            Ok(queue) => queue.recv(),
-            Err(_) => return,
+        match next(shared, holds_freed) {
+            Next::Job(job) => {
+                // Composers already contain their panics; this keeps the thread for the next call if anything
+                // else does.
+                let _ = catch_unwind(AssertUnwindSafe(job));
+                holds_freed = true;
+            }
+            Next::Idle => {
+                memory::return_free_memory();
+                holds_freed = false;
+            }
+            Next::Closed => return,
+        }
+    }
+}
+
+/// Waits for the next job; while this thread holds freed pages, only until it has been idle long enough.
+fn next(shared: &Shared, holds_freed: bool) -> Next {
+    let Ok(mut queue) = shared.queue.lock() else {
+        return Next::Closed;
+    };
+    loop {
+        if let Some(job) = queue.jobs.pop_front() {
+            return Next::Job(job);
+        }
+        if !queue.open {
+            return Next::Closed;
+        }
+        queue = if holds_freed {
+            match shared.ready.wait_timeout(queue, IDLE_BEFORE_RETURNING_MEMORY) {
+                Ok((queue, waited)) if waited.timed_out() && queue.jobs.is_empty() && queue.open => {
+                    return Next::Idle;
+                }
+                Ok((queue, _)) => queue,
+                Err(_) => return Next::Closed,
+            }
+        } else {
+            match shared.ready.wait(queue) {
+                Ok(queue) => queue,
+                Err(_) => return Next::Closed,
+            }
         };
-        let Ok(job) = next else { return };
-        // Composers already contain their panics; this keeps the thread for the next call if anything else does.
-        let _ = catch_unwind(AssertUnwindSafe(job));
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::mpsc;
+
     use super::*;
 
     #[test]
@@ -81,5 +179,31 @@ mod tests {
         }));
         results.recv().unwrap();
         results.recv().unwrap();
+    }
+
+    #[test]
+    fn a_thread_hands_freed_pages_back_once_idle_and_all_stop_with_the_pool() {
+        let pool = ComposePool::new(2).unwrap();
+        let (done, finished) = mpsc::channel::<usize>();
+        for _ in 0..4 {
+            let done = done.clone();
+            assert!(pool.run(move || {
+                let _ = done.send(std::hint::black_box(vec![1u8; 1 << 20]).len());
+            }));
+        }
+        for _ in 0..4 {
+            assert_eq!(finished.recv().unwrap(), 1 << 20);
+        }
+        // Idle threads return their pages and go on serving.
+        thread::sleep(IDLE_BEFORE_RETURNING_MEMORY * 2);
+        let again = done.clone();
+        assert!(pool.run(move || {
+            let _ = again.send(7);
+        }));
+        assert_eq!(finished.recv().unwrap(), 7);
+        // Once the pool is dropped its threads end, and with them their clones of the sender.
+        drop(done);
+        drop(pool);
+        assert!(finished.recv().is_err());
     }
 }

@@ -43,6 +43,7 @@ pub mod dispatch;
 pub mod error;
 pub mod fleet_metrics;
 pub mod limits;
+pub mod memory;
 pub mod proto;
 pub mod render;
 pub mod schedule;

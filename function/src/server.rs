@@ -454,23 +454,16 @@ impl Runner {
     }
 }
 
-/// glibc keeps what a call freed in the arena of the thread that allocated it, so after a burst of concurrent
-/// large calls the process would stay at its peak for good. Once no call is running, hand free pages back.
+/// The composing threads hand back the pages their calls freed once they idle (`compose_pool`); this returns
+/// what calls on the async workers freed, and the pages already freed to the allocator's shared arenas, once no
+/// call is running.
 async fn return_memory_when_idle(runner: Runner) {
     use std::sync::atomic::Ordering;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tick.tick().await;
         if runner.idle() && runner.finished.swap(0, Ordering::Relaxed) > 0 {
-            let _ = tokio::task::spawn_blocking(|| {
-                #[cfg(all(target_os = "linux", target_env = "gnu"))]
-                // SAFETY: malloc_trim only hands free pages of glibc's arenas back to the system; no live
-                // allocation moves.
-                unsafe {
-                    libc::malloc_trim(0);
-                }
-            })
-            .await;
+            let _ = tokio::task::spawn_blocking(crate::memory::return_free_memory).await;
         }
     }
 }
