@@ -146,7 +146,8 @@ fn qualified_name(meta: &ObjectMeta) -> String {
 
 /// Writes a composer's output into the response. Conditions go only to a caller that can set them.
 fn apply(rsp: &mut RunFunctionResponse, out: Output, caller: Caller) -> Result<(), String> {
-    for (key, composed) in &out.resources {
+    // Each object is freed right after it is encoded, while its tree is still in the cache.
+    for (key, composed) in out.resources {
         limits::check_deadline().map_err(|e| e.reason)?;
         let ready = if composed.ready {
             Ready::True

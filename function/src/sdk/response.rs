@@ -87,12 +87,12 @@ pub fn set_condition(
 /// Replaces the desired composed resource `key` with `object`.
 pub fn set_desired_composed(
     rsp: &mut RunFunctionResponse,
-    key: &str,
+    key: impl Into<String>,
     object: &Map<String, Value>,
     ready: Ready,
 ) {
     desired(rsp).resources.insert(
-        key.to_owned(),
+        key.into(),
         Resource {
             resource: Some(RawStruct::from_map(object)),
             connection_details: Default::default(),

@@ -1,11 +1,12 @@
 //! Encodes `serde_json` values as `google.protobuf.Struct` wire bytes.
 //!
-//! Two passes over the tree: the first records the length of every length-delimited part in visiting order,
-//! the second writes the bytes, taking those lengths back in the same order. That keeps encoding linear in the
-//! size of the object; recomputing nested lengths at every level, as prost's generated `Struct` does, is
-//! quadratic in depth.
+//! Every part of a `Struct` is length-delimited, and a length prefix comes before the bytes it counts. Written
+//! front to back, each nested length must be known before its contents are written: a first pass to measure
+//! and a second to write, two walks of the tree. Written back to front, a part's length is known the moment
+//! its contents are down, so one walk does it. The encoder visits map entries and list items last to first and
+//! appends every part's bytes reversed to a plain `Vec`, then reverses the whole buffer once: the result is the
+//! bytes a front-to-back encoder writes, and appending costs no more than it does for that encoder.
 
-use prost::encoding::{encode_varint, encoded_len_varint};
 use serde_json::{Map, Value};
 
 // Field numbers and wire-type bits of struct.proto, written as the key bytes they encode to.
@@ -20,107 +21,155 @@ const STRUCT_VALUE: u8 = 0x2a; // Value.struct_value = 5, length-delimited
 const LIST_VALUE: u8 = 0x32; // Value.list_value = 6, length-delimited
 const LIST_ITEM: u8 = 0x0a; // ListValue.values = 1, length-delimited
 
+/// First capacity of the buffer; it grows as a `Vec` does. Most composed objects encode to a few KiB.
+const FIRST_CAPACITY: usize = 1024;
+
 /// The encoded fields of a `Struct` holding `map`.
 pub fn struct_bytes(map: &Map<String, Value>) -> Vec<u8> {
-    let mut lengths = Vec::new();
-    let total = struct_len(map, &mut lengths);
-    let mut out = Vec::with_capacity(total);
-    let mut lengths = lengths.into_iter();
-    write_struct(map, &mut lengths, &mut out);
-    out
+    let mut out = Reversed(Vec::with_capacity(FIRST_CAPACITY));
+    out.struct_fields(map);
+    out.into_vec()
 }
 
-fn delimited_len(len: usize) -> usize {
-    1 + encoded_len_varint(len as u64) + len
-}
+/// Wire bytes written back to front: the buffer holds them in reverse order until [`Reversed::into_vec`].
+struct Reversed(Vec<u8>);
 
-/// Length of a Struct's fields. Pushes, in visiting order, each entry's length and then its value's lengths.
-fn struct_len(map: &Map<String, Value>, lengths: &mut Vec<usize>) -> usize {
-    let mut total = 0;
-    for (key, value) in map {
-        let slot = lengths.len();
-        lengths.push(0);
-        let entry = delimited_len(key.len()) + delimited_len(value_len(value, lengths));
-        lengths[slot] = entry;
-        total += delimited_len(entry);
+impl Reversed {
+    /// Bytes written so far; the difference of two readings is the length of what was written between them.
+    fn written(&self) -> usize {
+        self.0.len()
     }
-    total
-}
 
-/// Length of a Value message. Pushes the Value's length, then (for containers) the length of the Struct or
-/// ListValue inside it, then the lengths of its children.
-fn value_len(value: &Value, lengths: &mut Vec<usize>) -> usize {
-    let slot = lengths.len();
-    lengths.push(0);
-    let len = match value {
-        Value::Null | Value::Bool(_) => 2,
-        Value::Number(_) => 9,
-        Value::String(s) => delimited_len(s.len()),
-        Value::Object(map) => delimited_len(record(lengths, |lengths| struct_len(map, lengths))),
-        Value::Array(items) => delimited_len(record(lengths, |lengths| {
-            items
-                .iter()
-                .map(|item| delimited_len(value_len(item, lengths)))
-                .sum()
-        })),
-    };
-    lengths[slot] = len;
-    len
-}
-
-/// Reserves a slot for a container's inner length, measures the container, and fills the slot.
-fn record(lengths: &mut Vec<usize>, measure: impl FnOnce(&mut Vec<usize>) -> usize) -> usize {
-    let slot = lengths.len();
-    lengths.push(0);
-    let len = measure(lengths);
-    lengths[slot] = len;
-    len
-}
-
-/// Pops the next recorded length. The two passes visit the same tree in the same order, so one is always there.
-fn next_len(lengths: &mut std::vec::IntoIter<usize>) -> u64 {
-    lengths.next().unwrap_or_default() as u64
-}
-
-fn write_struct(map: &Map<String, Value>, lengths: &mut std::vec::IntoIter<usize>, out: &mut Vec<u8>) {
-    for (key, value) in map {
-        out.push(STRUCT_FIELDS);
-        encode_varint(next_len(lengths), out);
-        out.push(ENTRY_KEY);
-        encode_varint(key.len() as u64, out);
-        out.extend_from_slice(key.as_bytes());
-        out.push(ENTRY_VALUE);
-        write_value(value, lengths, out);
+    /// Puts `bytes` in front of everything written so far.
+    #[inline]
+    fn bytes(&mut self, bytes: &[u8]) {
+        self.0.extend(bytes.iter().rev());
     }
-}
 
-/// Writes a Value's length prefix and fields.
-fn write_value(value: &Value, lengths: &mut std::vec::IntoIter<usize>, out: &mut Vec<u8>) {
-    encode_varint(next_len(lengths), out);
-    match value {
-        Value::Null => out.extend_from_slice(&[NULL_VALUE, 0]),
-        Value::Bool(b) => out.extend_from_slice(&[BOOL_VALUE, u8::from(*b)]),
-        Value::Number(n) => {
-            out.push(NUMBER_VALUE);
-            out.extend_from_slice(&n.as_f64().unwrap_or_default().to_le_bytes());
+    #[inline]
+    fn byte(&mut self, byte: u8) {
+        self.0.push(byte);
+    }
+
+    #[inline]
+    fn varint(&mut self, value: usize) {
+        // Most lengths here are under 128: one byte, and the hottest call of the encoder.
+        if value < 0x80 {
+            self.0.push(value as u8);
+        } else {
+            self.long_varint(value);
         }
-        Value::String(s) => {
-            out.push(STRING_VALUE);
-            encode_varint(s.len() as u64, out);
-            out.extend_from_slice(s.as_bytes());
+    }
+
+    fn long_varint(&mut self, value: usize) {
+        // Seven bits per byte, least significant first; every byte but the last has its top bit set.
+        let mut encoded = [0u8; 10];
+        let mut len = 0;
+        let mut rest = value as u64;
+        while rest >= 0x80 {
+            encoded[len] = (rest & 0x7f) as u8 | 0x80;
+            rest >>= 7;
+            len += 1;
         }
-        Value::Object(map) => {
-            out.push(STRUCT_VALUE);
-            encode_varint(next_len(lengths), out);
-            write_struct(map, lengths, out);
+        encoded[len] = rest as u8;
+        self.bytes(&encoded[..=len]);
+    }
+
+    /// A length-delimited field: `tag`, then the length of everything written since `end` was read.
+    fn delimited(&mut self, tag: u8, end: usize) {
+        let len = self.written() - end;
+        self.varint(len);
+        self.byte(tag);
+    }
+
+    /// A Struct's fields (its map entries).
+    fn struct_fields(&mut self, map: &Map<String, Value>) {
+        for (key, value) in map.iter().rev() {
+            let end = self.written();
+            self.value(value);
+            self.byte(ENTRY_VALUE);
+            self.bytes(key.as_bytes());
+            self.varint(key.len());
+            self.byte(ENTRY_KEY);
+            self.delimited(STRUCT_FIELDS, end);
         }
-        Value::Array(items) => {
-            out.push(LIST_VALUE);
-            encode_varint(next_len(lengths), out);
-            for item in items {
-                out.push(LIST_ITEM);
-                write_value(item, lengths, out);
+    }
+
+    /// A Value message with its own length prefix (every Value here is a length-delimited field).
+    fn value(&mut self, value: &Value) {
+        let end = self.written();
+        match value {
+            Value::Null => self.bytes(&[NULL_VALUE, 0]),
+            Value::Bool(b) => self.bytes(&[BOOL_VALUE, u8::from(*b)]),
+            Value::Number(n) => {
+                self.bytes(&n.as_f64().unwrap_or_default().to_le_bytes());
+                self.byte(NUMBER_VALUE);
+            }
+            Value::String(s) => {
+                self.bytes(s.as_bytes());
+                self.varint(s.len());
+                self.byte(STRING_VALUE);
+            }
+            Value::Object(map) => {
+                let inner = self.written();
+                self.struct_fields(map);
+                self.delimited(STRUCT_VALUE, inner);
+            }
+            Value::Array(items) => {
+                let inner = self.written();
+                for item in items.iter().rev() {
+                    self.value(item);
+                    self.byte(LIST_ITEM);
+                }
+                self.delimited(LIST_VALUE, inner);
             }
         }
+        let len = self.written() - end;
+        self.varint(len);
+    }
+
+    fn into_vec(mut self) -> Vec<u8> {
+        self.0.reverse();
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use prost::Message;
+    use serde_json::json;
+
+    use super::*;
+
+    /// Our bytes are canonical: prost's `Struct` (sorted keys, shortest varints) reads them and writes them back
+    /// unchanged, lengths of one varint byte and of two alike.
+    fn assert_canonical(map: &Map<String, Value>) {
+        let ours = struct_bytes(map);
+        let theirs = prost_types::Struct::decode(ours.as_slice()).unwrap();
+        assert_eq!(theirs.encode_to_vec(), ours);
+    }
+
+    #[test]
+    fn writes_the_bytes_a_front_to_back_encoder_writes() {
+        let long = "x".repeat(300);
+        let value = json!({
+            "apiVersion": "v1",
+            "empty": {},
+            "list": [],
+            "metadata": {"name": "a", "labels": {"k": long, "n": null, "t": true, "f": false}},
+            "spec": {"items": [1, 2.5, -3, "s", [long], {"deep": {"deeper": [{"x": long}]}}]},
+        });
+        assert_canonical(value.as_object().unwrap());
+    }
+
+    #[test]
+    fn grows_past_its_first_capacity() {
+        let big: Map<String, Value> = (0..2_000)
+            .map(|i| (format!("key-{i:05}"), json!({"v": [i, "x".repeat(i % 200)]})))
+            .collect();
+        assert!(struct_bytes(&big).len() > 4 * FIRST_CAPACITY);
+        assert_canonical(&big);
     }
 }
