@@ -51,7 +51,9 @@ pub struct ServeOptions {
 
 /// Requests under this many encoded bytes compose inline on a [`runtime`] worker. A call this small composes in
 /// well under a millisecond, so the worker is not held from other connections for longer than a TLS handshake.
-pub const COMPOSE_INLINE_BELOW: usize = 16 * 1024;
+/// It covers a settled deployment's reconcile in a fleet of 10,000 others (17 KB, 0.1 ms in process), the call
+/// Crossplane makes most.
+pub const COMPOSE_INLINE_BELOW: usize = 32 * 1024;
 
 /// The runtime [`serve`] expects when [`ServeOptions::compose_inline_below`] is set: workers with a call's stack.
 /// Their stacks are reserved address space, not memory in use.
