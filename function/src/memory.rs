@@ -1,9 +1,10 @@
 //! The allocator the function runs on, and handing freed memory back to the system.
 //!
-//! Composing is allocation-bound: a first placement builds and frees about 4,000 small JSON nodes, strings and
-//! map leaves in bursts. glibc's malloc serves a burst that overflows its per-thread cache from its shared bins,
-//! and that was 46% of the instructions of a placement. mimalloc (v3) keeps free lists per size class and page
-//! on each thread and serves the same burst at a fraction of the cost (docs/benchmarks.md has the figures).
+//! Composing is allocation-bound: a first placement makes and frees about 2,000 small allocations (JSON map
+//! leaves, strings, vectors) in bursts. glibc's malloc serves a burst that overflows its per-thread cache from
+//! its shared bins, and that was 46% of the instructions of a placement. mimalloc (v3) keeps free lists per size
+//! class and page on each thread and serves the same burst at a fraction of the cost (docs/benchmarks.md has the
+//! figures).
 //! It is declared here, in the library, so the server, `render`, the tests and the in-process benchmarks all run
 //! on the allocator they are measured on. Transparent huge pages stay off (`no_thp`): a 2 MiB page that holds
 //! one live object cannot be handed back.
