@@ -19,7 +19,7 @@ pub struct InferenceClassSpec {
 }
 
 /// How a device is claimed on a node.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
 pub enum Claim {
     /// Through a DRA ResourceClaim against the driver's DeviceClass.
     #[default]
@@ -29,7 +29,7 @@ pub enum Claim {
     Synthetic,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Device {
     pub name: String,
@@ -53,7 +53,7 @@ fn one() -> u32 {
 }
 
 /// A typed device attribute, as in DRA's `DeviceAttribute`: exactly one field is set.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Attribute {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,7 +67,7 @@ pub struct Attribute {
 }
 
 /// A device capacity, as in DRA's `DeviceCapacity`.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, Serialize)]
 pub struct Capacity {
     /// A Kubernetes quantity such as `141Gi`.
     pub value: String,

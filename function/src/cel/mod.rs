@@ -9,7 +9,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, LazyLock, Mutex},
+    sync::{
+        Arc, LazyLock, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 pub use crate::limits::cut;
@@ -45,6 +48,9 @@ pub struct Selector {
     program: Program,
     /// The estimated worst-case cost of one evaluation.
     pub cost: u64,
+    /// Unique to this compilation for the life of the process (never reused, even once the selector is dropped),
+    /// so a verdict remembered under it belongs to this program.
+    pub id: u64,
 }
 
 /// Why a device does not match, or why evaluating failed outright.
@@ -120,9 +126,11 @@ fn compile_uncached(source: &str) -> Result<Selector, String> {
             estimate.cost
         ));
     }
+    static COMPILATIONS: AtomicU64 = AtomicU64::new(0);
     Ok(Selector {
         program,
         cost: estimate.cost,
+        id: COMPILATIONS.fetch_add(1, Ordering::Relaxed),
     })
 }
 

@@ -470,3 +470,35 @@ fn a_selector_that_does_not_compile_is_fatal_and_names_engine_member_and_request
         err.reason
     );
 }
+
+/// Devices' values and selectors' verdicts are remembered across calls (`devices::Memo`): each call must still
+/// get the verdict of its own devices under its own selector, runtime errors included, however often it asks.
+#[test]
+fn remembered_verdicts_belong_to_their_device_and_selector() {
+    let place = |pools: Vec<PoolStatus>, selector: &str| -> Result<Vec<String>, String> {
+        let spec: ReplicaSpec = serde_json::from_value(gang(1, selector)).unwrap();
+        schedule(&Input {
+            spec: &spec,
+            replicas: 1,
+            clusters: &[cluster("a", pools)],
+            pins: &BTreeMap::new(),
+            used_elsewhere: &BTreeMap::new(),
+        })
+        .map(|outcomes| summary(&outcomes))
+        .map_err(|e| e.reason)
+    };
+    let a100 = || pool("a100", 8, json!([gpu("80Gi", "8.0.0")]));
+    let unplaced = Ok(vec![UnplacedReason::NoMatchingCluster.as_str().to_owned()]);
+    let small_gpu = r#"device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("60Gi")) >= 0"#;
+    let ill_typed = r#"device.attributes["gpu.nvidia.com"].architecture > 3"#;
+    for _ in 0..3 {
+        assert_eq!(
+            place(vec![h200("h200", 2)], BIG_GPU),
+            Ok(vec!["a/h200".to_owned()])
+        );
+        assert_eq!(place(vec![a100()], BIG_GPU), unplaced);
+        assert_eq!(place(vec![a100()], small_gpu), Ok(vec!["a/a100".to_owned()]));
+        let failed = place(vec![a100()], ill_typed).unwrap_err();
+        assert!(failed.contains("CEL selector failed on device"), "{failed}");
+    }
+}
