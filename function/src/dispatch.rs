@@ -146,7 +146,8 @@ fn qualified_name(meta: &ObjectMeta) -> String {
 
 /// Writes a composer's output into the response. Conditions go only to a caller that can set them.
 fn apply(rsp: &mut RunFunctionResponse, out: Output, caller: Caller) -> Result<(), String> {
-    // Each object is freed right after it is encoded, while its tree is still in the cache.
+    // Each object is consumed as it is encoded: every part is freed right after it is written, while it is
+    // still in the cache.
     for (key, composed) in out.resources {
         limits::check_deadline().map_err(|e| e.reason)?;
         let ready = if composed.ready {
@@ -154,7 +155,7 @@ fn apply(rsp: &mut RunFunctionResponse, out: Output, caller: Caller) -> Result<(
         } else {
             Ready::Unspecified
         };
-        response::set_desired_composed(rsp, key, &composed.object, ready);
+        response::set_desired_composed(rsp, key, composed.object, ready);
     }
     let ready = match out.ready {
         Some(true) => Ready::True,

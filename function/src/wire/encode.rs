@@ -31,6 +31,13 @@ pub fn struct_bytes(map: &Map<String, Value>) -> Vec<u8> {
     out.into_vec()
 }
 
+/// [`struct_bytes`] consuming `map`: each part is freed right after it is written.
+pub fn struct_bytes_owned(map: Map<String, Value>) -> Vec<u8> {
+    let mut out = Reversed(Vec::with_capacity(FIRST_CAPACITY));
+    out.struct_fields_owned(map);
+    out.into_vec()
+}
+
 /// Wire bytes written back to front: the buffer holds them in reverse order until [`Reversed::into_vec`].
 struct Reversed(Vec<u8>);
 
@@ -87,12 +94,50 @@ impl Reversed {
         for (key, value) in map.iter().rev() {
             let end = self.written();
             self.value(value);
-            self.byte(ENTRY_VALUE);
-            self.bytes(key.as_bytes());
-            self.varint(key.len());
-            self.byte(ENTRY_KEY);
-            self.delimited(STRUCT_FIELDS, end);
+            self.entry_key(key, end);
         }
+    }
+
+    /// [`Reversed::struct_fields`] consuming `map`.
+    fn struct_fields_owned(&mut self, map: Map<String, Value>) {
+        for (key, value) in map.into_iter().rev() {
+            let end = self.written();
+            self.value_owned(value);
+            self.entry_key(&key, end);
+        }
+    }
+
+    /// Completes a map entry whose value was written since `end` was read.
+    fn entry_key(&mut self, key: &str, end: usize) {
+        self.byte(ENTRY_VALUE);
+        self.bytes(key.as_bytes());
+        self.varint(key.len());
+        self.byte(ENTRY_KEY);
+        self.delimited(STRUCT_FIELDS, end);
+    }
+
+    /// [`Reversed::value`] consuming `value`: its strings, maps and lists are freed as soon as they are written,
+    /// while still in the cache, rather than in a second walk of the tree.
+    fn value_owned(&mut self, value: Value) {
+        let end = self.written();
+        match value {
+            Value::Object(map) => {
+                let inner = self.written();
+                self.struct_fields_owned(map);
+                self.delimited(STRUCT_VALUE, inner);
+            }
+            Value::Array(items) => {
+                let inner = self.written();
+                for item in items.into_iter().rev() {
+                    self.value_owned(item);
+                    self.byte(LIST_ITEM);
+                }
+                self.delimited(LIST_VALUE, inner);
+            }
+            scalar => return self.value(&scalar),
+        }
+        let len = self.written() - end;
+        self.varint(len);
     }
 
     /// A Value message with its own length prefix (every Value here is a length-delimited field).
@@ -145,10 +190,12 @@ mod tests {
 
     /// Our bytes are canonical: prost's `Struct` (sorted keys, shortest varints) reads them and writes them back
     /// unchanged, lengths of one varint byte and of two alike.
+    /// The encoder that consumes its tree writes the same bytes.
     fn assert_canonical(map: &Map<String, Value>) {
         let ours = struct_bytes(map);
         let theirs = prost_types::Struct::decode(ours.as_slice()).unwrap();
         assert_eq!(theirs.encode_to_vec(), ours);
+        assert_eq!(struct_bytes_owned(map.clone()), ours);
     }
 
     #[test]

@@ -29,6 +29,13 @@ impl RawStruct {
         }
     }
 
+    /// [`RawStruct::from_map`] consuming `map`, freeing each part as it is encoded.
+    pub fn from_owned(map: Map<String, Value>) -> Self {
+        Self {
+            bytes: encode::struct_bytes_owned(map),
+        }
+    }
+
     /// Encodes a JSON value that must be an object; anything else has no `Struct` form.
     pub fn from_value(value: &Value) -> Option<Self> {
         value.as_object().map(Self::from_map)
