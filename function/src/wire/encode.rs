@@ -107,7 +107,9 @@ impl Reversed {
         }
     }
 
-    /// Completes a map entry whose value was written since `end` was read.
+    /// Completes a map entry whose value was written since `end` was read. Inlined into both walks: called as a
+    /// function once per entry it costs a first placement 20k instructions (callgrind).
+    #[inline(always)]
     fn entry_key(&mut self, key: &str, end: usize) {
         self.byte(ENTRY_VALUE);
         self.bytes(key.as_bytes());
