@@ -118,7 +118,7 @@ struct Known {
 /// Devices' CEL values and selectors' verdicts on them, kept across calls. Both are pure functions of the device
 /// as its class publishes it and of the selector's program, and a control plane has a handful of classes and
 /// selectors: after the first call, a placement's matching is lookups. Building the values and running the
-/// interpreter were 90k of the 890k instructions of a gang's first placement.
+/// interpreter were 77k of the 889k instructions of a gang's first placement (callgrind).
 #[derive(Default)]
 struct Memo {
     devices: HashMap<Device, Known>,
