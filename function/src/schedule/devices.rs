@@ -7,11 +7,14 @@
 //! on them are remembered across calls too ([`Memo`]), so a call evaluates only what no call before it has.
 
 use std::{
-    collections::HashMap,
     rc::Rc,
     sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError},
 };
 
+// Every lookup here hashes a device (its name, attributes and capacity) or a pair of ids, once per pool device per
+// call; std's SipHash was 9k instructions of a gang's first placement. The keys are our own classes' devices and
+// our own ids, under a bound, so flooding resistance is not what these maps need.
+use foldhash::HashMap;
 use kube_cel::cel::{Context, Program, Value, objects::Map as CelMap};
 
 use crate::cel::{self, MAX_DEVICE_ENTRIES, MAX_DEVICE_STRING, Selector};
@@ -210,9 +213,9 @@ impl<'a> Matcher<'a> {
             compiled,
             context: cel::functions().new_inner_scope(),
             sets: Vec::new(),
-            sets_by_class: HashMap::new(),
-            set_of_pool: HashMap::new(),
-            fits: HashMap::new(),
+            sets_by_class: HashMap::default(),
+            set_of_pool: HashMap::default(),
+            fits: HashMap::default(),
             failure: None,
         }
     }
@@ -403,23 +406,23 @@ static CONSTRUCTORS: LazyLock<Constructors> = LazyLock::new(|| Constructors {
 /// Builds the CEL `device` a DRA driver would publish for this class device.
 fn device_value(context: &mut Context<'static>, device: &Device) -> Result<Value, String> {
     within_dra_limits(device)?;
-    let mut attributes = HashMap::new();
+    let mut attributes = std::collections::HashMap::new();
     for (name, attribute) in &device.attributes {
         attributes.insert(name.clone(), attribute_value(context, attribute)?);
     }
-    let mut capacity = HashMap::new();
+    let mut capacity = std::collections::HashMap::new();
     for (name, cap) in &device.capacity {
         let value = construct(context, &CONSTRUCTORS.quantity, &cap.value)
             .map_err(|e| format!("capacity {name} {:?} is not a quantity: {e}", cap.value))?;
         capacity.insert(name.clone(), value);
     }
-    let domain = |values: HashMap<String, Value>| {
-        Value::Map(CelMap::from(HashMap::from([(
+    let domain = |values: std::collections::HashMap<String, Value>| {
+        Value::Map(CelMap::from(std::collections::HashMap::from([(
             device.driver.clone(),
             Value::from(values),
         )])))
     };
-    Ok(Value::from(HashMap::from([
+    Ok(Value::from(std::collections::HashMap::from([
         ("driver".to_owned(), Value::from(device.driver.clone())),
         ("attributes".to_owned(), domain(attributes)),
         ("capacity".to_owned(), domain(capacity)),

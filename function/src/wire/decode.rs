@@ -37,10 +37,12 @@ pub fn from_struct_bytes<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T
     // Path tracking copies every key it passes into a String, skipped fields included: on a fleet request that
     // was most of the decode time. Bad input is rare, so decode untracked and, only when that fails, decode again
     // to learn where. The input is the same, so the second pass fails at the same place with the same error.
-    T::deserialize(Node::Struct(bytes, 0)).or_else(|_| {
-        serde_path_to_error::deserialize(Node::Struct(bytes, 0)).map_err(|e| DecodeError {
-            path: e.path().to_string(),
-            message: e.inner().0.clone(),
+    T::deserialize(Node::<BYTE_FIELD_NAMES>::Struct(bytes, 0)).or_else(|_| {
+        serde_path_to_error::deserialize(Node::<TEXT_FIELD_NAMES>::Struct(bytes, 0)).map_err(|e| {
+            DecodeError {
+                path: e.path().to_string(),
+                message: e.inner().0.clone(),
+            }
         })
     })
 }
@@ -198,15 +200,23 @@ fn read_value(bytes: &[u8]) -> Result<Kind<'_>, Error> {
 /// protobuf runtimes (upb, prost, C++) stop at 100 messages, about 33 JSON levels, so no real object nears this.
 pub const MAX_NESTING: usize = 100;
 
+/// How a map key reaches a struct's field matcher: as bytes, or as a string checked to be UTF-8. A key that names
+/// a field equals that field's Rust name, so it is valid UTF-8 without a check, and a key that names none is
+/// skipped; matching bytes saves the check on every key of a typed view (most of its decoding is keys). Path
+/// tracking ([`from_struct_bytes`]'s second pass) records only keys that come as strings, so that pass takes text.
+/// Keys of maps (`BTreeMap<String, _>`, JSON objects) are always checked.
+const BYTE_FIELD_NAMES: bool = false;
+const TEXT_FIELD_NAMES: bool = true;
+
 /// What the deserializer stands on: a `Struct` (the top level of every object) or a `Value`, and how many
-/// containers enclose it.
+/// containers enclose it; `TEXT` is how field names are read ([`BYTE_FIELD_NAMES`]).
 #[derive(Clone, Copy)]
-enum Node<'de> {
+enum Node<'de, const TEXT: bool> {
     Struct(&'de [u8], usize),
     Value(&'de [u8], usize),
 }
 
-impl<'de> Node<'de> {
+impl<'de, const TEXT: bool> Node<'de, TEXT> {
     fn kind(self) -> Result<Kind<'de>, Error> {
         match self {
             Node::Struct(bytes, _) => Ok(Kind::Struct(bytes)),
@@ -229,7 +239,7 @@ impl<'de> Node<'de> {
 /// Integral doubles become integers so that `replicas: 2` reads as an integer field and prints as `2`.
 const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0; // 2^53
 
-impl<'de> de::Deserializer<'de> for Node<'de> {
+impl<'de, const TEXT: bool> de::Deserializer<'de> for Node<'de, TEXT> {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
@@ -241,12 +251,12 @@ impl<'de> de::Deserializer<'de> for Node<'de> {
             Kind::Number(n) => visitor.visit_f64(n),
             Kind::String(s) => visitor.visit_borrowed_str(s),
             Kind::Bool(b) => visitor.visit_bool(b),
-            Kind::Struct(bytes) => visitor.visit_map(Entries {
+            Kind::Struct(bytes) => visitor.visit_map(Entries::<TEXT> {
                 fields: fields(bytes),
                 value: None,
                 depth: self.children_depth()?,
             }),
-            Kind::List(bytes) => visitor.visit_seq(Items {
+            Kind::List(bytes) => visitor.visit_seq(Items::<TEXT> {
                 fields: fields(bytes),
                 depth: self.children_depth()?,
             }),
@@ -272,11 +282,13 @@ impl<'de> de::Deserializer<'de> for Node<'de> {
     ) -> Result<V::Value, Error> {
         match self.kind()? {
             Kind::String(s) => visitor.visit_enum(BorrowedStrDeserializer::new(s)),
-            Kind::Struct(bytes) => visitor.visit_enum(de::value::MapAccessDeserializer::new(Entries {
-                fields: fields(bytes),
-                value: None,
-                depth: self.children_depth()?,
-            })),
+            Kind::Struct(bytes) => {
+                visitor.visit_enum(de::value::MapAccessDeserializer::new(Entries::<TEXT> {
+                    fields: fields(bytes),
+                    value: None,
+                    depth: self.children_depth()?,
+                }))
+            }
             _ => Err(de::Error::custom(
                 "expected a string naming one of the allowed values",
             )),
@@ -295,28 +307,28 @@ impl<'de> de::Deserializer<'de> for Node<'de> {
 }
 
 /// The entries of a `Struct`: `map<string, Value>`, each entry a message `{1: key, 2: value}`.
-struct Entries<'de> {
+struct Entries<'de, const TEXT: bool> {
     fields: Fields<'de>,
     value: Option<&'de [u8]>,
     depth: usize,
 }
 
-impl<'de> MapAccess<'de> for Entries<'de> {
+impl<'de, const TEXT: bool> MapAccess<'de> for Entries<'de, TEXT> {
     type Error = Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
         for field in self.fields.by_ref() {
             let Field::Bytes(1, entry) = field? else { continue };
-            let (mut key, mut value) = ("", &[][..]);
+            let (mut key, mut value) = (&[][..], &[][..]);
             for part in fields(entry) {
                 match part? {
-                    Field::Bytes(1, k) => key = utf8(k)?,
+                    Field::Bytes(1, k) => key = k,
                     Field::Bytes(2, v) => value = v,
                     _ => {}
                 }
             }
             self.value = Some(value);
-            return seed.deserialize(BorrowedStrDeserializer::new(key)).map(Some);
+            return seed.deserialize(Key::<TEXT>(key)).map(Some);
         }
         Ok(None)
     }
@@ -326,30 +338,54 @@ impl<'de> MapAccess<'de> for Entries<'de> {
             .value
             .take()
             .ok_or_else(|| Error("value requested before key".into()))?;
-        seed.deserialize(Node::Value(value, self.depth))
+        seed.deserialize(Node::<TEXT>::Value(value, self.depth))
+    }
+}
+
+/// A map entry's key, read as a struct's field name or as a string ([`BYTE_FIELD_NAMES`]).
+struct Key<'de, const TEXT: bool>(&'de [u8]);
+
+impl<'de, const TEXT: bool> de::Deserializer<'de> for Key<'de, TEXT> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_borrowed_str(utf8(self.0)?)
+    }
+
+    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        if TEXT {
+            self.deserialize_any(visitor)
+        } else {
+            visitor.visit_borrowed_bytes(self.0)
+        }
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+        unit_struct newtype_struct seq tuple tuple_struct map struct enum ignored_any
     }
 }
 
 /// The items of a `ListValue`: `repeated Value values = 1`.
-struct Items<'de> {
+struct Items<'de, const TEXT: bool> {
     fields: Fields<'de>,
     depth: usize,
 }
 
-impl<'de> SeqAccess<'de> for Items<'de> {
+impl<'de, const TEXT: bool> SeqAccess<'de> for Items<'de, TEXT> {
     type Error = Error;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
         for field in self.fields.by_ref() {
             if let Field::Bytes(1, item) = field? {
-                return seed.deserialize(Node::Value(item, self.depth)).map(Some);
+                return seed.deserialize(Node::<TEXT>::Value(item, self.depth)).map(Some);
             }
         }
         Ok(None)
     }
 }
 
-impl<'de> IntoDeserializer<'de, Error> for Node<'de> {
+impl<'de, const TEXT: bool> IntoDeserializer<'de, Error> for Node<'de, TEXT> {
     type Deserializer = Self;
 
     fn into_deserializer(self) -> Self {
@@ -481,5 +517,52 @@ mod tests {
             raw.to_json().unwrap(),
             json!({"a": 3, "b": 0.25, "c": -7, "d": 1e300})
         );
+    }
+
+    /// Struct bytes of `{"kind": "X", <key>: "x"}`, written by hand so `key` can be any bytes.
+    fn with_key(key: &[u8]) -> Vec<u8> {
+        let entry = |key: &[u8], value: &[u8]| {
+            let value = [&[0x1a, value.len() as u8][..], value].concat(); // Value.string_value
+            let inner = [
+                &[0x0a, key.len() as u8][..],
+                key,
+                &[0x12, value.len() as u8],
+                &value,
+            ]
+            .concat();
+            [&[0x0a, inner.len() as u8][..], &inner].concat()
+        };
+        [entry(b"kind", b"X"), entry(key, b"x")].concat()
+    }
+
+    #[derive(Deserialize, Debug)]
+    struct Kind {
+        kind: String,
+    }
+
+    #[test]
+    fn field_names_match_as_bytes_and_map_keys_must_be_utf8() {
+        // A key that names no field is skipped, whatever its bytes; one that names a field is that field.
+        let bytes = with_key(&[0xff, 0xfe]);
+        assert_eq!(from_struct_bytes::<Kind>(&bytes).unwrap().kind, "X");
+        #[derive(Deserialize, Debug)]
+        struct Other {
+            x: String,
+        }
+        assert_eq!(from_struct_bytes::<Other>(&with_key(b"x")).unwrap().x, "x");
+        // A map keeps its keys, so each must be a string.
+        let err = from_struct_bytes::<BTreeMap<String, String>>(&bytes).unwrap_err();
+        assert_eq!(err.message, "malformed protobuf: string is not UTF-8");
+        assert!(from_struct_bytes::<serde_json::Value>(&bytes).is_err());
+        // A flattened remainder holds the keys its struct did not name, checked as strings.
+        #[derive(Deserialize, Debug)]
+        struct Rest {
+            kind: String,
+            #[serde(flatten)]
+            rest: BTreeMap<String, String>,
+        }
+        let rest = from_struct_bytes::<Rest>(&with_key(b"extra")).unwrap();
+        assert_eq!((rest.kind.as_str(), rest.rest["extra"].as_str()), ("X", "x"));
+        assert!(from_struct_bytes::<Rest>(&bytes).is_err());
     }
 }
