@@ -165,16 +165,16 @@ fn known(context: &mut Context<'static>, device: &Device) -> Known {
     known
 }
 
-/// `selector`'s verdict on the device `known` is, evaluated once: `context` gets the device's value when a
-/// verdict is not remembered yet.
+/// `selector`'s verdict on the device remembered as `device` (whose value is `value`), evaluated once: `context`
+/// gets the value when a verdict is not remembered yet.
 fn verdict(
     context: &mut Context<'static>,
     selector: &Selector,
-    known: &Known,
+    device: u64,
     value: &Value,
     in_context: &mut bool,
 ) -> Result<(), cel::Mismatch> {
-    let key = (known.id, selector.id);
+    let key = (device, selector.id);
     if let Some(verdict) = memo().verdicts.get(&key) {
         return verdict.clone();
     }
@@ -377,7 +377,7 @@ fn matches(
     let value = known.value.as_ref().map_err(|why| Mismatch::No(why.clone()))?;
     let mut in_context = false;
     for (s, selector) in request.selectors.iter().enumerate() {
-        match verdict(context, selector, known, value, &mut in_context) {
+        match verdict(context, selector, known.id, value, &mut in_context) {
             Ok(()) => {}
             Err(cel::Mismatch::No(why)) => return Err(Mismatch::No(format!("fails selectors[{s}]: {why}"))),
             Err(cel::Mismatch::Error(why)) => {

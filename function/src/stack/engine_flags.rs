@@ -3,20 +3,20 @@
 
 use serde_json::{Map, Value};
 
-/// The words of a container's command and args, as a shell would split them.
-fn words(container: &Map<String, Value>) -> Vec<&str> {
+/// The words of a container's command and args, as a shell would split them; read as they are needed, since a
+/// command line is read for one flag at a time and most lookups stop early.
+fn words(container: &Map<String, Value>) -> impl Iterator<Item = &str> {
     ["command", "args"]
-        .iter()
-        .filter_map(|field| container.get(*field)?.as_array())
+        .into_iter()
+        .filter_map(|field| container.get(field)?.as_array())
         .flatten()
         .filter_map(Value::as_str)
         .flat_map(str::split_whitespace)
-        .collect()
 }
 
 /// Whether the command line holds `flag`, alone or with a value.
 pub fn has(container: &Map<String, Value>, flag: &str) -> bool {
-    words(container).iter().any(|w| {
+    words(container).any(|w| {
         w.strip_prefix(flag)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
     })
@@ -26,7 +26,7 @@ pub fn has(container: &Map<String, Value>, flag: &str) -> bool {
 /// plainly; `None` when they do not. Arguments are not read: a model name may contain any engine's name.
 pub fn engine(container: &Map<String, Value>) -> Option<Engine> {
     let image = container.get("image").and_then(Value::as_str).unwrap_or_default();
-    let words = words(container);
+    let words: Vec<&str> = words(container).collect();
     let executable = container
         .get("command")
         .and_then(Value::as_array)
@@ -60,13 +60,50 @@ pub enum Engine {
 /// The value of `flag` (`--flag=value` or `--flag value`) in a container's command and args, as the user wrote
 /// them (a shell command line is split on whitespace). Read only, never rewritten.
 pub fn value(container: &Map<String, Value>, flag: &str) -> Option<String> {
-    let words = words(container);
-    words.iter().enumerate().find_map(|(i, word)| {
-        let value = match word.strip_prefix(flag)? {
-            "" => *words.get(i + 1)?,
-            rest => rest.strip_prefix('=')?,
+    let mut words = words(container).peekable();
+    while let Some(word) = words.next() {
+        let value = match word.strip_prefix(flag) {
+            // The next word is the value, and is still read as a word of its own after this.
+            Some("") => words.peek().copied(),
+            Some(rest) => rest.strip_prefix('='),
+            None => None,
         };
-        let value = value.trim_matches(['"', '\'']);
-        (!value.is_empty() && !value.starts_with('-')).then(|| value.to_owned())
-    })
+        let value = value.map(|v| v.trim_matches(['"', '\'']));
+        if let Some(value) = value.filter(|v| !v.is_empty() && !v.starts_with('-')) {
+            return Some(value.to_owned());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn container(value: Value) -> Map<String, Value> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_flag_takes_the_word_after_it_or_what_follows_its_equals_sign() {
+        let c = container(json!({
+            "command": ["/bin/sh", "-c", "exec vllm serve m --port=9000 --block-size 32"],
+            "args": ["--served-model-name", "'qwen'", "--headless"],
+        }));
+        assert_eq!(value(&c, "--port").as_deref(), Some("9000"));
+        assert_eq!(value(&c, "--block-size").as_deref(), Some("32"));
+        assert_eq!(value(&c, "--served-model-name").as_deref(), Some("qwen"));
+        // A flag alone, or followed by another flag, has no value; a longer flag is not this one.
+        assert_eq!(value(&c, "--headless"), None);
+        assert_eq!(value(&c, "--block"), None);
+        assert!(has(&c, "--headless") && !has(&c, "--block"));
+        // The word after a flag that had none is still read as a flag.
+        let c = container(json!({"args": ["--port", "--port", "8000"]}));
+        assert_eq!(value(&c, "--port").as_deref(), Some("8000"));
+        assert_eq!(value(&container(json!({"args": ["--port"]})), "--port"), None);
+    }
 }

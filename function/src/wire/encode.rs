@@ -69,7 +69,13 @@ impl Reversed {
     }
 
     fn long_varint(&mut self, value: usize) {
-        // Seven bits per byte, least significant first; every byte but the last has its top bit set.
+        // Seven bits per byte, least significant first; every byte but the last has its top bit set. Nearly every
+        // longer length is under 2^14: two bytes, put down last one first.
+        if value < 1 << 14 {
+            self.0
+                .extend_from_slice(&[(value >> 7) as u8, (value & 0x7f) as u8 | 0x80]);
+            return;
+        }
         let mut encoded = [0u8; 10];
         let mut len = 0;
         let mut rest = value as u64;
@@ -211,6 +217,14 @@ mod tests {
             "spec": {"items": [1, 2.5, -3, "s", [long], {"deep": {"deeper": [{"x": long}]}}]},
         });
         assert_canonical(value.as_object().unwrap());
+    }
+
+    #[test]
+    fn lengths_at_each_varint_width_boundary() {
+        for len in [127, 128, 16_383, 16_384, (1 << 21) - 1, 1 << 21] {
+            let map = json!({"s": "x".repeat(len), "o": {"s": "y".repeat(len)}});
+            assert_canonical(map.as_object().unwrap());
+        }
     }
 
     #[test]
