@@ -6,6 +6,10 @@
 //! paying for their specs.
 
 use prost::encoding::decode_varint;
+
+use super::keys::{
+    BOOL_VALUE, ENTRY_KEY, ENTRY_VALUE, LIST_VALUE, NULL_VALUE, NUMBER_VALUE, STRING_VALUE, STRUCT_VALUE,
+};
 use serde::{
     Deserialize,
     de::{
@@ -164,6 +168,53 @@ fn fields(bytes: &[u8]) -> Fields<'_> {
     Fields { rest: bytes }
 }
 
+/// A length of one or two varint bytes (under 2^14, nearly every length in an object) and what follows it.
+#[inline(always)]
+fn short_length(bytes: &[u8]) -> Option<(usize, &[u8])> {
+    match bytes {
+        [b0, rest @ ..] if *b0 < 0x80 => Some((usize::from(*b0), rest)),
+        [b0, b1, rest @ ..] if *b1 < 0x80 => Some((usize::from(b0 & 0x7f) | usize::from(*b1) << 7, rest)),
+        _ => None,
+    }
+}
+
+/// The payload of a length-delimited field when it is all that `bytes` (after the field's key) holds.
+#[inline(always)]
+fn whole_payload(bytes: &[u8]) -> Option<&[u8]> {
+    let (len, payload) = short_length(bytes)?;
+    (payload.len() == len).then_some(payload)
+}
+
+/// A map entry's key and value. The layout every encoder writes, the key then the value and nothing else, is read
+/// directly; any other (fields reordered, repeated or unknown, longer lengths) goes through the field loop, which
+/// reads it as protobuf does (the last of a repeated field wins, a missing value is an empty one).
+#[inline]
+fn entry_parts(entry: &[u8]) -> Result<(&[u8], &[u8]), Error> {
+    if let [ENTRY_KEY, rest @ ..] = entry
+        && let Some((key_len, rest)) = short_length(rest)
+        && let Some((key, rest)) = rest.split_at_checked(key_len)
+    {
+        match rest {
+            [] => return Ok((key, &[])),
+            [ENTRY_VALUE, rest @ ..] => {
+                if let Some(value) = whole_payload(rest) {
+                    return Ok((key, value));
+                }
+            }
+            _ => {}
+        }
+    }
+    let (mut key, mut value) = (&[][..], &[][..]);
+    for part in fields(entry) {
+        match part? {
+            Field::Bytes(1, k) => key = k,
+            Field::Bytes(2, v) => value = v,
+            _ => {}
+        }
+    }
+    Ok((key, value))
+}
+
 fn utf8(bytes: &[u8]) -> Result<&str, Error> {
     std::str::from_utf8(bytes).map_err(|_| malformed("string is not UTF-8"))
 }
@@ -179,6 +230,28 @@ enum Kind<'de> {
 }
 
 fn read_value(bytes: &[u8]) -> Result<Kind<'_>, Error> {
+    // The layout every encoder writes: the kind's one field and nothing else. Anything else (several fields, one
+    // repeated, unknown fields, lengths past two bytes) goes through the field loop below, which reads it the
+    // same way protobuf does: the last kind written wins.
+    match bytes {
+        [STRING_VALUE, rest @ ..] | [STRUCT_VALUE, rest @ ..] | [LIST_VALUE, rest @ ..] => {
+            if let Some(payload) = whole_payload(rest) {
+                return Ok(match bytes[0] {
+                    STRING_VALUE => Kind::String(utf8(payload)?),
+                    STRUCT_VALUE => Kind::Struct(payload),
+                    _ => Kind::List(payload),
+                });
+            }
+        }
+        [NUMBER_VALUE, rest @ ..] => {
+            if let Ok(word) = <[u8; 8]>::try_from(rest) {
+                return Ok(Kind::Number(f64::from_le_bytes(word)));
+            }
+        }
+        [BOOL_VALUE, b] if *b < 0x80 => return Ok(Kind::Bool(*b != 0)),
+        [NULL_VALUE, b] if *b < 0x80 => return Ok(Kind::Null),
+        _ => {}
+    }
     // A Value with no kind set has no JSON form; read it as null rather than failing the whole object.
     let mut kind = Kind::Null;
     for field in fields(bytes) {
@@ -319,14 +392,7 @@ impl<'de, const TEXT: bool> MapAccess<'de> for Entries<'de, TEXT> {
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
         for field in self.fields.by_ref() {
             let Field::Bytes(1, entry) = field? else { continue };
-            let (mut key, mut value) = (&[][..], &[][..]);
-            for part in fields(entry) {
-                match part? {
-                    Field::Bytes(1, k) => key = k,
-                    Field::Bytes(2, v) => value = v,
-                    _ => {}
-                }
-            }
+            let (key, value) = entry_parts(entry)?;
             self.value = Some(value);
             return seed.deserialize(Key::<TEXT>(key)).map(Some);
         }
@@ -501,6 +567,56 @@ mod tests {
         let value = json!({"long": long, "items": items, "nested": {"long": long}});
         let raw = RawStruct::from_value(&value).unwrap();
         assert_eq!(raw.to_json().unwrap(), value);
+        for len in [127, 128, 16_383, 16_384, 1 << 21] {
+            let value = json!({"k".repeat(len): "v".repeat(len), "o": {"s": "y".repeat(len)}});
+            assert_eq!(RawStruct::from_value(&value).unwrap().to_json().unwrap(), value);
+        }
+    }
+
+    /// A `Struct` of one entry whose parts are `entry`, as a sender may lay them out.
+    fn one_entry(entry: &[u8]) -> Vec<u8> {
+        [&[0x0a, entry.len() as u8][..], entry].concat()
+    }
+
+    #[test]
+    fn entries_and_values_in_any_valid_layout_read_as_protobuf_reads_them() {
+        let string = |s: &str| [&[0x1a, s.len() as u8][..], s.as_bytes()].concat();
+        let value = |v: &[u8]| [&[0x12, v.len() as u8][..], v].concat();
+        let key = |k: &str| [&[0x0a, k.len() as u8][..], k.as_bytes()].concat();
+        let read = |entry: Vec<u8>| from_struct_bytes::<serde_json::Value>(&one_entry(&entry)).unwrap();
+        // As every encoder writes it.
+        assert_eq!(read([key("a"), value(&string("x"))].concat()), json!({"a": "x"}));
+        // Value before key; a repeated value (the last wins); an unknown field; no value at all.
+        assert_eq!(read([value(&string("x")), key("a")].concat()), json!({"a": "x"}));
+        assert_eq!(
+            read([key("a"), value(&string("x")), value(&string("y"))].concat()),
+            json!({"a": "y"})
+        );
+        assert_eq!(
+            read([key("a"), value(&string("x")), vec![0x18, 0x01]].concat()),
+            json!({"a": "x"})
+        );
+        assert_eq!(read(key("a")), json!({"a": null}));
+        // A length written in two varint bytes though one would do is still that length.
+        assert_eq!(
+            read([key("a"), vec![0x12, 0x83, 0x00, 0x1a, 0x01, b'x']].concat()),
+            json!({"a": "x"})
+        );
+        // A Value holding two kinds is the last of them; a bool or null with a long varint is still one.
+        let two_kinds = [string("x"), vec![0x20, 0x01]].concat();
+        assert_eq!(read([key("a"), value(&two_kinds)].concat()), json!({"a": true}));
+        assert_eq!(
+            read([key("a"), value(&[0x20, 0x81, 0x00])].concat()),
+            json!({"a": true})
+        );
+        assert_eq!(
+            read([key("a"), value(&[0x08, 0x80, 0x00])].concat()),
+            json!({"a": null})
+        );
+        // A truncated number is malformed however it is reached.
+        let err =
+            from_struct_bytes::<serde_json::Value>(&one_entry(&[key("a"), value(&[0x11, 1, 2])].concat()));
+        assert_eq!(err.unwrap_err().message, "malformed protobuf: fixed64");
     }
 
     #[test]

@@ -9,17 +9,10 @@
 
 use serde_json::{Map, Value};
 
-// Field numbers and wire-type bits of struct.proto, written as the key bytes they encode to.
-const STRUCT_FIELDS: u8 = 0x0a; // Struct.fields = 1, length-delimited (one map entry)
-const ENTRY_KEY: u8 = 0x0a; // map entry key = 1, length-delimited
-const ENTRY_VALUE: u8 = 0x12; // map entry value = 2, length-delimited
-const NULL_VALUE: u8 = 0x08; // Value.null_value = 1, varint
-const NUMBER_VALUE: u8 = 0x11; // Value.number_value = 2, fixed64
-const STRING_VALUE: u8 = 0x1a; // Value.string_value = 3, length-delimited
-const BOOL_VALUE: u8 = 0x20; // Value.bool_value = 4, varint
-const STRUCT_VALUE: u8 = 0x2a; // Value.struct_value = 5, length-delimited
-const LIST_VALUE: u8 = 0x32; // Value.list_value = 6, length-delimited
-const LIST_ITEM: u8 = 0x0a; // ListValue.values = 1, length-delimited
+use super::keys::{
+    BOOL_VALUE, ENTRY_KEY, ENTRY_VALUE, LIST_ITEM, LIST_VALUE, NULL_VALUE, NUMBER_VALUE, STRING_VALUE,
+    STRUCT_FIELDS, STRUCT_VALUE,
+};
 
 /// First capacity of the buffer; it grows as a `Vec` does. Most composed objects encode to a few KiB.
 const FIRST_CAPACITY: usize = 1024;

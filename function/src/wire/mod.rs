@@ -11,6 +11,7 @@
 pub mod content_hash;
 mod decode;
 mod encode;
+mod keys;
 mod raw_struct;
 
 pub use decode::DecodeError;
