@@ -6,10 +6,6 @@
 //! paying for their specs.
 
 use prost::encoding::decode_varint;
-
-use super::keys::{
-    BOOL_VALUE, ENTRY_KEY, ENTRY_VALUE, LIST_VALUE, NULL_VALUE, NUMBER_VALUE, STRING_VALUE, STRUCT_VALUE,
-};
 use serde::{
     Deserialize,
     de::{
@@ -17,6 +13,10 @@ use serde::{
         value::BorrowedStrDeserializer,
     },
     forward_to_deserialize_any,
+};
+
+use super::keys::{
+    BOOL_VALUE, ENTRY_KEY, ENTRY_VALUE, LIST_VALUE, NULL_VALUE, NUMBER_VALUE, STRING_VALUE, STRUCT_VALUE,
 };
 
 /// Why a `Struct` could not be read as the requested type, with the field path where it went wrong
@@ -426,9 +426,19 @@ impl<'de, const TEXT: bool> de::Deserializer<'de> for Key<'de, TEXT> {
         }
     }
 
+    /// A map keyed by an enum names a variant in each key.
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_enum(BorrowedStrDeserializer::new(utf8(self.0)?))
+    }
+
     forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
-        unit_struct newtype_struct seq tuple tuple_struct map struct enum ignored_any
+        unit_struct newtype_struct seq tuple tuple_struct map struct ignored_any
     }
 }
 
@@ -680,5 +690,17 @@ mod tests {
         let rest = from_struct_bytes::<Rest>(&with_key(b"extra")).unwrap();
         assert_eq!((rest.kind.as_str(), rest.rest["extra"].as_str()), ("X", "x"));
         assert!(from_struct_bytes::<Rest>(&bytes).is_err());
+        // A map keyed by an enum reads each key as a variant's name.
+        #[derive(Deserialize, Debug, PartialEq, Eq, PartialOrd, Ord)]
+        #[serde(rename_all = "lowercase")]
+        enum Name {
+            Kind,
+            X,
+        }
+        let by_name = from_struct_bytes::<BTreeMap<Name, String>>(&with_key(b"x")).unwrap();
+        assert_eq!(
+            by_name,
+            BTreeMap::from([(Name::Kind, "X".into()), (Name::X, "x".into())])
+        );
     }
 }
