@@ -33,9 +33,20 @@ use crate::{
 struct CompiledRequest {
     name: String,
     count: u32,
-    /// Field path of the request, for errors.
-    path: String,
+    /// Where the request is: engine, member and request index.
+    at: (usize, usize, usize),
     selectors: Vec<Arc<Selector>>,
+}
+
+impl CompiledRequest {
+    /// The request's field path, for errors: built only when one is raised.
+    fn path(&self) -> String {
+        request_path(self.at)
+    }
+}
+
+fn request_path((e, m, r): (usize, usize, usize)) -> String {
+    format!("spec.template.spec.engines[{e}].members[{m}].nodeSelector.devices[{r}]")
 }
 
 /// Every engine's requests, per member, compiled.
@@ -58,7 +69,6 @@ pub fn compile(spec: &ReplicaSpec) -> Result<CompiledEngines, ComposeError> {
         for (m, member) in engine.members.iter().enumerate() {
             let mut requests = Vec::new();
             for (r, request) in member.device_requests().iter().enumerate() {
-                let path = format!("spec.template.spec.engines[{e}].members[{m}].nodeSelector.devices[{r}]");
                 let mut selectors = Vec::with_capacity(request.selectors.len());
                 for (s, selector) in request.selectors.iter().enumerate() {
                     let whose = || {
@@ -69,7 +79,7 @@ pub fn compile(spec: &ReplicaSpec) -> Result<CompiledEngines, ComposeError> {
                             quote(&request.name, 64)
                         )
                     };
-                    let at = || format!("{path}.selectors[{s}].cel");
+                    let at = || format!("{}.selectors[{s}].cel", request_path((e, m, r)));
                     let compiled = cel::compile(&selector.cel)
                         .map_err(|why| ComposeError::new(at(), format!("{}: CEL selector {why}", whose())))?;
                     total_cost = total_cost.saturating_add(compiled.cost);
@@ -88,7 +98,7 @@ pub fn compile(spec: &ReplicaSpec) -> Result<CompiledEngines, ComposeError> {
                 requests.push(CompiledRequest {
                     name: request.name.clone(),
                     count: request.count,
-                    path,
+                    at: (e, m, r),
                     selectors,
                 });
             }
@@ -382,7 +392,7 @@ fn matches(
             Err(cel::Mismatch::No(why)) => return Err(Mismatch::No(format!("fails selectors[{s}]: {why}"))),
             Err(cel::Mismatch::Error(why)) => {
                 return Err(Mismatch::Error(
-                    format!("{}.selectors[{s}].cel", request.path),
+                    format!("{}.selectors[{s}].cel", request.path()),
                     why,
                 ));
             }

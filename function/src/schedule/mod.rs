@@ -435,8 +435,24 @@ fn check_output_bound(input: &Input) -> Result<(), ComposeError> {
     Ok(())
 }
 
+/// The length of `value` written as JSON, counted as it is written: nothing is kept.
 fn json_len<T: serde::Serialize>(value: &T) -> usize {
-    serde_json::to_vec(value).map_or(0, |bytes| bytes.len())
+    let mut counted = Counted(0);
+    serde_json::to_writer(&mut counted, value).map_or(0, |()| counted.0)
+}
+
+/// A writer that only counts what it is given.
+struct Counted(usize);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The components a replica of `spec` cannot run without on `cluster`: the DRA driver (and the node labels it

@@ -502,3 +502,37 @@ fn remembered_verdicts_belong_to_their_device_and_selector() {
         assert!(failed.contains("CEL selector failed on device"), "{failed}");
     }
 }
+
+/// A deployment whose replicas could never fit in one response is refused before anything is placed; the floor
+/// is every replica's containers as JSON, so one byte less per replica fits.
+#[test]
+fn replicas_whose_containers_outgrow_a_response_are_refused() {
+    let replicas = 100;
+    // Each replica carries the container twice (leader and worker).
+    let per_member = crate::limits::MAX_RESPONSE_BYTES / replicas as usize / 2;
+    let container_with_arg = |arg_len: usize| {
+        let mut container = json!({"name": "engine", "image": "vllm", "args": [""]});
+        let bare = serde_json::to_vec(&container).unwrap().len();
+        container["args"][0] = json!("x".repeat(arg_len - bare));
+        container
+    };
+    let run_with = |arg_len: usize| {
+        let mut spec = gang(1, BIG_GPU);
+        for member in spec["engines"][0]["members"].as_array_mut().unwrap() {
+            member["template"]["spec"]["containers"] = json!([container_with_arg(arg_len)]);
+        }
+        let spec: ReplicaSpec = serde_json::from_value(spec).unwrap();
+        schedule(&Input {
+            spec: &spec,
+            replicas,
+            clusters: &[cluster("a", vec![h200("gpu", 2)])],
+            pins: &BTreeMap::new(),
+            used_elsewhere: &BTreeMap::new(),
+        })
+        .map(|_| ())
+    };
+    run_with(per_member).unwrap();
+    let err = run_with(per_member + 1).unwrap_err();
+    assert_eq!(err.path, "spec.replicas");
+    assert!(err.reason.contains("over the 4194304 bytes"), "{}", err.reason);
+}

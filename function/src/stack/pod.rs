@@ -122,18 +122,25 @@ pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
         containers.push(Value::Object(engine_container(container, &ours)));
         containers.extend(engine_port.map(disaggregation::sidecar));
     }
-    let mut spec = json!({"nodeSelector": {POOL_LABEL: w.pool.name}});
-    spec["containers"] = Value::Array(containers);
-    spec["volumes"] = Value::Array(volumes);
-    spec["affinity"] = node_to_itself();
-    spec["tolerations"] = Value::Array(w.tolerations.clone());
+    let mut spec = Map::new();
+    spec.insert("nodeSelector".into(), json!({POOL_LABEL: w.pool.name}));
+    spec.insert("containers".into(), Value::Array(containers));
+    spec.insert("volumes".into(), Value::Array(volumes));
+    spec.insert("affinity".into(), node_to_itself());
+    spec.insert("tolerations".into(), Value::Array(w.tolerations.clone()));
     if let Some(template) = claim {
-        spec["resourceClaims"] = json!([{"name": CLAIM_NAME, "resourceClaimTemplateName": template}]);
+        spec.insert(
+            "resourceClaims".into(),
+            json!([{"name": CLAIM_NAME, "resourceClaimTemplateName": template}]),
+        );
     }
     if !member.template.spec.image_pull_secrets.is_empty() {
-        spec["imagePullSecrets"] = Value::Array(member.template.spec.image_pull_secrets.clone());
+        spec.insert(
+            "imagePullSecrets".into(),
+            Value::Array(member.template.spec.image_pull_secrets.clone()),
+        );
     }
-    spec
+    Value::Object(spec)
 }
 
 /// The node label that tells nodes apart: one engine pod per value.

@@ -56,7 +56,6 @@ pub fn replica_objects(
     spec: &ModelDeploymentSpec,
 ) -> Vec<ReplicaObject> {
     let picker = format!("{serving_name}-epp");
-    let meta = |name: &str| json!({"name": name, "namespace": namespace});
     let config = if spec.template.spec.disaggregated() {
         disaggregation::picker_config(block_size(spec))
     } else {
@@ -67,12 +66,11 @@ pub fn replica_objects(
         manifest,
         available: false,
     };
-    let read = json!(["get", "list", "watch"]);
     vec![
         object(
             "pool",
             json!({
-                "apiVersion": format!("{INFERENCE_GROUP}/v1"), "kind": "InferencePool", "metadata": meta(serving_name),
+                "apiVersion": format!("{INFERENCE_GROUP}/v1"), "kind": "InferencePool", "metadata": {"name": serving_name, "namespace": namespace},
                 "spec": {
                     "selector": {"matchLabels": {INFERENCE_POOL_LABEL: serving_name}},
                     "targetPorts": [{"number": SERVING_PORT}],
@@ -84,7 +82,7 @@ pub fn replica_objects(
         object(
             "route",
             json!({
-                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": meta(serving_name),
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": serving_name, "namespace": namespace},
                 "spec": {
                     "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
                                     "name": CLUSTER_GATEWAY, "namespace": GATEWAY_NAMESPACE}],
@@ -101,30 +99,30 @@ pub fn replica_objects(
         ),
         object(
             "picker-account",
-            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(&picker)}),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": picker, "namespace": namespace}}),
         ),
         object(
             "picker-role",
             json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(&picker),
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": picker, "namespace": namespace},
                 "rules": [
-                    {"apiGroups": [""], "resources": ["pods"], "verbs": read},
-                    {"apiGroups": [INFERENCE_GROUP], "resources": ["inferencepools"], "verbs": read},
-                    {"apiGroups": ["inference.networking.x-k8s.io"], "resources": ["inferenceobjectives"], "verbs": read},
+                    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                    {"apiGroups": [INFERENCE_GROUP], "resources": ["inferencepools"], "verbs": ["get", "list", "watch"]},
+                    {"apiGroups": ["inference.networking.x-k8s.io"], "resources": ["inferenceobjectives"], "verbs": ["get", "list", "watch"]},
                 ],
             }),
         ),
         object(
             "picker-binding",
             json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(&picker),
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": picker, "namespace": namespace},
                 "subjects": [{"kind": "ServiceAccount", "name": picker, "namespace": namespace}],
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": picker},
             }),
         ),
         object(
             "picker-config",
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(&picker),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": picker, "namespace": namespace},
                    "data": {PICKER_CONFIG_FILE: config}}),
         ),
         ReplicaObject {
@@ -135,7 +133,7 @@ pub fn replica_objects(
         object(
             "picker-service",
             json!({
-                "apiVersion": "v1", "kind": "Service", "metadata": meta(&picker),
+                "apiVersion": "v1", "kind": "Service", "metadata": {"name": picker, "namespace": namespace},
                 "spec": {
                     "selector": {"app": picker},
                     "ports": [{"name": "grpc-ext-proc", "port": PICKER_PORT, "targetPort": PICKER_PORT,

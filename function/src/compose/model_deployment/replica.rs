@@ -73,6 +73,7 @@ pub fn objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> {
 fn routing_objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> {
     let cluster = &placement.cluster.metadata.name;
     let serving_name = replica_routing::serving_name(ctx.xr_name, ctx.replica);
+    let key_prefix = format!("routing-{}-{cluster}-", ctx.replica);
     replica_routing::replica_objects(ctx.xr_namespace, &serving_name, ctx.spec)
         .into_iter()
         .map(|o| {
@@ -81,14 +82,14 @@ fn routing_objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> 
             } else {
                 json!({"policy": "SuccessfulCreate"})
             };
-            let mut object = remote::object(o.manifest, &placement.cluster.status.provider_config_name);
-            object["metadata"] = json!({
+            let metadata = json!({
                 "namespace": ctx.xr_namespace,
                 "annotations": {REPLICA_ANNOTATION: ctx.replica.to_string(), CLUSTER_ANNOTATION: cluster},
             });
-            object["spec"]["readiness"] = readiness;
+            let pc = &placement.cluster.status.provider_config_name;
+            let object = remote::object_with(o.manifest, pc, metadata, readiness);
             Desired {
-                key: format!("routing-{}-{cluster}-{}", ctx.replica, o.suffix),
+                key: [key_prefix.as_str(), o.suffix].concat(),
                 object,
                 gates_ready: true,
             }
@@ -207,8 +208,7 @@ fn wrap(
         Some(query) => json!({"policy": "DeriveFromCelQuery", "celQuery": query}),
         None => json!({"policy": "SuccessfulCreate"}),
     };
-    let mut object = remote::object(manifest, &placement.cluster.status.provider_config_name);
-    object["metadata"] = json!({
+    let metadata = json!({
         "namespace": ctx.xr_namespace,
         "annotations": {
             REPLICA_ANNOTATION: ctx.replica.to_string(),
@@ -217,8 +217,12 @@ fn wrap(
             POOL_ANNOTATION: at.pool.name,
         },
     });
-    object["spec"]["readiness"] = readiness;
-    object
+    remote::object_with(
+        manifest,
+        &placement.cluster.status.provider_config_name,
+        metadata,
+        readiness,
+    )
 }
 
 /// Nodes the replica's engines hold at `placement`, by pool.
