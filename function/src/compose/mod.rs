@@ -124,6 +124,17 @@ pub struct Output {
     pub ttl: Option<std::time::Duration>,
 }
 
+/// A JSON object of `fields`, each value moved in: `json!` serializes an interpolated `Value` into a copy, which
+/// for a subtree costs more than building it.
+pub fn object_of<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(
+        fields
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value))
+            .collect(),
+    )
+}
+
 /// The response TTL while something waits (an unplaced replica, a cache not Ready, a placement not yet
 /// admitted or over-committed): Crossplane requeues after it, so the wait is retried without watches.
 pub const WAITING_TTL: std::time::Duration = std::time::Duration::from_secs(15);

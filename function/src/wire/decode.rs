@@ -5,6 +5,8 @@
 //! looking inside. This is what lets the scheduler read a hundred clusters' status from a fleet request without
 //! paying for their specs.
 
+use std::borrow::Cow;
+
 use prost::encoding::decode_varint;
 use serde::{
     Deserialize,
@@ -49,6 +51,80 @@ pub fn from_struct_bytes<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T
             }
         })
     })
+}
+
+/// The value at `pointer` (a JSON pointer, read as `serde_json::Value::pointer` reads one) in the `Struct` whose
+/// fields are `bytes`, or None where nothing is. Only the entries on the way are looked at, and only the value
+/// found is decoded: reading one status field of an observed resource does not build the whole object. Of a key
+/// written more than once, the last counts, as it does for protobuf and for [`from_struct_bytes`].
+pub fn pointer(bytes: &[u8], pointer: &str) -> Result<Option<serde_json::Value>, DecodeError> {
+    let plain = |e: Error| DecodeError {
+        path: pointer.to_owned(),
+        message: e.0,
+    };
+    let mut node = Node::<TEXT_FIELD_NAMES>::Struct(bytes, 0);
+    if !pointer.is_empty() {
+        let Some(tokens) = pointer.strip_prefix('/') else {
+            return Ok(None);
+        };
+        for token in tokens.split('/') {
+            let token = if token.contains('~') {
+                Cow::Owned(token.replace("~1", "/").replace("~0", "~"))
+            } else {
+                Cow::Borrowed(token)
+            };
+            let depth = node.children_depth().map_err(plain)?;
+            let found = match node.kind().map_err(plain)? {
+                Kind::Struct(entries) => last_entry(entries, token.as_bytes()).map_err(plain)?,
+                Kind::List(items) => match list_index(&token) {
+                    Some(index) => nth_item(items, index).map_err(plain)?,
+                    None => None,
+                },
+                _ => None,
+            };
+            let Some(value) = found else {
+                return Ok(None);
+            };
+            node = Node::Value(value, depth);
+        }
+    }
+    serde_json::Value::deserialize(node).map(Some).map_err(plain)
+}
+
+/// The encoded value of the last entry keyed `key`.
+fn last_entry<'de>(entries: &'de [u8], key: &[u8]) -> Result<Option<&'de [u8]>, Error> {
+    let mut found = None;
+    for field in fields(entries) {
+        if let Field::Bytes(1, entry) = field? {
+            let (k, value) = entry_parts(entry)?;
+            if k == key {
+                found = Some(value);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The encoded `index`th item of a list.
+fn nth_item(items: &[u8], index: usize) -> Result<Option<&[u8]>, Error> {
+    let mut seen = 0;
+    for field in fields(items) {
+        if let Field::Bytes(1, item) = field? {
+            if seen == index {
+                return Ok(Some(item));
+            }
+            seen += 1;
+        }
+    }
+    Ok(None)
+}
+
+/// A pointer token as a list index: digits only, without a leading zero (RFC 6901, as serde_json reads it).
+fn list_index(token: &str) -> Option<usize> {
+    if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
+        return None;
+    }
+    token.parse().ok()
 }
 
 /// The error type inside the deserializer; `DecodeError` adds the path on the way out.

@@ -229,3 +229,70 @@ fn field_names_match_as_bytes_and_map_keys_must_be_utf8() {
         BTreeMap::from([(Name::Kind, "X".into()), (Name::X, "x".into())])
     );
 }
+
+/// A pointer into the wire bytes finds what `serde_json`'s pointer finds in the decoded object, wherever it
+/// leads: through objects and lists, to containers and scalars, past the end, through a scalar, with escaped
+/// keys and with tokens that are not list indexes.
+#[test]
+fn pointers_read_from_the_bytes_what_they_read_from_the_object() {
+    let object = json!({
+        "status": {"atProvider": {"arn": "arn:aws:iam::1:role/x", "subnets": ["a", "b", {"id": 3}]}},
+        "spec": {"forProvider": {"count": 2, "ratio": 0.5, "on": true, "none": null, "empty": {}}},
+        "a/b": {"m~n": "escaped"},
+        "": {"": "empty keys"},
+        "list": [[0, 1], [2, [3, 4]]],
+    });
+    let raw = RawStruct::from_value(&object).unwrap();
+    let pointers = [
+        "",
+        "/",
+        "/status",
+        "/status/atProvider/arn",
+        "/status/atProvider/subnets",
+        "/status/atProvider/subnets/0",
+        "/status/atProvider/subnets/2/id",
+        "/status/atProvider/subnets/3",
+        "/status/atProvider/subnets/01",
+        "/status/atProvider/subnets/+1",
+        "/status/atProvider/subnets/-",
+        "/status/atProvider/arn/0",
+        "/spec/forProvider/count",
+        "/spec/forProvider/ratio",
+        "/spec/forProvider/on",
+        "/spec/forProvider/none",
+        "/spec/forProvider/empty",
+        "/spec/forProvider/missing",
+        "/a~1b/m~0n",
+        "/a/b",
+        "//",
+        "/list/1/1/0",
+        "no-leading-slash",
+    ];
+    for pointer in pointers {
+        assert_eq!(
+            raw.pointer(pointer).unwrap(),
+            object.pointer(pointer).cloned(),
+            "{pointer}"
+        );
+    }
+}
+
+#[test]
+fn a_pointer_reads_the_last_of_a_repeated_key() {
+    let entry = |k: &str, v: &str| {
+        let value = [&[0x1a, v.len() as u8][..], v.as_bytes()].concat();
+        [
+            &[0x0a, k.len() as u8][..],
+            k.as_bytes(),
+            &[0x12, value.len() as u8],
+            &value,
+        ]
+        .concat()
+    };
+    let bytes = [one_entry(&entry("a", "x")), one_entry(&entry("a", "y"))].concat();
+    assert_eq!(pointer(&bytes, "/a").unwrap(), Some(json!("y")));
+    assert_eq!(
+        from_struct_bytes::<serde_json::Value>(&bytes).unwrap(),
+        json!({"a": "y"})
+    );
+}

@@ -51,6 +51,11 @@ impl RawStruct {
         self.parse()
     }
 
+    /// The value at the JSON `pointer`, decoding only it and the entries on the way to it.
+    pub fn pointer(&self, pointer: &str) -> Result<Option<Value>, decode::DecodeError> {
+        decode::pointer(&self.bytes, pointer)
+    }
+
     /// The encoded fields of the `Struct` message (without its own tag and length).
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes

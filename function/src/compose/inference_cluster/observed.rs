@@ -1,9 +1,10 @@
 //! What Crossplane observed of the composed resources: whether each exists and is Ready, and the IDs, ARNs and
 //! addresses the cloud gave them, which later stages are built from.
 
+use serde::de::IgnoredAny;
 use serde_json::Value;
 
-use crate::{proto::v1::RunFunctionRequest, sdk::request};
+use crate::{compose::remote, proto::v1::RunFunctionRequest, sdk::request};
 
 pub struct Observed<'a> {
     req: &'a RunFunctionRequest,
@@ -14,37 +15,35 @@ impl<'a> Observed<'a> {
         Self { req }
     }
 
-    /// The observed resource under `key`, as JSON.
-    pub fn get(&self, key: &str) -> Option<Value> {
-        request::observed_composed(self.req, key)?
-            .resource
-            .as_ref()?
-            .to_json()
-            .ok()
-    }
-
     pub fn exists(&self, key: &str) -> bool {
         request::observed_composed(self.req, key).is_some()
     }
 
-    /// Observed with `Ready=True`.
+    /// Observed with `Ready=True`; only the conditions are read.
     pub fn ready(&self, key: &str) -> bool {
-        self.get(key).is_some_and(|o| is_ready(&o))
+        remote::observed::<IgnoredAny>(request::observed_composed(self.req, key))
+            .is_some_and(|o| o.is_ready())
     }
 
     /// A string field of the observed resource under `key`, once it is Ready (a status field of a resource that
     /// is not Ready yet may be half-filled).
     pub fn ready_field(&self, key: &str, pointer: &str) -> Option<Value> {
-        self.get(key)
-            .filter(is_ready)
-            .and_then(|o| o.pointer(pointer).cloned())
-            .filter(|v| !v.is_null())
+        self.ready(key).then(|| self.field(key, pointer))?
     }
 
     /// A field of the resource's own observed spec: what it was last composed with.
     pub fn spec_field(&self, key: &str, pointer: &str) -> Option<Value> {
-        self.get(key)
-            .and_then(|o| o.pointer(pointer).cloned())
+        self.field(key, pointer)
+    }
+
+    /// The non-null field at `pointer`, read without decoding the rest of the resource.
+    fn field(&self, key: &str, pointer: &str) -> Option<Value> {
+        request::observed_composed(self.req, key)?
+            .resource
+            .as_ref()?
+            .pointer(pointer)
+            .ok()
+            .flatten()
             .filter(|v| !v.is_null())
     }
 
@@ -56,12 +55,6 @@ impl<'a> Observed<'a> {
             .as_ref()
             .is_some_and(|o| o.resources.keys().any(|k| k.starts_with(prefix)))
     }
-}
-
-fn is_ready(object: &Value) -> bool {
-    object["status"]["conditions"]
-        .as_array()
-        .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
 }
 
 /// A JSON array of strings as a Vec, when every element is a string.

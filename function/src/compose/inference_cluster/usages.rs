@@ -8,8 +8,8 @@
 use serde_json::{Value, json};
 
 use super::provision::Provisioner;
-use crate::compose::Output;
 use crate::compose::shared::CONTROL_NAMESPACE;
+use crate::compose::{Output, object_of};
 
 const USAGE_API_VERSION: &str = "protection.crossplane.io/v1beta1";
 
@@ -46,21 +46,32 @@ fn usage(
     of: &serde_json::Map<String, Value>,
 ) -> Value {
     let reference = |o: &serde_json::Map<String, Value>| {
-        json!({
-            "apiVersion": o.get("apiVersion").cloned().unwrap_or_default(),
-            "kind": o.get("kind").cloned().unwrap_or_default(),
-            "resourceRef": {"name": o.get("metadata").and_then(|m| m.get("name")).cloned().unwrap_or_default()},
-        })
+        let field = |value: Option<&Value>| value.cloned().unwrap_or_default();
+        let name = field(o.get("metadata").and_then(|m| m.get("name")));
+        object_of([
+            ("apiVersion", field(o.get("apiVersion"))),
+            ("kind", field(o.get("kind"))),
+            ("resourceRef", object_of([("name", name)])),
+        ])
     };
-    json!({
-        "apiVersion": USAGE_API_VERSION,
-        "kind": "Usage",
-        "metadata": {"name": format!("{cluster}-{by_key}-uses-{of_key}"), "namespace": CONTROL_NAMESPACE},
-        "spec": {
-            "of": reference(of),
-            "by": reference(by),
-            "replayDeletion": true,
-            "reason": format!("{by_key} must be deleted before {of_key}"),
-        },
-    })
+    object_of([
+        ("apiVersion", USAGE_API_VERSION.into()),
+        ("kind", "Usage".into()),
+        (
+            "metadata",
+            json!({"name": format!("{cluster}-{by_key}-uses-{of_key}"), "namespace": CONTROL_NAMESPACE}),
+        ),
+        (
+            "spec",
+            object_of([
+                ("of", reference(of)),
+                ("by", reference(by)),
+                ("replayDeletion", true.into()),
+                (
+                    "reason",
+                    format!("{by_key} must be deleted before {of_key}").into(),
+                ),
+            ]),
+        ),
+    ])
 }

@@ -202,7 +202,12 @@ pub fn retire_dropped(out: &mut Output, req: &RunFunctionRequest, reachable: &[&
         .iter()
         .filter(|(key, _)| !out.resources.contains_key(*key))
         .filter_map(|(key, r)| {
-            let observed = r.resource.as_ref()?.to_json().ok()?;
+            let raw = r.resource.as_ref()?;
+            // Most dropped objects are not copies: only one shaped like a copy is read whole.
+            if !raw.parse::<CopyShape>().is_ok_and(|shape| shape.filling_copy()) {
+                return None;
+            }
+            let observed = raw.to_json().ok()?;
             Some((key.clone(), retired(&observed, reachable)?))
         })
         .collect();
@@ -238,6 +243,45 @@ fn retired(observed: &Value, reachable: &[&str]) -> Option<Value> {
         retired["metadata"] = json!({"namespace": namespace});
     }
     Some(retired)
+}
+
+/// What tells an observed copy in its fill step from any other object, read without the rest of it.
+#[derive(Deserialize)]
+struct CopyShape<'a> {
+    #[serde(borrow, default)]
+    kind: &'a str,
+    #[serde(borrow, default)]
+    spec: CopyShapeSpec<'a>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CopyShapeSpec<'a> {
+    #[serde(borrow, default)]
+    management_policies: Vec<&'a str>,
+    #[serde(borrow, default)]
+    for_provider: CopyShapeForProvider<'a>,
+}
+
+#[derive(Default, Deserialize)]
+struct CopyShapeForProvider<'a> {
+    #[serde(borrow, default)]
+    manifest: CopyShapeManifest<'a>,
+}
+
+#[derive(Default, Deserialize)]
+struct CopyShapeManifest<'a> {
+    #[serde(borrow, default)]
+    kind: &'a str,
+}
+
+impl CopyShape<'_> {
+    /// The checks [`retired`] starts with; it makes them again on the whole object.
+    fn filling_copy(&self) -> bool {
+        self.kind == "Object"
+            && self.spec.for_provider.manifest.kind == "Secret"
+            && self.spec.management_policies == FILL_POLICIES
+    }
 }
 
 #[derive(Default, Deserialize)]
