@@ -296,3 +296,41 @@ fn a_pointer_reads_the_last_of_a_repeated_key() {
         json!({"a": "y"})
     );
 }
+
+/// Hostile bytes under a pointer: every truncation and every flipped byte of a real object reads as a value,
+/// nothing or an error, never a panic; and a pointer as deep as the nesting bound stops at it.
+#[test]
+fn a_pointer_over_damaged_or_deep_bytes_errs_without_panicking() {
+    let object = json!({
+        "status": {"atProvider": {"ids": ["a", "b"], "arn": "x"}, "conditions": [{"type": "Ready"}]},
+        "spec": {"n": 1.5, "on": true},
+    });
+    let bytes = RawStruct::from_value(&object).unwrap().as_bytes().to_vec();
+    let pointers = [
+        "/status/atProvider/ids/1",
+        "/status/conditions/0/type",
+        "/spec",
+        "",
+    ];
+    for end in 0..bytes.len() {
+        for p in pointers {
+            let _ = pointer(&bytes[..end], p);
+        }
+    }
+    for at in 0..bytes.len() {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0xff;
+        for p in pointers {
+            let _ = pointer(&damaged, p);
+        }
+    }
+    let mut deep = json!("leaf");
+    for _ in 0..MAX_NESTING + 5 {
+        deep = json!({ "a": deep });
+    }
+    let raw = RawStruct::from_value(&deep).unwrap();
+    let path = "/a".repeat(MAX_NESTING + 5);
+    let err = raw.pointer(&path).unwrap_err();
+    assert!(err.message.contains("deeper than 100 levels"), "{err}");
+    assert_eq!(raw.pointer(&"/a".repeat(10)).unwrap_err().message, err.message);
+}
