@@ -38,13 +38,7 @@ struct CompiledRequest {
     selectors: Vec<Arc<Selector>>,
 }
 
-impl CompiledRequest {
-    /// The request's field path, for errors: built only when one is raised.
-    fn path(&self) -> String {
-        request_path(self.at)
-    }
-}
-
+/// A request's field path, for errors: built only when one is raised.
 fn request_path((e, m, r): (usize, usize, usize)) -> String {
     format!("spec.template.spec.engines[{e}].members[{m}].nodeSelector.devices[{r}]")
 }
@@ -392,7 +386,7 @@ fn matches(
             Err(cel::Mismatch::No(why)) => return Err(Mismatch::No(format!("fails selectors[{s}]: {why}"))),
             Err(cel::Mismatch::Error(why)) => {
                 return Err(Mismatch::Error(
-                    format!("{}.selectors[{s}].cel", request.path()),
+                    format!("{}.selectors[{s}].cel", request_path(request.at)),
                     why,
                 ));
             }

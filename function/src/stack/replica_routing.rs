@@ -41,6 +41,17 @@ pub fn path_prefix(namespace: &str, serving_name: &str) -> String {
     format!("/{namespace}/{serving_name}/")
 }
 
+/// A routing object's name and namespace. A struct, not a `Value`: `json!` serializes what it is given, and a
+/// struct serializes straight into the object where a `Value` would be copied.
+#[derive(serde::Serialize)]
+struct ObjectMeta<'a> {
+    name: &'a str,
+    namespace: &'a str,
+}
+
+/// What the picker may do with what it reads.
+const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
+
 /// One routing object of a replica: a key suffix, the manifest, and whether it is ready only once Available.
 pub struct ReplicaObject {
     pub suffix: &'static str,
@@ -56,6 +67,7 @@ pub fn replica_objects(
     spec: &ModelDeploymentSpec,
 ) -> Vec<ReplicaObject> {
     let picker = format!("{serving_name}-epp");
+    let meta = |name| ObjectMeta { name, namespace };
     let config = if spec.template.spec.disaggregated() {
         disaggregation::picker_config(block_size(spec))
     } else {
@@ -70,7 +82,7 @@ pub fn replica_objects(
         object(
             "pool",
             json!({
-                "apiVersion": format!("{INFERENCE_GROUP}/v1"), "kind": "InferencePool", "metadata": {"name": serving_name, "namespace": namespace},
+                "apiVersion": format!("{INFERENCE_GROUP}/v1"), "kind": "InferencePool", "metadata": meta(serving_name),
                 "spec": {
                     "selector": {"matchLabels": {INFERENCE_POOL_LABEL: serving_name}},
                     "targetPorts": [{"number": SERVING_PORT}],
@@ -82,7 +94,7 @@ pub fn replica_objects(
         object(
             "route",
             json!({
-                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": serving_name, "namespace": namespace},
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": meta(serving_name),
                 "spec": {
                     "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
                                     "name": CLUSTER_GATEWAY, "namespace": GATEWAY_NAMESPACE}],
@@ -99,30 +111,30 @@ pub fn replica_objects(
         ),
         object(
             "picker-account",
-            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": picker, "namespace": namespace}}),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(&picker)}),
         ),
         object(
             "picker-role",
             json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": picker, "namespace": namespace},
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(&picker),
                 "rules": [
-                    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-                    {"apiGroups": [INFERENCE_GROUP], "resources": ["inferencepools"], "verbs": ["get", "list", "watch"]},
-                    {"apiGroups": ["inference.networking.x-k8s.io"], "resources": ["inferenceobjectives"], "verbs": ["get", "list", "watch"]},
+                    {"apiGroups": [""], "resources": ["pods"], "verbs": READ_VERBS},
+                    {"apiGroups": [INFERENCE_GROUP], "resources": ["inferencepools"], "verbs": READ_VERBS},
+                    {"apiGroups": ["inference.networking.x-k8s.io"], "resources": ["inferenceobjectives"], "verbs": READ_VERBS},
                 ],
             }),
         ),
         object(
             "picker-binding",
             json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": picker, "namespace": namespace},
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(&picker),
                 "subjects": [{"kind": "ServiceAccount", "name": picker, "namespace": namespace}],
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": picker},
             }),
         ),
         object(
             "picker-config",
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": picker, "namespace": namespace},
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(&picker),
                    "data": {PICKER_CONFIG_FILE: config}}),
         ),
         ReplicaObject {
@@ -133,7 +145,7 @@ pub fn replica_objects(
         object(
             "picker-service",
             json!({
-                "apiVersion": "v1", "kind": "Service", "metadata": {"name": picker, "namespace": namespace},
+                "apiVersion": "v1", "kind": "Service", "metadata": meta(&picker),
                 "spec": {
                     "selector": {"app": picker},
                     "ports": [{"name": "grpc-ext-proc", "port": PICKER_PORT, "targetPort": PICKER_PORT,

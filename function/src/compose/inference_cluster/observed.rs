@@ -1,7 +1,6 @@
 //! What Crossplane observed of the composed resources: whether each exists and is Ready, and the IDs, ARNs and
 //! addresses the cloud gave them, which later stages are built from.
 
-use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use crate::{compose::remote, proto::v1::RunFunctionRequest, sdk::request};
@@ -21,8 +20,7 @@ impl<'a> Observed<'a> {
 
     /// Observed with `Ready=True`; only the conditions are read.
     pub fn ready(&self, key: &str) -> bool {
-        remote::observed::<IgnoredAny>(request::observed_composed(self.req, key))
-            .is_some_and(|o| o.is_ready())
+        remote::observed_ready(self.req, key)
     }
 
     /// A string field of the observed resource under `key`, once it is Ready (a status field of a resource that

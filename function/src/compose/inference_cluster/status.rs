@@ -212,11 +212,10 @@ fn pool_ready(out: &Output, cloud: &dyn Provisioner, pool: &str) -> bool {
 /// Whether Crossplane observes the resource under `key` as ready. Only its conditions are read: a settled
 /// cluster observes a hundred resources on every poll, and reading each whole was half of its reconcile.
 fn observed_ready(req: &RunFunctionRequest, key: &str, conditionless: bool) -> bool {
-    let observed = request::observed_composed(req, key);
     if conditionless {
-        return observed
+        return request::observed_composed(req, key)
             .and_then(|r| r.resource.as_ref())
             .is_some_and(|raw| raw.parse::<IgnoredAny>().is_ok());
     }
-    remote::observed::<IgnoredAny>(observed).is_some_and(|o| o.is_ready())
+    remote::observed_ready(req, key)
 }

@@ -36,6 +36,7 @@ use super::{ConditionView, object};
 use crate::{
     compose::Output,
     proto::v1::{Resource, RunFunctionRequest},
+    wire::RawStruct,
 };
 
 /// The finalizer provider-kubernetes puts on an Object it manages; on, it never adds it again.
@@ -201,15 +202,7 @@ pub fn retire_dropped(out: &mut Output, req: &RunFunctionRequest, reachable: &[&
         .resources
         .iter()
         .filter(|(key, _)| !out.resources.contains_key(*key))
-        .filter_map(|(key, r)| {
-            let raw = r.resource.as_ref()?;
-            // Most dropped objects are not copies: only one shaped like a copy is read whole.
-            if !raw.parse::<CopyShape>().is_ok_and(|shape| shape.filling_copy()) {
-                return None;
-            }
-            let observed = raw.to_json().ok()?;
-            Some((key.clone(), retired(&observed, reachable)?))
-        })
+        .filter_map(|(key, r)| Some((key.clone(), retired(r.resource.as_ref()?, reachable)?)))
         .collect();
     for (key, object) in retired {
         out.compose(key, object, true);
@@ -219,13 +212,17 @@ pub fn retire_dropped(out: &mut Output, req: &RunFunctionRequest, reachable: &[&
 /// What to compose in place of an observed copy in its fill step; None for any other object, including a copy
 /// already retired (every policy), which is then left out and deleted along with its remote Secret, and for a
 /// copy on a cluster not `reachable` now.
-fn retired(observed: &Value, reachable: &[&str]) -> Option<Value> {
-    let spec = observed.get("spec")?;
-    let manifest = spec.pointer("/forProvider/manifest")?;
-    let filling = spec.get("managementPolicies") == Some(&json!(FILL_POLICIES));
-    if observed.get("kind")? != "Object" || manifest.get("kind")? != "Secret" || !filling {
+fn retired(observed: &RawStruct, reachable: &[&str]) -> Option<Value> {
+    // Most dropped objects are not copies: only one shaped like a copy is read whole.
+    if !observed
+        .parse::<CopyShape>()
+        .is_ok_and(|shape| shape.filling_copy())
+    {
         return None;
     }
+    let observed = observed.to_json().ok()?;
+    let spec = observed.get("spec")?;
+    let manifest = spec.pointer("/forProvider/manifest")?;
     let mut secret = json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": manifest.pointer("/metadata/name")?, "namespace": manifest.pointer("/metadata/namespace")?},
@@ -276,7 +273,7 @@ struct CopyShapeManifest<'a> {
 }
 
 impl CopyShape<'_> {
-    /// The checks [`retired`] starts with; it makes them again on the whole object.
+    /// Whether the object is a provider-kubernetes Object copying a Secret, in its fill step.
     fn filling_copy(&self) -> bool {
         self.kind == "Object"
             && self.spec.for_provider.manifest.kind == "Secret"
