@@ -9,6 +9,8 @@
 
 use serde_json::{Map, Value};
 
+use super::tree::{Fields, Tree};
+
 use super::keys::{
     BOOL_VALUE, ENTRY_KEY, ENTRY_VALUE, LIST_ITEM, LIST_VALUE, NULL_VALUE, NUMBER_VALUE, STRING_VALUE,
     STRUCT_FIELDS, STRUCT_VALUE,
@@ -28,6 +30,15 @@ pub fn struct_bytes(map: &Map<String, Value>) -> Vec<u8> {
 pub fn struct_bytes_owned(map: Map<String, Value>) -> Vec<u8> {
     let mut out = Reversed(Vec::with_capacity(FIRST_CAPACITY));
     out.struct_fields_owned(map);
+    out.into_vec()
+}
+
+/// The encoded fields of a `Struct` holding `fields`, consumed as they are written. Each map's entries go out
+/// sorted by key with each key once (its last value), so the bytes are those [`struct_bytes`] writes for the
+/// same object.
+pub fn tree_bytes(fields: Fields) -> Vec<u8> {
+    let mut out = Reversed(Vec::with_capacity(FIRST_CAPACITY));
+    out.tree_fields(fields);
     out.into_vec()
 }
 
@@ -186,6 +197,48 @@ impl Reversed {
                 let inner = self.written();
                 for item in items.iter().rev() {
                     self.value(item);
+                    self.byte(LIST_ITEM);
+                }
+                self.delimited(LIST_VALUE, inner);
+            }
+        }
+        let len = self.written() - end;
+        self.varint(len);
+    }
+
+    /// [`Reversed::struct_fields_owned`] for a [`Fields`].
+    fn tree_fields(&mut self, fields: Fields) {
+        for (key, value) in fields.into_sorted().into_iter().rev() {
+            let end = self.written();
+            self.tree_value(value);
+            self.entry_key(&key, end);
+        }
+    }
+
+    /// [`Reversed::value_owned`] for a [`Tree`].
+    fn tree_value(&mut self, value: Tree) {
+        let end = self.written();
+        match value {
+            Tree::Null => self.bytes(&[NULL_VALUE, 0]),
+            Tree::Bool(b) => self.bytes(&[BOOL_VALUE, u8::from(b)]),
+            Tree::Number(n) => {
+                self.bytes(&n.as_f64().unwrap_or_default().to_le_bytes());
+                self.byte(NUMBER_VALUE);
+            }
+            Tree::String(s) => {
+                self.bytes(s.as_bytes());
+                self.varint(s.len());
+                self.byte(STRING_VALUE);
+            }
+            Tree::Map(fields) => {
+                let inner = self.written();
+                self.tree_fields(fields);
+                self.delimited(STRUCT_VALUE, inner);
+            }
+            Tree::List(items) => {
+                let inner = self.written();
+                for item in items.into_iter().rev() {
+                    self.tree_value(item);
                     self.byte(LIST_ITEM);
                 }
                 self.delimited(LIST_VALUE, inner);

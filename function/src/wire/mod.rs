@@ -13,6 +13,7 @@ mod decode;
 mod encode;
 mod keys;
 mod raw_struct;
+pub mod tree;
 
 pub use decode::DecodeError;
 pub use raw_struct::RawStruct;

@@ -36,6 +36,13 @@ impl RawStruct {
         }
     }
 
+    /// Encodes a compact tree's fields, consuming them (see [`super::tree`]).
+    pub fn from_tree(fields: super::tree::Fields) -> Self {
+        Self {
+            bytes: encode::tree_bytes(fields),
+        }
+    }
+
     /// Encodes a JSON value that must be an object; anything else has no `Struct` form.
     pub fn from_value(value: &Value) -> Option<Self> {
         value.as_object().map(Self::from_map)
