@@ -155,7 +155,7 @@ fn apply(rsp: &mut RunFunctionResponse, out: Output, caller: Caller) -> Result<(
         } else {
             Ready::Unspecified
         };
-        response::set_desired_composed(rsp, key, composed.object, ready);
+        response::set_desired_composed(rsp, key, composed.object.into_raw(), ready);
     }
     let ready = match out.ready {
         Some(true) => Ready::True,

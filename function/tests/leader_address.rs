@@ -44,7 +44,7 @@ fn gang_workload(cluster: &str, copies: u32, workers: u32) -> Value {
         "replica-0-{}-qwen3-coder",
         cluster["metadata"]["name"].as_str().unwrap()
     );
-    Value::Object(out.resources[&key].object.clone())["spec"]["forProvider"]["manifest"].clone()
+    Value::Object(out.resources[&key].object.to_map())["spec"]["forProvider"]["manifest"].clone()
 }
 
 /// Kubernetes' `$(VAR)` expansion of `input` against `vars`.

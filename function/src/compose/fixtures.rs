@@ -139,7 +139,7 @@ pub fn cluster_request(xr: &Value, classes: &[Value], observed: &[(String, Value
 pub fn observe_all(out: &Output, observe: impl Fn(&Value) -> Value) -> Vec<(String, Value)> {
     out.resources
         .iter()
-        .map(|(k, c)| (k.clone(), observe(&Value::Object(c.object.clone()))))
+        .map(|(k, c)| (k.clone(), observe(&Value::Object(c.object.to_map()))))
         .collect()
 }
 

@@ -15,7 +15,9 @@ use crate::{
     wire::RawStruct,
 };
 
+mod composed;
 pub mod conditions;
+pub use composed::ComposedObject;
 pub mod inference_class;
 pub mod inference_cluster;
 pub mod inference_gateway;
@@ -91,7 +93,7 @@ pub fn composer_in(composers: &[(&str, ComposeFn)], type_meta: &TypeMeta) -> Res
 /// One desired composed resource.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Composed {
-    pub object: Map<String, Value>,
+    pub object: ComposedObject,
     /// Only resources known to be ready are marked so; Crossplane counts anything else as not ready.
     pub ready: bool,
 }
@@ -140,13 +142,31 @@ pub fn object_of<const N: usize>(fields: [(&str, Value); N]) -> Value {
 pub const WAITING_TTL: std::time::Duration = std::time::Duration::from_secs(15);
 
 impl Output {
+    /// Composes an object built as a compact tree ([`crate::wire::tree`]): encoded from the tree, and read as a
+    /// map only if something reads it.
+    pub fn compose_tree(&mut self, key: impl Into<String>, object: crate::wire::tree::Fields, ready: bool) {
+        self.resources.insert(
+            key.into(),
+            Composed {
+                object: object.into(),
+                ready,
+            },
+        );
+    }
+
     pub fn compose(&mut self, key: impl Into<String>, object: Value, ready: bool) {
         let object = match object {
             Value::Object(map) => map,
             // Composers build objects with json!({...}); anything else is a bug, kept visible rather than dropped.
             other => Map::from_iter([("invalid".to_owned(), other)]),
         };
-        self.resources.insert(key.into(), Composed { object, ready });
+        self.resources.insert(
+            key.into(),
+            Composed {
+                object: object.into(),
+                ready,
+            },
+        );
     }
 
     /// Merges the fields `status` serializes into the composite's status: a composer writes its status through

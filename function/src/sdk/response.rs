@@ -88,13 +88,13 @@ pub fn set_condition(
 pub fn set_desired_composed(
     rsp: &mut RunFunctionResponse,
     key: impl Into<String>,
-    object: Map<String, Value>,
+    object: RawStruct,
     ready: Ready,
 ) {
     desired(rsp).resources.insert(
         key.into(),
         Resource {
-            resource: Some(RawStruct::from_owned(object)),
+            resource: Some(object),
             connection_details: Default::default(),
             ready: ready as i32,
         },

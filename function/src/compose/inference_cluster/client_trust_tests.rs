@@ -90,7 +90,7 @@ fn once_required_a_certificate_stays_required_when_no_gateway_says_otherwise() {
         .resources
         .iter()
         .filter(|(key, _)| key.starts_with("object-cluster-gateway-client"))
-        .map(|(key, r)| (key.clone(), Value::Object(r.object.clone())))
+        .map(|(key, r)| (key.clone(), Value::Object(r.object.to_map())))
         .collect();
     // The gateways cannot be read, or the one there was is gone: the cluster keeps what it required.
     for gateways in [None, Some(&[][..])] {

@@ -42,7 +42,7 @@ fn the_cluster_and_its_pools_are_ready_only_once_everything_is_observed_ready() 
 fn provider_configs_and_the_policy_are_ready_once_they_exist() {
     let xr = eks("Standard");
     let start = first(&xr);
-    let policy = Value::Object(start.resources["activation-policy"].object.clone());
+    let policy = Value::Object(start.resources["activation-policy"].object.to_map());
     let out = compose_observed(&xr, &[("activation-policy".to_owned(), policy)]);
     assert!(out.resources["activation-policy"].ready);
     assert!(!out.resources["eks-network"].ready);
@@ -264,7 +264,7 @@ fn deleting_a_cluster_deletes_its_stack_but_never_the_shared_modelplane_system_n
         .resources
         .values()
         .filter(|c| c.object["kind"] == "Object")
-        .map(|c| Value::Object(c.object.clone()))
+        .map(|c| Value::Object(c.object.to_map()))
         .collect();
     let deletes = |o: &Value| {
         o["spec"]

@@ -590,7 +590,7 @@ fn remote_write_credentials_are_copied_by_reference_and_nothing_is_written_befor
     );
 
     // Credentials dropped: the copy is retired (every policy, no references) so its deletion deletes the key.
-    let mut applied = Value::Object(copy.clone());
+    let mut applied = Value::Object(copy.to_map());
     applied["metadata"]["finalizers"] = filled_credentials()["metadata"]["finalizers"].clone();
     applied["status"] = filled_credentials()["status"].clone();
     for (key, seen) in observed.iter_mut() {

@@ -95,7 +95,7 @@ impl ControlPlane {
                 .resources
                 .iter()
                 .map(|(key, c)| {
-                    let mut object = Value::Object(c.object.clone());
+                    let mut object = Value::Object(c.object.to_map());
                     object["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}]});
                     (key.clone(), object)
                 })
@@ -232,7 +232,7 @@ impl ControlPlane {
         let before: BTreeSet<String> = deployment.objects.keys().cloned().collect();
         let mut objects = BTreeMap::new();
         for (k, composed) in &out.resources {
-            let mut object = Value::Object(composed.object.clone());
+            let mut object = Value::Object(composed.object.to_map());
             object["metadata"]["namespace"] = namespace.clone();
             let created = deployment
                 .objects

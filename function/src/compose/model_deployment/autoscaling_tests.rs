@@ -237,7 +237,7 @@ fn a_deployment_that_may_scale_to_zero_wakes_on_demand_and_never_sleeps_through_
     // The ModelEndpoint XRD admits it, and the endpoint's own composer finds it routable.
     let checked = run(
         crate::compose::model_endpoint::compose,
-        &crate::compose::fixtures::request(Value::Object(endpoint.clone())),
+        &crate::compose::fixtures::request(Value::Object(endpoint.to_map())),
     )
     .unwrap();
     assert_eq!(checked.ready, Some(true));

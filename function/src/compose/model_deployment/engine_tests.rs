@@ -200,7 +200,7 @@ pub(super) fn next_request(
         req = with_observed(
             req,
             key,
-            &observed(&Value::Object(composed.object.clone()), ready(key)),
+            &observed(&Value::Object(composed.object.to_map()), ready(key)),
         );
     }
     req
@@ -631,7 +631,7 @@ fn a_cluster_offers_its_pools_with_their_bounds_while_an_optional_component_is_n
             req = with_observed(
                 req,
                 key,
-                &observed(&Value::Object(composed.object.clone()), !unready(key)),
+                &observed(&Value::Object(composed.object.to_map()), !unready(key)),
             );
         }
         run(compose_cluster, &req).unwrap()

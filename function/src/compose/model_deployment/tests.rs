@@ -81,7 +81,7 @@ fn first_call_asks_for_the_candidate_clusters_and_the_cache_and_composes_nothing
 /// The seed's request observing every resource `previous` composed, as Crossplane would next time.
 fn observing(mut req: RunFunctionRequest, previous: &Output) -> RunFunctionRequest {
     for (key, composed) in &previous.resources {
-        req = with_observed(req, key, &Value::Object(composed.object.clone()));
+        req = with_observed(req, key, &Value::Object(composed.object.to_map()));
     }
     req
 }
@@ -523,7 +523,7 @@ fn running_engines_are_not_stopped_when_the_cache_status_changes() {
     let mut req = with_required(request(seed()), CLUSTERS, &clusters);
     req = with_required(req, CACHE, &[cache(&clusters, "Hydrating")]);
     for (key, composed) in &running.resources {
-        req = with_observed(req, key, &Value::Object(composed.object.clone()));
+        req = with_observed(req, key, &Value::Object(composed.object.to_map()));
     }
     let out = run(compose, &req).unwrap();
     assert!(

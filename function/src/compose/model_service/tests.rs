@@ -365,7 +365,7 @@ fn routed_lists_only_the_endpoints_the_applied_route_lists() {
         "nothing applied yet"
     );
     // The gateway's cluster has applied a route listing only qwen-a (qwen-b arrived since).
-    let mut applied = Value::Object(first.resources["fleet-route"].object.clone());
+    let mut applied = Value::Object(first.resources["fleet-route"].object.to_map());
     applied["status"] = json!({"atProvider": {"manifest": {"spec": {"rules": [
         {"backendRefs": [{"name": "qwen-qwen-a"}]}]}}}});
     let req = crate::compose::fixtures::with_observed(
@@ -392,7 +392,7 @@ fn a_provider_key_copy_is_owned_by_a_configmap_that_goes_with_the_service() {
     );
 
     let copy_key = "fleet-api-key-together";
-    let mut copy = Value::Object(out.resources[copy_key].object.clone());
+    let mut copy = Value::Object(out.resources[copy_key].object.to_map());
     copy["metadata"]["finalizers"] = json!(["finalizer.managedresource.crossplane.io"]);
     copy["status"] = json!({"atProvider": {"manifest": {"data": {"redacted": null}}}});
     let req = with_observed(
@@ -413,7 +413,7 @@ fn a_provider_key_copy_is_owned_by_a_configmap_that_goes_with_the_service() {
     let (_, _, message) = condition(&out, "RoutingReady");
     assert!(message.contains("owner ConfigMap"), "{message}");
 
-    let mut owned = Value::Object(copy.clone());
+    let mut owned = Value::Object(copy.to_map());
     owned["metadata"]["finalizers"] = json!(["finalizer.managedresource.crossplane.io"]);
     owned["status"] = json!({"atProvider": {"manifest": sanitized_owned_secret("qwen-secret-owner")}});
     let out = run(compose, &with_observed(req, copy_key, &owned)).unwrap();
@@ -501,7 +501,7 @@ fn a_granted_namespace_is_read_and_routed_with_its_own_key() {
     // The key is copied from the endpoint's namespace, never from a same-named Secret of the service's.
     use crate::compose::fixtures::{observed_owner, sanitized_owned_secret, with_observed};
     let copy_key = "fleet-api-key-shared-models_together";
-    let mut owned = Value::Object(out.resources[copy_key].object.clone());
+    let mut owned = Value::Object(out.resources[copy_key].object.to_map());
     owned["metadata"]["finalizers"] = json!(["finalizer.managedresource.crossplane.io"]);
     owned["status"] = json!({"atProvider": {"manifest": sanitized_owned_secret("qwen-secret-owner")}});
     let req = with_observed(

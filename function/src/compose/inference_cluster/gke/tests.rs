@@ -53,7 +53,7 @@ fn observe(out: &Output, keys: impl Fn(&str) -> bool) -> Vec<(String, Value)> {
         .iter()
         .filter(|(key, _)| keys(key))
         .map(|(key, c)| {
-            let mut object = Value::Object(c.object.clone());
+            let mut object = Value::Object(c.object.to_map());
             object["metadata"]["annotations"]["crossplane.io/composition-resource-name"] = json!(key);
             (key.clone(), simulate::observe(&object))
         })
@@ -106,7 +106,7 @@ fn each_stage_waits_for_the_one_before() {
 #[test]
 fn later_stages_are_built_from_what_the_stage_before_reported() {
     let (done, _) = settle();
-    let spec = |key: &str| Value::Object(done.resources[key].object.clone())["spec"]["forProvider"].clone();
+    let spec = |key: &str| Value::Object(done.resources[key].object.to_map())["spec"]["forProvider"].clone();
     let network =
         "https://www.googleapis.com/compute/v1/projects/modelplane-simulated/global/networks/central";
     assert_eq!(spec(KEY_SUBNET)["network"], network);

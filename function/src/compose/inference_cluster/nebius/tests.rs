@@ -233,7 +233,7 @@ fn a_resource_that_exists_keeps_its_inputs_when_its_source_is_not_observed() {
         KEY_SUBNET.to_owned(),
     ]
     .into_iter()
-    .map(|k| (k.clone(), Value::Object(full.resources[&k].object.clone())))
+    .map(|k| (k.clone(), Value::Object(full.resources[&k].object.to_map())))
     .collect();
     let out = compose_with(&xr, &h100(), Some(&provider_config()), &kept);
     for key in [

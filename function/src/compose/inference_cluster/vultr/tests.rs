@@ -68,7 +68,7 @@ fn vultr_keys(out: &Output) -> BTreeSet<String> {
 }
 
 fn object(out: &Output, key: &str) -> Value {
-    Value::Object(out.resources[key].object.clone())
+    Value::Object(out.resources[key].object.to_map())
 }
 
 /// The whole cluster, every stage observed Ready.

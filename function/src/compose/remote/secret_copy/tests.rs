@@ -238,7 +238,7 @@ fn a_dropped_copy_is_retired_with_every_policy_and_no_reference_so_its_deletion_
     let retired = &out.resources["dropped"];
     assert!(retired.ready);
     assert_eq!(
-        Value::Object(retired.object.clone()),
+        Value::Object(retired.object.to_map()),
         json!({
             "apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
             "metadata": {"namespace": "modelplane-system"},

@@ -1,0 +1,154 @@
+//! A desired composed object as a composer hands it over: a compact [`Tree`] on the hot paths, a `serde_json` map
+//! elsewhere. Either reads as a map; a tree is turned into one only when something reads it that way (a test, a
+//! composer looking back at what it composed), once, and the response is encoded from the tree directly.
+
+use std::{
+    cell::OnceCell,
+    ops::{Deref, DerefMut},
+};
+
+use serde_json::{Map, Value};
+
+use crate::wire::{
+    RawStruct,
+    tree::{Fields, Tree},
+};
+
+pub struct ComposedObject {
+    /// The tree as composed, until the object is changed through its map.
+    tree: Option<Fields>,
+    /// The object as a map: set from the start for a map, from the tree on first read for a tree.
+    json: OnceCell<Map<String, Value>>,
+}
+
+impl ComposedObject {
+    /// The object as a map of its own.
+    pub fn to_map(&self) -> Map<String, Value> {
+        (**self).clone()
+    }
+
+    /// The object's `Struct` bytes, from the tree when it is still the object as composed.
+    pub fn into_raw(self) -> RawStruct {
+        match (self.tree, self.json.into_inner()) {
+            (Some(tree), _) => RawStruct::from_tree(tree),
+            (None, Some(json)) => RawStruct::from_owned(json),
+            (None, None) => RawStruct::from_owned(Map::new()),
+        }
+    }
+}
+
+fn tree_map(tree: &Fields) -> Map<String, Value> {
+    match Tree::Map(tree.clone()).to_json() {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+impl From<Map<String, Value>> for ComposedObject {
+    fn from(map: Map<String, Value>) -> Self {
+        Self {
+            tree: None,
+            json: OnceCell::from(map),
+        }
+    }
+}
+
+impl From<Fields> for ComposedObject {
+    fn from(tree: Fields) -> Self {
+        Self {
+            tree: Some(tree),
+            json: OnceCell::new(),
+        }
+    }
+}
+
+impl Deref for ComposedObject {
+    type Target = Map<String, Value>;
+
+    fn deref(&self) -> &Map<String, Value> {
+        self.json
+            .get_or_init(|| self.tree.as_ref().map(tree_map).unwrap_or_default())
+    }
+}
+
+impl DerefMut for ComposedObject {
+    /// A change through the map makes the map the object: the tree is dropped.
+    fn deref_mut(&mut self) -> &mut Map<String, Value> {
+        let map = match (self.tree.take(), self.json.take()) {
+            (_, Some(map)) => map,
+            (Some(tree), None) => tree_map(&tree),
+            (None, None) => Map::new(),
+        };
+        self.json = OnceCell::from(map);
+        match self.json.get_mut() {
+            Some(map) => map,
+            None => unreachable!("the map was set just above"),
+        }
+    }
+}
+
+impl Clone for ComposedObject {
+    fn clone(&self) -> Self {
+        Self {
+            tree: self.tree.clone(),
+            json: self.json.clone(),
+        }
+    }
+}
+
+impl PartialEq for ComposedObject {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for ComposedObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl serde::Serialize for ComposedObject {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(serializer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::wire::tree::tree;
+
+    fn sample() -> Fields {
+        match tree!({"kind": "Object", "spec": {"b": 1, "a": [true, null]}}) {
+            Tree::Map(fields) => fields,
+            _ => unreachable!(),
+        }
+    }
+
+    /// A tree reads as its map, encodes as that map encodes, and once changed through the map is that map.
+    #[test]
+    fn a_tree_reads_as_a_map_and_a_change_makes_the_map_the_object() {
+        let expected = json!({"kind": "Object", "spec": {"b": 1, "a": [true, null]}});
+        let object = ComposedObject::from(sample());
+        assert_eq!(Value::Object(object.to_map()), expected);
+        assert_eq!(object["spec"]["b"], json!(1));
+        let bytes = RawStruct::from_map(expected.as_object().unwrap());
+        assert_eq!(object.clone().into_raw().as_bytes(), bytes.as_bytes());
+
+        let mut changed = ComposedObject::from(sample());
+        changed.insert("kind".into(), json!("Changed"));
+        assert_eq!(changed["kind"], json!("Changed"));
+        let mut want = expected.clone();
+        want["kind"] = json!("Changed");
+        assert_eq!(
+            changed.into_raw().as_bytes(),
+            RawStruct::from_map(want.as_object().unwrap()).as_bytes()
+        );
+        assert_eq!(ComposedObject::from(sample()), object);
+    }
+}
