@@ -17,8 +17,10 @@ use crate::wire::{
 pub struct ComposedObject {
     /// The tree as composed, until the object is changed through its map.
     tree: Option<Fields>,
-    /// The object as a map: set from the start for a map, from the tree on first read for a tree.
-    json: OnceCell<Map<String, Value>>,
+    /// The tree read as a map, built on the first read.
+    view: OnceCell<Map<String, Value>>,
+    /// The object as a map: composed as one, or the tree's once changed through its map.
+    map: Option<Map<String, Value>>,
 }
 
 impl ComposedObject {
@@ -29,10 +31,9 @@ impl ComposedObject {
 
     /// The object's `Struct` bytes, from the tree when it is still the object as composed.
     pub fn into_raw(self) -> RawStruct {
-        match (self.tree, self.json.into_inner()) {
+        match (self.tree, self.map) {
             (Some(tree), _) => RawStruct::from_tree(tree),
-            (None, Some(json)) => RawStruct::from_owned(json),
-            (None, None) => RawStruct::from_owned(Map::new()),
+            (None, map) => RawStruct::from_owned(map.unwrap_or_default()),
         }
     }
 }
@@ -48,7 +49,18 @@ impl From<Map<String, Value>> for ComposedObject {
     fn from(map: Map<String, Value>) -> Self {
         Self {
             tree: None,
-            json: OnceCell::from(map),
+            view: OnceCell::new(),
+            map: Some(map),
+        }
+    }
+}
+
+/// A composer's `json!` object; anything but an object is a bug, kept visible rather than dropped.
+impl From<Value> for ComposedObject {
+    fn from(value: Value) -> Self {
+        match value {
+            Value::Object(map) => Self::from(map),
+            other => Self::from(Map::from_iter([("invalid".to_owned(), other)])),
         }
     }
 }
@@ -57,7 +69,8 @@ impl From<Fields> for ComposedObject {
     fn from(tree: Fields) -> Self {
         Self {
             tree: Some(tree),
-            json: OnceCell::new(),
+            view: OnceCell::new(),
+            map: None,
         }
     }
 }
@@ -66,24 +79,23 @@ impl Deref for ComposedObject {
     type Target = Map<String, Value>;
 
     fn deref(&self) -> &Map<String, Value> {
-        self.json
-            .get_or_init(|| self.tree.as_ref().map(tree_map).unwrap_or_default())
+        match (&self.map, &self.tree) {
+            (Some(map), _) => map,
+            (None, tree) => self
+                .view
+                .get_or_init(|| tree.as_ref().map(tree_map).unwrap_or_default()),
+        }
     }
 }
 
 impl DerefMut for ComposedObject {
     /// A change through the map makes the map the object: the tree is dropped.
     fn deref_mut(&mut self) -> &mut Map<String, Value> {
-        let map = match (self.tree.take(), self.json.take()) {
-            (_, Some(map)) => map,
-            (Some(tree), None) => tree_map(&tree),
-            (None, None) => Map::new(),
-        };
-        self.json = OnceCell::from(map);
-        match self.json.get_mut() {
-            Some(map) => map,
-            None => unreachable!("the map was set just above"),
+        if let Some(tree) = self.tree.take() {
+            let map = self.view.take().unwrap_or_else(|| tree_map(&tree));
+            self.map = Some(map);
         }
+        self.map.get_or_insert_with(Map::new)
     }
 }
 
@@ -91,7 +103,8 @@ impl Clone for ComposedObject {
     fn clone(&self) -> Self {
         Self {
             tree: self.tree.clone(),
-            json: self.json.clone(),
+            view: self.view.clone(),
+            map: self.map.clone(),
         }
     }
 }

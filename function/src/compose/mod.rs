@@ -142,31 +142,14 @@ pub fn object_of<const N: usize>(fields: [(&str, Value); N]) -> Value {
 pub const WAITING_TTL: std::time::Duration = std::time::Duration::from_secs(15);
 
 impl Output {
-    /// Composes an object built as a compact tree ([`crate::wire::tree`]): encoded from the tree, and read as a
-    /// map only if something reads it.
-    pub fn compose_tree(&mut self, key: impl Into<String>, object: crate::wire::tree::Fields, ready: bool) {
-        self.resources.insert(
-            key.into(),
-            Composed {
-                object: object.into(),
-                ready,
-            },
-        );
+    /// Composes an object as a composer holds it, tree or map.
+    pub fn compose_object(&mut self, key: impl Into<String>, object: ComposedObject, ready: bool) {
+        self.resources.insert(key.into(), Composed { object, ready });
     }
 
+    /// Composes a `json!` object (anything else is kept visible under `invalid`, see [`ComposedObject`]).
     pub fn compose(&mut self, key: impl Into<String>, object: Value, ready: bool) {
-        let object = match object {
-            Value::Object(map) => map,
-            // Composers build objects with json!({...}); anything else is a bug, kept visible rather than dropped.
-            other => Map::from_iter([("invalid".to_owned(), other)]),
-        };
-        self.resources.insert(
-            key.into(),
-            Composed {
-                object: object.into(),
-                ready,
-            },
-        );
+        self.compose_object(key, object.into(), ready);
     }
 
     /// Merges the fields `status` serializes into the composite's status: a composer writes its status through

@@ -7,7 +7,9 @@
 //! which NIXL moves to the decode engine, and then lets the decode engine generate. The engines' KV-transfer
 //! flags (`--kv-transfer-config`) and a NIXL-capable image are the user's: Modelplane never rewrites a command.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+
+use crate::wire::tree::{Tree, tree};
 
 use super::{
     engine_flags, pod, replica_routing,
@@ -34,10 +36,10 @@ pub fn role(phase: Phase) -> &'static str {
 /// Env for every pod of both engines. The side channel must advertise the pod's own address: without it vLLM
 /// advertises one peers cannot reach, and every split request fails. Each pod of a gang holds part of the KV
 /// cache and answers for its own part, so workers get it too.
-pub fn nixl_env() -> Vec<Value> {
+pub fn nixl_env() -> Vec<Tree> {
     vec![
-        json!({"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}),
-        json!({"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": NIXL_SIDE_CHANNEL_PORT.to_string()}),
+        tree!({"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}),
+        tree!({"name": "VLLM_NIXL_SIDE_CHANNEL_PORT", "value": NIXL_SIDE_CHANNEL_PORT.to_string()}),
     ]
 }
 
@@ -51,8 +53,8 @@ pub fn decode_engine_port(container: &Map<String, Value>) -> u16 {
 
 /// The sidecar on the decode engine's serving pod: it takes the serving port and forwards to the engine on
 /// `engine_port`.
-pub fn sidecar(engine_port: u16) -> Value {
-    json!({
+pub fn sidecar(engine_port: u16) -> Tree {
+    tree!({
         "name": SIDECAR_CONTAINER,
         "image": DISAGGREGATION_SIDECAR_IMAGE,
         "args": ["--secure-proxy=false", "--kv-connector=nixlv2", format!("--vllm-port={engine_port}")],

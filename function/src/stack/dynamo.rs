@@ -2,7 +2,7 @@
 //! Modelplane's queue; one ModelExpress server per cluster brokers GPU-to-GPU weight transfer, and every engine
 //! is told where it is (the engine opts in itself, with `--load-format modelexpress`).
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{
     CacheUse, Component, EngineAdditions, EngineWorkload, ServingStack, StackObject,
@@ -64,7 +64,7 @@ impl ServingStack for Dynamo {
         GROVE_NAME_BUDGET.saturating_sub(pod_clique_set::SCALING_GROUP.len() + longest_clique)
     }
 
-    fn gang_workload(&self, w: &EngineWorkload) -> Value {
+    fn gang_workload(&self, w: &EngineWorkload) -> crate::wire::tree::Tree {
         pod_clique_set::pod_clique_set(w)
     }
 

@@ -11,6 +11,8 @@
 
 use serde_json::{Value, json};
 
+use crate::wire::tree::{Text, Tree, tree};
+
 use super::well_known::ROLE_LABEL;
 
 /// The labels every `modelplane_*` series keeps: where the engine pod runs and what it serves.
@@ -200,12 +202,11 @@ pub struct ScrapeLabels<'a> {
 /// The PodMonitor that scrapes one engine workload's serving pods (`selector`) on `port`, keeping only the metrics
 /// the rules read and labelling them with where they come from. Its name is the workload's, so each goes with the
 /// workload it watches. Pods of a prefill/decode pair carry their phase, which becomes `role`.
-pub fn pod_monitor(name: &str, namespace: &str, selector: Value, port: u16, labels: &ScrapeLabels) -> Value {
+pub fn pod_monitor(name: &str, namespace: &str, selector: Tree, port: u16, labels: &ScrapeLabels) -> Tree {
     // Metric names hold no regex metacharacters (`[a-zA-Z_:][a-zA-Z0-9_:]*`): they go in as they are.
     let keep = source_metrics().collect::<Vec<_>>().join("|");
-    let stamp =
-        |label: &str, value: &str| json!({"targetLabel": label, "replacement": value, "action": "replace"});
-    json!({
+    let stamp = |label: &'static str, value: &str| tree!({"targetLabel": Text::Borrowed(label), "replacement": value, "action": "replace"});
+    tree!({
         "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {

@@ -1,18 +1,18 @@
 //! `leaderworkerset.x-k8s.io/v1 LeaderWorkerSet` for a Leader + Worker engine on the Standard stack.
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Tree, tree};
 
 use super::{EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, pod, well_known::WORKLOAD_LABEL};
 use crate::api::model_deployment::Role;
 
-pub fn leader_worker_set(w: &EngineWorkload) -> Value {
+pub fn leader_worker_set(w: &EngineWorkload) -> Tree {
     let engine = w.engine;
     let leader = engine.member_index(Role::Leader);
     let worker = engine.member_index(Role::Worker);
-    let mut lws = json!({
+    tree!({
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
-        "metadata": {"name": w.name, "namespace": w.namespace, "labels": {WORKLOAD_LABEL: w.name}},
+        "metadata": {"name": &w.name, "namespace": w.namespace, "labels": {WORKLOAD_LABEL: &w.name}},
         "spec": {
             "replicas": engine.copies,
             // LeaderReady would deadlock engines whose leader turns Ready only once its workers have joined.
@@ -20,20 +20,18 @@ pub fn leader_worker_set(w: &EngineWorkload) -> Value {
             "leaderWorkerTemplate": {
                 "size": 1 + engine.members[worker].pods(),
                 "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": pod::pod_template(w, leader, gang_env()),
+                "workerTemplate": pod::pod_template(w, worker, gang_env()),
             },
         },
-    });
-    let group = &mut lws["spec"]["leaderWorkerTemplate"];
-    group["leaderTemplate"] = pod::pod_template(w, leader, gang_env());
-    group["workerTemplate"] = pod::pod_template(w, worker, gang_env());
-    lws
+    })
 }
 
 /// LWS prepends `LWS_LEADER_ADDRESS` and `LWS_WORKER_INDEX` to every container's env, so template entries that
 /// refer to them expand: each group's pods see their own group's leader.
-fn gang_env() -> Vec<Value> {
+fn gang_env() -> Vec<Tree> {
     vec![
-        json!({"name": LEADER_ADDRESS_ENV, "value": "$(LWS_LEADER_ADDRESS)"}),
-        json!({"name": RANK_ENV, "value": "$(LWS_WORKER_INDEX)"}),
+        tree!({"name": LEADER_ADDRESS_ENV, "value": "$(LWS_LEADER_ADDRESS)"}),
+        tree!({"name": RANK_ENV, "value": "$(LWS_WORKER_INDEX)"}),
     ]
 }

@@ -10,6 +10,8 @@
 
 use serde_json::Value;
 
+use crate::wire::tree::Tree;
+
 use crate::api::{
     cluster_view::ClusterView,
     inference_cluster::{PoolStatus, Stack},
@@ -63,7 +65,7 @@ pub struct EngineWorkload<'a> {
     /// What the stack adds to every engine container ([`ServingStack::engine_additions`]).
     pub additions: EngineAdditions,
     /// Pod tolerations: the GPU taint's and every deployment toleration the scheduler relied on here.
-    pub tolerations: Vec<Value>,
+    pub tolerations: Vec<Tree>,
 }
 
 /// The ModelCache a deployment's engines load from.
@@ -79,11 +81,11 @@ pub struct CacheUse<'a> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EngineAdditions {
     /// After Modelplane's gang variables and before the user's.
-    pub env: Vec<Value>,
+    pub env: Vec<Tree>,
     /// Linux capabilities added to the container's security context.
     pub capabilities: Vec<&'static str>,
     /// DRA requests added to every claim a member makes (the fabric's interfaces, next to its GPUs).
-    pub claim_requests: Vec<Value>,
+    pub claim_requests: Vec<Tree>,
 }
 
 pub trait ServingStack: Sync {
@@ -107,7 +109,7 @@ pub trait ServingStack: Sync {
     fn workload_name_budget(&self, engine: &Engine) -> usize;
 
     /// The gang object for a Leader + Worker engine, with `copies` independent copies.
-    fn gang_workload(&self, w: &EngineWorkload) -> Value;
+    fn gang_workload(&self, w: &EngineWorkload) -> Tree;
 
     /// provider-kubernetes readiness CEL (over `object`) that holds once the gang serves.
     fn gang_ready_query(&self) -> &'static str;

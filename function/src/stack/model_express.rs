@@ -4,6 +4,8 @@
 
 use serde_json::{Value, json};
 
+use crate::wire::tree::{Text, tree};
+
 use super::{
     CacheUse, EngineAdditions, StackObject,
     well_known::{MODEL_EXPRESS_GRPC_PORT, MODEL_EXPRESS_IMAGE, MODEL_EXPRESS_NAMESPACE},
@@ -27,26 +29,26 @@ pub const EFA_DEVICE_CLASS: &str = "efa.networking.k8s.aws";
 /// What a ModelExpress client in an engine needs, for an engine whose deployment loads from `cache`. Nothing
 /// here makes the engine use ModelExpress: only the user's `--load-format` opts in.
 pub fn client(address: &str, pool: &PoolStatus, cache: &CacheUse) -> EngineAdditions {
-    let field = |path: &str| json!({"fieldRef": {"fieldPath": path}});
+    let field = |path: &'static str| tree!({"fieldRef": {"fieldPath": Text::Borrowed(path)}});
     let mut env = vec![
         // MODEL_EXPRESS_URL is deprecated but wins when both are set (the TRT-LLM path reads only it), so set both.
-        json!({"name": "MX_SERVER_ADDRESS", "value": address}),
-        json!({"name": "MODEL_EXPRESS_URL", "value": address}),
+        tree!({"name": "MX_SERVER_ADDRESS", "value": address}),
+        tree!({"name": "MODEL_EXPRESS_URL", "value": address}),
         // Every cache mounts at the same path, and a P2P source is identified by path and revision: the
         // revision names the cache, so two caches never share a source and a peer serves only these weights.
-        json!({"name": "MX_MODEL_REVISION", "value": source_revision(cache)}),
-        json!({"name": "MX_P2P_METADATA", "value": "1"}),
+        tree!({"name": "MX_MODEL_REVISION", "value": source_revision(cache)}),
+        tree!({"name": "MX_P2P_METADATA", "value": "1"}),
         // The server's Kubernetes backend writes ModelMetadata owned by the engine pod.
-        json!({"name": "POD_NAME", "valueFrom": field("metadata.name")}),
-        json!({"name": "POD_UID", "valueFrom": field("metadata.uid")}),
-        json!({"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")}),
+        tree!({"name": "POD_NAME", "valueFrom": field("metadata.name")}),
+        tree!({"name": "POD_UID", "valueFrom": field("metadata.uid")}),
+        tree!({"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")}),
     ];
     let mut claim_requests = Vec::new();
     if pool.efa_interfaces > 0 {
-        env.push(json!({"name": "MX_NIXL_BACKEND", "value": "LIBFABRIC"}));
+        env.push(tree!({"name": "MX_NIXL_BACKEND", "value": "LIBFABRIC"}));
         // Every EFA interface of the node: one engine pod per node, and transfers stripe over all of them.
         claim_requests.push(
-            json!({"name": "efa", "exactly": {"deviceClassName": EFA_DEVICE_CLASS,
+            tree!({"name": "efa", "exactly": {"deviceClassName": EFA_DEVICE_CLASS,
                                                               "allocationMode": "All"}}),
         );
     }

@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+
+use crate::wire::tree::{Fields, Text, Tree, tree};
 
 use super::{
     EngineWorkload, disaggregation,
@@ -37,7 +39,7 @@ const STARTUP_SECONDS_PER_GIB: u64 = 4;
 const STARTUP_UNKNOWN_SECONDS: u64 = 3600;
 
 /// Pod labels for `role`: the user's, then ours (ours win, and the XRD keeps users out of our prefix).
-pub fn pod_labels(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
+pub fn pod_labels(w: &EngineWorkload, member: &Member) -> Fields {
     let mut labels: BTreeMap<&str, &str> = BTreeMap::new();
     for (k, v) in w.metadata.labels.iter().chain(&member.template.metadata.labels) {
         labels.insert(k, v);
@@ -50,10 +52,11 @@ pub fn pod_labels(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
             labels.insert(ROLE_LABEL, disaggregation::role(phase));
         }
     }
-    labels
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), Value::String(v.to_owned())))
-        .collect()
+    let mut fields = Fields::with_capacity(labels.len());
+    for (k, v) in labels {
+        fields.insert(k.to_owned(), v);
+    }
+    fields
 }
 
 /// Whether `member`'s pods answer requests: a Standalone pod, or a gang's leader (its workers hold the rest of
@@ -62,42 +65,43 @@ fn serves(member: &Member) -> bool {
     matches!(member.role, Role::Standalone | Role::Leader)
 }
 
-pub fn pod_annotations(w: &EngineWorkload, member: &Member) -> Map<String, Value> {
-    w.metadata
+pub fn pod_annotations(w: &EngineWorkload, member: &Member) -> Fields {
+    let mut fields = Fields::default();
+    for (k, v) in w
+        .metadata
         .annotations
         .iter()
         .chain(&member.template.metadata.annotations)
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect()
+    {
+        fields.insert(k.clone(), v);
+    }
+    fields
 }
 
 /// A pod template for one member: its labels and annotations, and [`pod_spec`] with `env`.
-pub fn pod_template(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
+pub fn pod_template(w: &EngineWorkload, m: usize, env: Vec<Tree>) -> Tree {
     let member = &w.engine.members[m];
-    let mut metadata = Map::new();
-    metadata.insert("labels".into(), Value::Object(pod_labels(w, member)));
-    metadata.insert("annotations".into(), Value::Object(pod_annotations(w, member)));
-    let mut template = Map::new();
-    template.insert("metadata".into(), Value::Object(metadata));
-    template.insert("spec".into(), pod_spec(w, m, env));
-    Value::Object(template)
+    tree!({
+        "metadata": {"labels": pod_labels(w, member), "annotations": pod_annotations(w, member)},
+        "spec": pod_spec(w, m, env),
+    })
 }
 
 /// The pod spec for one member: its engine container with `env` ahead of the user's, pinned to the pool.
-pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
+pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Tree>) -> Fields {
     let member = &w.engine.members[m];
     let claim = w.claim_templates[m].as_deref();
-    let mut volumes = vec![json!({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}})];
-    let mut mounts = vec![json!({"name": SHM_VOLUME, "mountPath": "/dev/shm"})];
+    let mut volumes = vec![tree!({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}})];
+    let mut mounts = vec![tree!({"name": SHM_VOLUME, "mountPath": "/dev/shm"})];
     let mut env = env;
     env.extend(w.additions.env.iter().cloned());
     if w.phase.is_some() {
         env.extend(disaggregation::nixl_env());
     }
     if let Some(pvc) = &w.cache_pvc {
-        volumes.push(json!({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": pvc}}));
-        mounts.push(json!({"name": CACHE_VOLUME, "mountPath": model_cache::MOUNT_PATH}));
-        env.push(json!({"name": "HF_HUB_CACHE", "value": model_cache::MOUNT_PATH}));
+        volumes.push(tree!({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": pvc}}));
+        mounts.push(tree!({"name": CACHE_VOLUME, "mountPath": model_cache::MOUNT_PATH}));
+        env.push(tree!({"name": "HF_HUB_CACHE", "value": model_cache::MOUNT_PATH}));
     }
     // Behind the sidecar, a decode engine listens on a port of its own; its probes follow it there.
     let sidecar_for = |c: &Map<String, Value>| {
@@ -119,28 +123,32 @@ pub fn pod_spec(w: &EngineWorkload, m: usize, env: Vec<Value>) -> Value {
             // The engine is the first container; its port is declared so its metrics can be scraped by number.
             declared_port: (serves(member) && i == 0).then_some(port),
         };
-        containers.push(Value::Object(engine_container(container, &ours)));
+        containers.push(Tree::Map(engine_container(container, &ours)));
         containers.extend(engine_port.map(disaggregation::sidecar));
     }
-    let mut spec = Map::new();
-    spec.insert("nodeSelector".into(), json!({POOL_LABEL: w.pool.name}));
-    spec.insert("containers".into(), Value::Array(containers));
-    spec.insert("volumes".into(), Value::Array(volumes));
-    spec.insert("affinity".into(), node_to_itself());
-    spec.insert("tolerations".into(), Value::Array(w.tolerations.clone()));
+    let mut spec = Fields::with_capacity(8);
+    spec.insert("nodeSelector", tree!({POOL_LABEL: &w.pool.name}));
+    spec.insert("containers", containers);
+    spec.insert("volumes", volumes);
+    spec.insert("affinity", node_to_itself());
+    spec.insert("tolerations", w.tolerations.clone());
     if let Some(template) = claim {
         spec.insert(
-            "resourceClaims".into(),
-            json!([{"name": CLAIM_NAME, "resourceClaimTemplateName": template}]),
+            "resourceClaims",
+            tree!([{"name": CLAIM_NAME, "resourceClaimTemplateName": template}]),
         );
     }
     if !member.template.spec.image_pull_secrets.is_empty() {
-        spec.insert(
-            "imagePullSecrets".into(),
-            Value::Array(member.template.spec.image_pull_secrets.clone()),
-        );
+        let secrets: Vec<Tree> = member
+            .template
+            .spec
+            .image_pull_secrets
+            .iter()
+            .map(Tree::from)
+            .collect();
+        spec.insert("imagePullSecrets", secrets);
     }
-    Value::Object(spec)
+    spec
 }
 
 /// The node label that tells nodes apart: one engine pod per value.
@@ -151,8 +159,8 @@ const NODE_TOPOLOGY_KEY: &str = "kubernetes.io/hostname";
 /// so kube-scheduler must not pack two onto one node's spare devices: the count would then say a pool is full
 /// while its nodes stand idle, and where the fleet scheduler refused a replica for want of nodes the pods could
 /// still have landed.
-fn node_to_itself() -> Value {
-    json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+fn node_to_itself() -> Tree {
+    tree!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
         "labelSelector": {"matchExpressions": [{"key": WORKLOAD_LABEL, "operator": "Exists"}]},
         "namespaceSelector": {},
         "topologyKey": NODE_TOPOLOGY_KEY,
@@ -161,16 +169,16 @@ fn node_to_itself() -> Value {
 
 /// The tolerations every engine pod gets: the GPU nodes' taint, then each of `theirs` (the deployment's, as
 /// Kubernetes writes them) that the scheduler relied on to place the replica on this cluster.
-pub fn tolerations(theirs: impl IntoIterator<Item = Value>) -> Vec<Value> {
-    let mut all = vec![json!({"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT})];
-    all.extend(theirs);
+pub fn tolerations(theirs: impl IntoIterator<Item = Value>) -> Vec<Tree> {
+    let mut all = vec![tree!({"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT})];
+    all.extend(theirs.into_iter().map(Tree::from));
     all
 }
 
 /// What Modelplane adds to an engine container.
 struct Additions<'a> {
-    env: &'a [Value],
-    mounts: &'a [Value],
+    env: &'a [Tree],
+    mounts: &'a [Tree],
     claims: bool,
     capabilities: &'a [&'static str],
     /// For a serving container: the probes to write where the user wrote none.
@@ -196,7 +204,7 @@ pub fn startup_seconds(size_gib: Option<u64>) -> u64 {
 /// Readiness on the engine's health endpoint, and a startup probe on the same endpoint that holds liveness and
 /// readiness checks off for the startup budget. Every field is written out (Kubernetes' defaults included) so
 /// provider-kubernetes sees no drift.
-fn probes(p: &Probes) -> (Value, Value) {
+fn probes(p: &Probes) -> (Tree, Tree) {
     (
         health_check(p.port, p.startup_seconds.div_ceil(PROBE_PERIOD_SECONDS)),
         health_check(p.port, 3),
@@ -204,8 +212,8 @@ fn probes(p: &Probes) -> (Value, Value) {
 }
 
 /// A probe of the health endpoint on `port`.
-pub fn health_check(port: u16, failure_threshold: u64) -> Value {
-    json!({
+pub fn health_check(port: u16, failure_threshold: u64) -> Tree {
+    tree!({
         "httpGet": {"path": HEALTH_PATH, "port": port, "scheme": "HTTP"},
         "periodSeconds": PROBE_PERIOD_SECONDS,
         "timeoutSeconds": 5,
@@ -214,37 +222,48 @@ pub fn health_check(port: u16, failure_threshold: u64) -> Value {
     })
 }
 
-fn engine_container(user: &Map<String, Value>, ours: &Additions) -> Map<String, Value> {
-    let mut container = user.clone();
+fn engine_container(user: &Map<String, Value>, ours: &Additions) -> Fields {
+    // Env and mounts are put together below, from the user's and ours; the rest is copied as written.
+    let mut container = Fields::with_capacity(user.len() + 4);
+    for (key, value) in user {
+        if key != "env" && key != "volumeMounts" {
+            container.insert(key.clone(), value);
+        }
+    }
     let theirs = match user.get("env") {
         Some(Value::Array(theirs)) => theirs.as_slice(),
         _ => &[],
     };
     // A name the user sets is theirs: a duplicate would be rejected by Grove and is ambiguous everywhere else.
-    let name_of = |e: &Value| e.get("name").and_then(Value::as_str).map(str::to_owned);
-    let user_names: Vec<String> = theirs.iter().filter_map(name_of).collect();
-    let mut all_env: Vec<Value> = ours
+    let user_names: Vec<&str> = theirs.iter().filter_map(|e| e.get("name")?.as_str()).collect();
+    let mut all_env: Vec<Tree> = ours
         .env
         .iter()
-        .filter(|e| name_of(e).is_none_or(|n| !user_names.contains(&n)))
+        .filter(|e| {
+            e.get("name")
+                .and_then(Tree::as_str)
+                .is_none_or(|n| !user_names.contains(&n))
+        })
         .cloned()
         .collect();
-    all_env.extend(theirs.iter().cloned());
+    all_env.extend(theirs.iter().map(Tree::from));
     if !all_env.is_empty() {
-        container.insert("env".into(), Value::Array(all_env));
+        container.insert("env", all_env);
+    } else if let Some(env) = user.get("env") {
+        container.insert("env", env);
     }
-    let mut all_mounts = match user.get("volumeMounts") {
-        Some(Value::Array(theirs)) => theirs.clone(),
+    let mut all_mounts: Vec<Tree> = match user.get("volumeMounts") {
+        Some(Value::Array(theirs)) => theirs.iter().map(Tree::from).collect(),
         _ => Vec::new(),
     };
     all_mounts.extend(ours.mounts.iter().cloned());
-    container.insert("volumeMounts".into(), Value::Array(all_mounts));
+    container.insert("volumeMounts", all_mounts);
     if ours.claims {
-        let resources = container.entry("resources").or_insert_with(|| json!({}));
-        if let Value::Object(resources) = resources {
-            let list = resources.entry("claims").or_insert_with(|| json!([]));
-            if let Value::Array(list) = list {
-                list.push(json!({"name": CLAIM_NAME}));
+        let resources = container.entry_or_insert_with("resources", || tree!({}));
+        if let Tree::Map(resources) = resources {
+            let list = resources.entry_or_insert_with("claims", || tree!([]));
+            if let Tree::List(list) = list {
+                list.push(tree!({"name": CLAIM_NAME}));
             }
         }
     }
@@ -257,24 +276,24 @@ fn engine_container(user: &Map<String, Value>, ours: &Additions) -> Map<String, 
     if let Some(p) = &ours.probes {
         // The user's own probes are kept as written.
         let (startup, readiness) = probes(p);
-        container.entry("startupProbe").or_insert(startup);
-        container.entry("readinessProbe").or_insert(readiness);
+        container.entry_or_insert_with("startupProbe", || startup);
+        container.entry_or_insert_with("readinessProbe", || readiness);
     }
     container
 }
 
 /// Declares `port` on the container unless one of its ports already is it. Unnamed, so it can clash with no name
 /// the user gave another port; Prometheus finds it by number ([`metrics_port`]).
-fn declare_port(container: &mut Map<String, Value>, port: u16) {
-    let ports = container.entry("ports").or_insert_with(|| json!([]));
-    let Value::Array(ports) = ports else {
+fn declare_port(container: &mut Fields, port: u16) {
+    let ports = container.entry_or_insert_with("ports", || tree!([]));
+    let Tree::List(ports) = ports else {
         return;
     };
     if !ports
         .iter()
-        .any(|p| p.get("containerPort").and_then(Value::as_u64) == Some(u64::from(port)))
+        .any(|p| p.get("containerPort").and_then(Tree::as_u64) == Some(u64::from(port)))
     {
-        ports.push(json!({"containerPort": port, "protocol": "TCP"}));
+        ports.push(tree!({"containerPort": port, "protocol": "TCP"}));
     }
 }
 
@@ -291,89 +310,85 @@ pub fn metrics_port(w: &EngineWorkload) -> Option<u16> {
 }
 
 /// Adds `capabilities` to `securityContext.capabilities.add`, keeping whatever the user set there.
-fn add_capabilities(container: &mut Map<String, Value>, capabilities: &[&str]) {
-    let context = container.entry("securityContext").or_insert_with(|| json!({}));
-    let Value::Object(context) = context else {
+fn add_capabilities(container: &mut Fields, capabilities: &[&'static str]) {
+    let context = container.entry_or_insert_with("securityContext", || tree!({}));
+    let Tree::Map(context) = context else {
         return;
     };
-    let caps = context.entry("capabilities").or_insert_with(|| json!({}));
-    let Value::Object(caps) = caps else {
+    let caps = context.entry_or_insert_with("capabilities", || tree!({}));
+    let Tree::Map(caps) = caps else {
         return;
     };
-    let add = caps.entry("add").or_insert_with(|| json!([]));
-    let Value::Array(add) = add else {
+    let add = caps.entry_or_insert_with("add", || tree!([]));
+    let Tree::List(add) = add else {
         return;
     };
     for capability in capabilities {
-        if !add.iter().any(|c| c == capability) {
-            add.push(json!(capability));
+        if !add.iter().any(|c| c.as_str() == Some(capability)) {
+            add.push(Tree::String(Text::Borrowed(capability)));
         }
     }
 }
 
 /// A Standalone engine on either stack: `copies` identical pods.
-pub fn deployment(w: &EngineWorkload) -> Value {
-    let mut deployment = json!({
+pub fn deployment(w: &EngineWorkload) -> Tree {
+    tree!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": w.name, "namespace": w.namespace, "labels": {WORKLOAD_LABEL: w.name}},
+        "metadata": {"name": &w.name, "namespace": w.namespace, "labels": {WORKLOAD_LABEL: &w.name}},
         "spec": {
             "replicas": w.engine.copies,
-            "selector": {"matchLabels": {WORKLOAD_LABEL: w.name}},
+            "selector": {"matchLabels": {WORKLOAD_LABEL: &w.name}},
             // Each copy holds a node of its own (`node_to_itself`) and the fleet scheduler counts exactly `copies`
             // nodes, so a rollout has no node to surge onto: it replaces one copy at a time instead.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
+            "template": pod_template(w, 0, Vec::new()),
         },
-    });
-    deployment["spec"]["template"] = pod_template(w, 0, Vec::new());
-    deployment
+    })
 }
 
 /// The ResourceClaimTemplate for a member's DRA devices; requests served by synthetic devices are left out,
 /// as nothing on the node can claim them.
-pub fn resource_claim_template(w: &EngineWorkload, m: usize, name: &str, devices: &[Option<usize>]) -> Value {
+pub fn resource_claim_template(w: &EngineWorkload, m: usize, name: &str, devices: &[Option<usize>]) -> Tree {
     let pool_devices: &[Device] = &w.pool.devices;
-    let requests: Vec<Value> = w.engine.members[m]
+    let requests: Vec<Tree> = w.engine.members[m]
         .device_requests()
         .iter()
         .zip(devices)
         .filter_map(|(request, device)| {
             let device = pool_devices.get((*device)?)?;
-            let selectors: Vec<Value> = request
+            let selectors: Vec<Tree> = request
                 .selectors
                 .iter()
-                .map(|s| json!({"cel": {"expression": s.cel}}))
+                .map(|s| tree!({"cel": {"expression": &s.cel}}))
                 .collect();
-            let mut request = json!({
-                "name": request.name,
-                "exactly": {"deviceClassName": device.device_class_name, "count": request.count},
-            });
+            let mut exactly = Fields::with_capacity(3);
+            exactly.insert("deviceClassName", &device.device_class_name);
+            exactly.insert("count", request.count);
             if !selectors.is_empty() {
-                request["exactly"]["selectors"] = Value::Array(selectors);
+                exactly.insert("selectors", selectors);
             }
-            Some(request)
+            Some(tree!({"name": &request.name, "exactly": exactly}))
         })
         .chain(w.additions.claim_requests.iter().cloned())
         .collect();
-    let mut template = json!({
+    tree!({
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": name, "namespace": w.namespace},
-        "spec": {"spec": {"devices": {}}},
-    });
-    template["spec"]["spec"]["devices"]["requests"] = Value::Array(requests);
-    template
+        "spec": {"spec": {"devices": {"requests": requests}}},
+    })
 }
 
 /// The Service in front of the serving pods. Its name must differ from a LeaderWorkerSet's, whose headless
 /// Service LWS creates only when no Service of that name exists.
-pub fn service(w: &EngineWorkload, name: &str) -> Value {
-    json!({
+pub fn service(w: &EngineWorkload, name: &str) -> Tree {
+    tree!({
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name, "namespace": w.namespace, "labels": {WORKLOAD_LABEL: w.name}},
+        "metadata": {"name": name, "namespace": w.namespace, "labels": {WORKLOAD_LABEL: &w.name}},
         "spec": {
-            "selector": {SERVING_LABEL: w.name},
+            "selector": {SERVING_LABEL: &w.name},
             "ports": [{"name": "http", "port": SERVING_PORT, "targetPort": SERVING_PORT, "protocol": "TCP"}],
         },
     })

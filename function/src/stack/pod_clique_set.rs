@@ -11,7 +11,7 @@
 //! pod label every Grove release sets. The rank is a constant per clique: the leader is 0, and each worker rank
 //! gets its own one-pod clique when a copy has several workers, since Kubernetes cannot add one to an index.
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Tree, tree};
 
 use super::{EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, pod, well_known::WORKLOAD_LABEL};
 use crate::api::model_deployment::{Engine, Role};
@@ -45,7 +45,7 @@ fn worker_nodes(engine: &Engine) -> u32 {
         .map_or(0, |m| m.pods())
 }
 
-pub fn pod_clique_set(w: &EngineWorkload) -> Value {
+pub fn pod_clique_set(w: &EngineWorkload) -> Tree {
     let engine = w.engine;
     let queue = w
         .cluster
@@ -56,7 +56,7 @@ pub fn pod_clique_set(w: &EngineWorkload) -> Value {
     let leader = engine.member_index(Role::Leader);
     let worker = engine.member_index(Role::Worker);
     let names = clique_names(engine);
-    let cliques: Vec<Value> = names
+    let cliques: Vec<Tree> = names
         .iter()
         .enumerate()
         .map(|(rank, name)| {
@@ -64,13 +64,13 @@ pub fn pod_clique_set(w: &EngineWorkload) -> Value {
             clique(w, m, name, rank, queue)
         })
         .collect();
-    let mut pcs = json!({
+    tree!({
         "apiVersion": "grove.io/v1alpha1",
         "kind": "PodCliqueSet",
         "metadata": {
-            "name": w.name,
+            "name": &w.name,
             "namespace": w.namespace,
-            "labels": {WORKLOAD_LABEL: w.name, KAI_QUEUE_LABEL: queue},
+            "labels": {WORKLOAD_LABEL: &w.name, KAI_QUEUE_LABEL: queue},
         },
         "spec": {
             // The CRD defaults replicas to 0, which would run nothing.
@@ -88,48 +88,45 @@ pub fn pod_clique_set(w: &EngineWorkload) -> Value {
                     "replicas": engine.copies,
                     "minAvailable": engine.copies,
                 }],
+                "cliques": cliques,
             },
         },
-    });
-    pcs["spec"]["template"]["cliques"] = Value::Array(cliques);
-    pcs
+    })
 }
 
-fn clique(w: &EngineWorkload, m: usize, name: &str, rank: usize, queue: &str) -> Value {
+fn clique(w: &EngineWorkload, m: usize, name: &str, rank: usize, queue: &str) -> Tree {
     let member = &w.engine.members[m];
     let mut labels = pod::pod_labels(w, member);
-    labels.insert(KAI_QUEUE_LABEL.into(), json!(queue));
+    labels.insert(KAI_QUEUE_LABEL, queue);
     let mut pod_spec = pod::pod_spec(w, m, gang_env(w, rank));
-    pod_spec["schedulerName"] = json!(KAI_SCHEDULER);
-    pod_spec["restartPolicy"] = json!("Always");
-    pod_spec["terminationGracePeriodSeconds"] = json!(30);
+    pod_spec.insert("schedulerName", KAI_SCHEDULER);
+    pod_spec.insert("restartPolicy", "Always");
+    pod_spec.insert("terminationGracePeriodSeconds", 30);
     let replicas = if rank == 0 || worker_nodes(w.engine) > 1 {
         1
     } else {
         member.pods()
     };
-    let mut clique = json!({
+    tree!({
         "name": name,
-        "spec": {"roleName": name, "replicas": replicas, "minAvailable": replicas},
-    });
-    clique["labels"] = Value::Object(labels);
-    clique["annotations"] = Value::Object(pod::pod_annotations(w, member));
-    clique["spec"]["podSpec"] = pod_spec;
-    clique
+        "labels": labels,
+        "annotations": pod::pod_annotations(w, member),
+        "spec": {"roleName": name, "replicas": replicas, "minAvailable": replicas, "podSpec": pod_spec},
+    })
 }
 
 /// The leader pod's FQDN for the pod's own copy, and its rank. Grove names the leader's host
 /// `<pcs>-0-<group>-<copy>-leader-0` under the headless Service `<pcs>-0`.
-fn gang_env(w: &EngineWorkload, rank: usize) -> Vec<Value> {
+fn gang_env(w: &EngineWorkload, rank: usize) -> Vec<Tree> {
     let pcs = &w.name;
     let address = format!(
         "{pcs}-0-{SCALING_GROUP}-$({GANG_INDEX_ENV})-{LEADER_CLIQUE}-0.{pcs}-0.{}.svc.cluster.local",
         w.namespace
     );
     vec![
-        json!({"name": GANG_INDEX_ENV,
+        tree!({"name": GANG_INDEX_ENV,
                "valueFrom": {"fieldRef": {"fieldPath": format!("metadata.labels['{GANG_INDEX_LABEL}']")}}}),
-        json!({"name": LEADER_ADDRESS_ENV, "value": address}),
-        json!({"name": RANK_ENV, "value": rank.to_string()}),
+        tree!({"name": LEADER_ADDRESS_ENV, "value": address}),
+        tree!({"name": RANK_ENV, "value": rank.to_string()}),
     ]
 }

@@ -4,7 +4,7 @@
 //! `ServingStack` trait; here nothing does: every stack labels its serving pods (a gang's leader only) with
 //! [`super::well_known::INFERENCE_POOL_LABEL`] and serves on [`super::well_known::SERVING_PORT`].
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Tree, tree};
 
 use super::{
     cluster_gateway::CLUSTER_GATEWAY,
@@ -41,21 +41,13 @@ pub fn path_prefix(namespace: &str, serving_name: &str) -> String {
     format!("/{namespace}/{serving_name}/")
 }
 
-/// A routing object's name and namespace. A struct, not a `Value`: `json!` serializes what it is given, and a
-/// struct serializes straight into the object where a `Value` would be copied.
-#[derive(serde::Serialize)]
-struct ObjectMeta<'a> {
-    name: &'a str,
-    namespace: &'a str,
-}
-
 /// What the picker may do with what it reads.
 const READ_VERBS: [&str; 3] = ["get", "list", "watch"];
 
 /// One routing object of a replica: a key suffix, the manifest, and whether it is ready only once Available.
 pub struct ReplicaObject {
     pub suffix: &'static str,
-    pub manifest: Value,
+    pub manifest: Tree,
     pub available: bool,
 }
 
@@ -67,7 +59,7 @@ pub fn replica_objects(
     spec: &ModelDeploymentSpec,
 ) -> Vec<ReplicaObject> {
     let picker = format!("{serving_name}-epp");
-    let meta = |name| ObjectMeta { name, namespace };
+    let meta = |name: &str| tree!({"name": name, "namespace": namespace});
     let config = if spec.template.spec.disaggregated() {
         disaggregation::picker_config(block_size(spec))
     } else {
@@ -81,19 +73,19 @@ pub fn replica_objects(
     vec![
         object(
             "pool",
-            json!({
+            tree!({
                 "apiVersion": format!("{INFERENCE_GROUP}/v1"), "kind": "InferencePool", "metadata": meta(serving_name),
                 "spec": {
                     "selector": {"matchLabels": {INFERENCE_POOL_LABEL: serving_name}},
                     "targetPorts": [{"number": SERVING_PORT}],
                     // A picker that is down must not take the replica down with it: Envoy then picks itself.
-                    "endpointPickerRef": {"name": picker, "port": {"number": PICKER_PORT}, "failureMode": "FailOpen"},
+                    "endpointPickerRef": {"name": &picker, "port": {"number": PICKER_PORT}, "failureMode": "FailOpen"},
                 },
             }),
         ),
         object(
             "route",
-            json!({
+            tree!({
                 "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": meta(serving_name),
                 "spec": {
                     "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
@@ -111,11 +103,11 @@ pub fn replica_objects(
         ),
         object(
             "picker-account",
-            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(&picker)}),
+            tree!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(&picker)}),
         ),
         object(
             "picker-role",
-            json!({
+            tree!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(&picker),
                 "rules": [
                     {"apiGroups": [""], "resources": ["pods"], "verbs": READ_VERBS},
@@ -126,16 +118,16 @@ pub fn replica_objects(
         ),
         object(
             "picker-binding",
-            json!({
+            tree!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(&picker),
-                "subjects": [{"kind": "ServiceAccount", "name": picker, "namespace": namespace}],
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": picker},
+                "subjects": [{"kind": "ServiceAccount", "name": &picker, "namespace": namespace}],
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": &picker},
             }),
         ),
         object(
             "picker-config",
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(&picker),
-                   "data": {PICKER_CONFIG_FILE: config}}),
+            tree!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(&picker),
+                   "data": {PICKER_CONFIG_FILE: &config}}),
         ),
         ReplicaObject {
             suffix: "picker",
@@ -144,10 +136,10 @@ pub fn replica_objects(
         },
         object(
             "picker-service",
-            json!({
+            tree!({
                 "apiVersion": "v1", "kind": "Service", "metadata": meta(&picker),
                 "spec": {
-                    "selector": {"app": picker},
+                    "selector": {"app": &picker},
                     "ports": [{"name": "grpc-ext-proc", "port": PICKER_PORT, "targetPort": PICKER_PORT,
                                "protocol": "TCP", "appProtocol": "http2"}],
                 },
@@ -156,8 +148,8 @@ pub fn replica_objects(
     ]
 }
 
-fn picker_deployment(namespace: &str, pool: &str, picker: &str, config: &str) -> Value {
-    json!({
+fn picker_deployment(namespace: &str, pool: &str, picker: &str, config: &str) -> Tree {
+    tree!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": picker, "namespace": namespace},
         "spec": {

@@ -1,8 +1,6 @@
 //! The Standard stack: Modelplane's own. Multi-node engines are LeaderWorkerSets; beyond the LWS controller it
 //! installs nothing but the common rows.
 
-use serde_json::Value;
-
 use super::{
     CacheUse, Component, EngineAdditions, EngineWorkload, ServingStack, StackObject,
     components::LEADER_WORKER_SET, leader_worker_set,
@@ -44,7 +42,7 @@ impl ServingStack for Standard {
         LWS_NAME_BUDGET
     }
 
-    fn gang_workload(&self, w: &EngineWorkload) -> Value {
+    fn gang_workload(&self, w: &EngineWorkload) -> crate::wire::tree::Tree {
         leader_worker_set::leader_worker_set(w)
     }
 

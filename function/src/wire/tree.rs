@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Number, Value};
+use serde_json::{Map, Number, Value};
 
 /// A key or string: borrowed when it was written in the source, owned when it was built at run time.
 pub type Text = Cow<'static, str>;
@@ -56,6 +56,23 @@ impl Fields {
         self.0.iter_mut().rev().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
+    /// The value at `key`, set to `default()` first when the key is not there (as `Map::entry().or_insert_with`).
+    pub fn entry_or_insert_with(
+        &mut self,
+        key: impl Into<Text>,
+        default: impl FnOnce() -> Tree,
+    ) -> &mut Tree {
+        let key = key.into();
+        let at = match self.0.iter().rposition(|(k, _)| *k == key) {
+            Some(at) => at,
+            None => {
+                self.0.push((key, default()));
+                self.0.len() - 1
+            }
+        };
+        &mut self.0[at].1
+    }
+
     pub fn len(&self) -> usize {
         self.0.len()
     }
@@ -67,23 +84,56 @@ impl Fields {
     /// The entries sorted by key with each key once (its last value), as a `Struct` is written.
     pub(super) fn into_sorted(self) -> Vec<(Text, Tree)> {
         let mut entries = self.0;
-        if !entries.is_sorted_by(|a, b| a.0 < b.0) {
+        if !entries.is_sorted_by(|a, b| key_order(&a.0, &b.0).is_lt()) {
             // Stable, so that of a repeated key the value set last ends up last, and is kept.
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            let mut kept: Vec<(Text, Tree)> = Vec::with_capacity(entries.len());
-            for entry in entries {
-                match kept.last_mut() {
-                    Some(last) if last.0 == entry.0 => *last = entry,
-                    _ => kept.push(entry),
+            entries.sort_by(|a, b| key_order(&a.0, &b.0));
+            if entries.windows(2).any(|pair| pair[0].0 == pair[1].0) {
+                let mut kept: Vec<(Text, Tree)> = Vec::with_capacity(entries.len());
+                for entry in entries {
+                    match kept.last_mut() {
+                        Some(last) if last.0 == entry.0 => *last = entry,
+                        _ => kept.push(entry),
+                    }
                 }
+                entries = kept;
             }
-            entries = kept;
         }
         entries
     }
 }
 
+/// Keys in byte order, as `str` orders them; keys of one object nearly always differ in their first byte, which
+/// is compared here without a call to `memcmp`.
+fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.as_bytes().first(), b.as_bytes().first()) {
+        (Some(x), Some(y)) if x != y => x.cmp(y),
+        _ => a.cmp(b),
+    }
+}
+
 impl Tree {
+    /// The value at `key` of a map; nothing for a missing key or anything but a map.
+    pub fn get(&self, key: &str) -> Option<&Tree> {
+        match self {
+            Tree::Map(fields) => fields.get(key),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Tree::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Tree::Number(n) => n.as_u64(),
+            _ => None,
+        }
+    }
+
     /// The same value as `serde_json` holds it (what tests and the render output read).
     pub fn to_json(&self) -> Value {
         match self {
@@ -192,6 +242,13 @@ impl<T: Into<Tree>> From<Vec<T>> for Tree {
     }
 }
 
+/// A constant list of strings written in the source, borrowed.
+impl<const N: usize> From<[&'static str; N]> for Tree {
+    fn from(items: [&'static str; N]) -> Tree {
+        Tree::List(items.into_iter().map(Literal::tree).collect())
+    }
+}
+
 impl<T: Into<Tree>> From<Option<T>> for Tree {
     fn from(value: Option<T>) -> Tree {
         value.map_or(Tree::Null, Into::into)
@@ -216,17 +273,33 @@ impl From<Value> for Tree {
     }
 }
 
+/// What a request holds as JSON, copied straight into a tree (no `Value` copy on the way).
 impl From<&Value> for Tree {
     fn from(value: &Value) -> Tree {
-        Tree::from(value.clone())
+        match value {
+            Value::Null => Tree::Null,
+            Value::Bool(b) => Tree::Bool(*b),
+            Value::Number(n) => Tree::Number(n.clone()),
+            Value::String(s) => Tree::from(s.as_str()),
+            Value::Array(items) => Tree::List(items.iter().map(Tree::from).collect()),
+            Value::Object(map) => Tree::Map(Fields::from(map)),
+        }
+    }
+}
+
+impl From<&Map<String, Value>> for Fields {
+    fn from(map: &Map<String, Value>) -> Fields {
+        Fields(
+            map.iter()
+                .map(|(k, v)| (Cow::Owned(k.clone()), Tree::from(v)))
+                .collect(),
+        )
     }
 }
 
 /// Builds a [`Tree`] with `serde_json::json!`'s syntax: keys are literals, constants, paths to constants or any
 /// expression that makes a [`Text`]; values are nested objects and lists, `null`, literals or any expression that
 /// makes a `Tree`. Unlike `json!`, it moves each value it is given: pass a variable used again by reference.
-// Unused until the composers build with it (branch compact-objects, issue 27).
-#[allow(unused_macros)]
 macro_rules! tree {
     (null) => { $crate::wire::tree::Tree::Null };
     ([]) => { $crate::wire::tree::Tree::List(Vec::new()) };
@@ -276,7 +349,6 @@ macro_rules! tree {
     (@key $key:literal) => { $crate::wire::tree::Text::Borrowed($key) };
     (@key $($key:tt)+) => { $crate::wire::tree::Text::from($($key)+) };
 }
-#[allow(unused_imports)]
 pub(crate) use tree;
 
 #[cfg(test)]

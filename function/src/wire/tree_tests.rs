@@ -105,3 +105,45 @@ fn fields_set_get_and_replace_in_place() {
         json!({"v": [1, "s"]})
     );
 }
+
+/// What the engine container is put together with: a value set only where the key is missing, reads of a map's
+/// scalars, a borrowed request value copied whole, and a constant list kept borrowed.
+#[test]
+fn entries_reads_and_borrowed_conversions() {
+    let mut fields = Fields::default();
+    fields.insert("kept", "theirs");
+    *fields.entry_or_insert_with("kept", || tree!("ours")) = tree!("changed");
+    if let Tree::List(list) = fields.entry_or_insert_with("added", || tree!([])) {
+        list.push(tree!(7));
+    }
+    let tree = Tree::Map(fields);
+    assert_eq!(tree.to_json(), json!({"kept": "changed", "added": [7]}));
+    assert_eq!(tree.get("kept").and_then(Tree::as_str), Some("changed"));
+    assert_eq!(tree.get("missing"), None);
+    assert_eq!(tree!("s").get("kept"), None);
+    assert_eq!(tree!(8000).as_u64(), Some(8000));
+    assert_eq!(tree!(-1).as_u64(), None);
+    let request = json!({"env": [{"name": "A", "value": "1"}], "n": 2.5, "on": true, "none": null});
+    assert_eq!(Tree::from(&request).to_json(), request);
+    const VERBS: [&str; 2] = ["get", "list"];
+    assert!(matches!(
+        Tree::from(VERBS),
+        Tree::List(items) if items == [Tree::String(Cow::Borrowed("get")), Tree::String(Cow::Borrowed("list"))]
+    ));
+}
+
+/// Keys are ordered by their bytes, as `serde_json` orders a map's keys, non-ASCII and common prefixes included.
+#[test]
+fn keys_go_out_in_the_order_serde_json_keeps() {
+    let keys = ["é", "b", "ab", "a", "", "a\u{0}", "Z", "éa", "~"];
+    let mut fields = Fields::default();
+    for (i, key) in keys.iter().enumerate() {
+        fields.insert(*key, i);
+    }
+    let object = Tree::Map(fields);
+    let theirs = RawStruct::from_map(object.to_json().as_object().unwrap());
+    assert_eq!(
+        RawStruct::from_tree(self::fields(object)).as_bytes(),
+        theirs.as_bytes()
+    );
+}

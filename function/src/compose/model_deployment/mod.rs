@@ -292,7 +292,7 @@ impl Replicas<'_> {
             let observed_ready = object_ready(request::observed_composed(self.req, &desired.key));
             let counts = observed_ready || !desired.gates_ready;
             ready &= counts;
-            out.compose(desired.key, desired.object, counts);
+            out.compose_object(desired.key, desired.object, counts);
         }
         ReplicaStatus {
             replica: index,

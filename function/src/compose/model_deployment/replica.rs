@@ -2,7 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::json;
+
+use crate::compose::ComposedObject;
+use crate::wire::tree::{Fields, Text, Tree, tree};
 
 use crate::{
     api::{
@@ -27,7 +30,7 @@ const NAME_LIMIT: usize = 253;
 /// One object to compose: its composition resource name, the Object, and whether it is readiness-bearing.
 pub struct Desired {
     pub key: String,
-    pub object: Value,
+    pub object: ComposedObject,
     /// Whether the replica serves only once this object is ready. Metrics collection is not serving: a cluster
     /// without Prometheus' CRDs (an Existing one that provides its own components) still serves.
     pub gates_ready: bool,
@@ -78,19 +81,19 @@ fn routing_objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> 
         .into_iter()
         .map(|o| {
             let readiness = if o.available {
-                json!({"policy": "DeriveFromCelQuery", "celQuery": crate::stack::AVAILABLE_QUERY})
+                tree!({"policy": "DeriveFromCelQuery", "celQuery": crate::stack::AVAILABLE_QUERY})
             } else {
-                json!({"policy": "SuccessfulCreate"})
+                tree!({"policy": "SuccessfulCreate"})
             };
-            let metadata = json!({
+            let metadata = tree!({
                 "namespace": ctx.xr_namespace,
                 "annotations": {REPLICA_ANNOTATION: ctx.replica.to_string(), CLUSTER_ANNOTATION: cluster},
             });
             let pc = &placement.cluster.status.provider_config_name;
-            let object = remote::object_with(o.manifest, pc, metadata, readiness);
+            let object = remote::tree_object_with(o.manifest, pc, metadata, readiness);
             Desired {
                 key: [key_prefix.as_str(), o.suffix].concat(),
-                object,
+                object: object.into(),
                 gates_ready: true,
             }
         })
@@ -142,8 +145,9 @@ fn engine_objects(
         ),
     };
     let key = engine_key(ctx.replica, &placement.cluster.metadata.name, &engine.name);
-    let wrap =
-        |manifest: Value, readiness: Option<&str>| wrap(ctx, placement, engine, at, manifest, readiness);
+    let wrap = |manifest: Tree, readiness: Option<&'static str>| {
+        wrap(ctx, placement, engine, at, manifest, readiness)
+    };
     let (workload, ready_query) = if gang {
         (stack.gang_workload(&w), stack.gang_ready_query())
     } else {
@@ -151,7 +155,7 @@ fn engine_objects(
     };
     let mut out = vec![Desired {
         key: key.clone(),
-        object: wrap(workload, Some(ready_query)),
+        object: wrap(workload, Some(ready_query)).into(),
         gates_ready: true,
     }];
     for (m, template) in claim_templates.iter().enumerate() {
@@ -160,7 +164,7 @@ fn engine_objects(
             let rct = pod::resource_claim_template(&w, m, template, &at.binding.members[m]);
             out.push(Desired {
                 key: format!("{key}-{role}-claims"),
-                object: wrap(rct, None),
+                object: wrap(rct, None).into(),
                 gates_ready: true,
             });
         }
@@ -168,7 +172,7 @@ fn engine_objects(
     let service = pod::service(&w, &child_name(&[&name, "serve"], 63));
     out.push(Desired {
         key: format!("{key}-service"),
-        object: wrap(service, None),
+        object: wrap(service, None).into(),
         gates_ready: true,
     });
     let collect = ctx.spec.template.spec.observability.metrics.enabled;
@@ -181,13 +185,13 @@ fn engine_objects(
         let monitor = engine_metrics::pod_monitor(
             &child_name(&[&name, "metrics"], 63),
             ctx.xr_namespace,
-            json!({SERVING_LABEL: name}),
+            tree!({SERVING_LABEL: &name}),
             port,
             &labels,
         );
         out.push(Desired {
             key: format!("{key}-metrics"),
-            object: wrap(monitor, None),
+            object: wrap(monitor, None).into(),
             gates_ready: false,
         });
     }
@@ -201,23 +205,23 @@ fn wrap(
     placement: &Placement,
     engine: &Engine,
     at: &EnginePlacement,
-    manifest: Value,
-    ready_query: Option<&str>,
-) -> Value {
+    manifest: Tree,
+    ready_query: Option<&'static str>,
+) -> Fields {
     let readiness = match ready_query {
-        Some(query) => json!({"policy": "DeriveFromCelQuery", "celQuery": query}),
-        None => json!({"policy": "SuccessfulCreate"}),
+        Some(query) => tree!({"policy": "DeriveFromCelQuery", "celQuery": Text::Borrowed(query)}),
+        None => tree!({"policy": "SuccessfulCreate"}),
     };
-    let metadata = json!({
+    let metadata = tree!({
         "namespace": ctx.xr_namespace,
         "annotations": {
             REPLICA_ANNOTATION: ctx.replica.to_string(),
-            CLUSTER_ANNOTATION: placement.cluster.metadata.name,
-            ENGINE_ANNOTATION: engine.name,
-            POOL_ANNOTATION: at.pool.name,
+            CLUSTER_ANNOTATION: &placement.cluster.metadata.name,
+            ENGINE_ANNOTATION: &engine.name,
+            POOL_ANNOTATION: &at.pool.name,
         },
     });
-    remote::object_with(
+    remote::tree_object_with(
         manifest,
         &placement.cluster.status.provider_config_name,
         metadata,
@@ -255,7 +259,7 @@ pub fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
     });
     Desired {
         key: namespace_key(ctx.replica, &placement.cluster.metadata.name),
-        object,
+        object: object.into(),
         gates_ready: true,
     }
 }

@@ -8,6 +8,8 @@
 use serde::{Deserialize, de::IgnoredAny};
 use serde_json::{Map, Value, json};
 
+use crate::wire::tree::{Fields, Tree, tree};
+
 use crate::{
     proto::v1::{Resource, RunFunctionRequest},
     sdk::request,
@@ -18,40 +20,39 @@ pub mod secret_copy;
 pub const OBJECT_API_VERSION: &str = "kubernetes.m.crossplane.io/v1alpha1";
 
 /// Wraps `manifest` in an `Object` applied through the cluster-scoped provider config `provider_config`.
+/// The manifest is moved in, never interpolated: `json!` serializes an interpolated value into a copy.
 pub fn object(manifest: Value, provider_config: &str) -> Value {
-    Value::Object(wrapper(manifest, provider_config, Map::new()))
-}
-
-/// [`object`] with its `metadata` and `spec.readiness` set, built in one go: a placed replica composes a dozen
-/// of these per call.
-pub fn object_with(manifest: Value, provider_config: &str, metadata: Value, readiness: Value) -> Value {
-    let mut spec = Map::new();
-    spec.insert("readiness".to_owned(), readiness);
-    let mut object = wrapper(manifest, provider_config, spec);
-    object.insert("metadata".to_owned(), metadata);
-    Value::Object(object)
-}
-
-/// The Object's fields, `spec` holding `spec_fields` besides the manifest and the provider config. The
-/// manifest is moved in, never interpolated: `json!` serializes an interpolated value into a copy, and a
-/// manifest is most of what a reconcile composes.
-fn wrapper(
-    manifest: Value,
-    provider_config: &str,
-    mut spec_fields: Map<String, Value>,
-) -> Map<String, Value> {
     let mut for_provider = Map::new();
     for_provider.insert("manifest".to_owned(), manifest);
-    spec_fields.insert("forProvider".to_owned(), Value::Object(for_provider));
-    spec_fields.insert(
+    let mut spec = Map::new();
+    spec.insert("forProvider".to_owned(), Value::Object(for_provider));
+    spec.insert(
         "providerConfigRef".to_owned(),
         json!({"kind": "ClusterProviderConfig", "name": provider_config}),
     );
     let mut object = Map::new();
     object.insert("apiVersion".to_owned(), Value::from(OBJECT_API_VERSION));
     object.insert("kind".to_owned(), Value::from("Object"));
-    object.insert("spec".to_owned(), Value::Object(spec_fields));
-    object
+    object.insert("spec".to_owned(), Value::Object(spec));
+    Value::Object(object)
+}
+
+/// [`object`] with its `metadata` and `spec.readiness` set, built as a tree in one go: a placed replica composes
+/// a dozen of these per call.
+pub fn tree_object_with(manifest: Tree, provider_config: &str, metadata: Tree, readiness: Tree) -> Fields {
+    let Tree::Map(fields) = tree!({
+        "apiVersion": OBJECT_API_VERSION,
+        "kind": "Object",
+        "metadata": metadata,
+        "spec": {
+            "forProvider": {"manifest": manifest},
+            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
+            "readiness": readiness,
+        },
+    }) else {
+        return Fields::default();
+    };
+    fields
 }
 
 /// A workload namespace on a cluster. Several composites share it (every deployment and cache of one team), so
