@@ -3,7 +3,8 @@ MODELPLANE_FUNCTION_BIN pointing at a built modelplane-function):
 
 - run_function_json: every example composite as JSON;
 - run_function_proto: the request Crossplane sends on a step's second call, requirements answered from the examples;
-- cel_selector: the DRA selectors the examples and tests use.
+- cel_selector: the DRA selectors the examples and tests use;
+- struct_pointer: the example objects and an observed Object as Struct bytes, each after a pointer into it.
 """
 
 import json
@@ -22,7 +23,7 @@ root = conftest.REPO_ROOT
 files = sorted((root / "examples").glob("*/*.yaml")) + sorted((root / "tests/fixtures/clusters").glob("*/*.yaml"))
 pool = [d for f in files if "provider-eks" not in str(f) for d in yaml.safe_load_all(f.read_text()) if isinstance(d, dict)]
 out = root / "fuzz/seeds"
-for t in ("run_function_json", "run_function_proto", "cel_selector"):
+for t in ("run_function_json", "run_function_proto", "cel_selector", "struct_pointer"):
     (out / t).mkdir(parents=True, exist_ok=True)
 server = conftest.start_server(Path(tempfile.mkdtemp()), "--insecure")
 with server.channel() as ch:
@@ -47,4 +48,20 @@ selectors = [
 ]
 for i, s in enumerate(selectors):
     (out / "cel_selector" / f"selector-{i}.cel").write_text(s)
+observed = {
+    "apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object", "metadata": {"name": "gateway"},
+    "spec": {"forProvider": {"manifest": {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "gw"}}}},
+    "status": {
+        "conditions": [{"type": "Ready", "status": "True"}, {"type": "Synced", "status": "True"}],
+        "atProvider": {"manifest": {"status": {"loadBalancer": {"ingress": [{"hostname": "gw.example.com"}]}}}},
+    },
+}
+pointers = [
+    "/status/atProvider/manifest/status/loadBalancer/ingress/0/hostname", "/status/conditions/1/type",
+    "/spec/forProvider/manifest/metadata/name", "/metadata/name", "/spec", "", "/a~1b/~0c", "/status/conditions/01",
+]
+for i, obj in enumerate([observed] + pool[:7]):
+    body = resource.dict_to_struct(obj).SerializeToString(deterministic=True)
+    pointer = pointers[i % len(pointers)]
+    (out / "struct_pointer" / f"object-{i}.bin").write_bytes(pointer.encode() + b"\n" + body)
 print(len(pool), "composites")

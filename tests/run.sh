@@ -99,7 +99,7 @@ start_background controlplane-build bash tests/controlplane/controlplane.sh buil
 # The fuzz targets' build (nightly, cargo-fuzz), niced so it never slows a foreground step. FUZZ_SECONDS per target
 # (default 60) bounds the run at the end; 0 skips fuzzing. docs/testing.md, "Fuzzing", says how to run longer.
 fuzz_seconds="${FUZZ_SECONDS:-60}"
-fuzz_targets=(run_function_proto run_function_json cel_selector)
+fuzz_targets=(run_function_proto run_function_json cel_selector struct_pointer)
 build_fuzz_targets() {
     rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal ||
         { echo "cargo fuzz needs a nightly toolchain" >&2; return 1; }
