@@ -14,12 +14,24 @@ fn words(container: &Map<String, Value>) -> impl Iterator<Item = &str> {
         .flat_map(str::split_whitespace)
 }
 
+/// Whether any string of the command line contains `flag`: when none does (as for most flags on most command
+/// lines), one substring search per string answers without splitting it into words.
+fn mentions(container: &Map<String, Value>, flag: &str) -> bool {
+    ["command", "args"]
+        .into_iter()
+        .filter_map(|field| container.get(field)?.as_array())
+        .flatten()
+        .filter_map(Value::as_str)
+        .any(|s| s.contains(flag))
+}
+
 /// Whether the command line holds `flag`, alone or with a value.
 pub fn has(container: &Map<String, Value>, flag: &str) -> bool {
-    words(container).any(|w| {
-        w.strip_prefix(flag)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
-    })
+    mentions(container, flag)
+        && words(container).any(|w| {
+            w.strip_prefix(flag)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+        })
 }
 
 /// Which engine a container runs, when its image, its executable or the module it runs (`-m <module>`) says so
@@ -60,6 +72,9 @@ pub enum Engine {
 /// The value of `flag` (`--flag=value` or `--flag value`) in a container's command and args, as the user wrote
 /// them (a shell command line is split on whitespace). Read only, never rewritten.
 pub fn value(container: &Map<String, Value>, flag: &str) -> Option<String> {
+    if !mentions(container, flag) {
+        return None;
+    }
     let mut words = words(container).peekable();
     while let Some(word) = words.next() {
         let value = match word.strip_prefix(flag) {

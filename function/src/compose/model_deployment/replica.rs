@@ -2,8 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
 use crate::compose::ComposedObject;
 use crate::wire::tree::{Fields, Text, Tree, tree};
 
@@ -244,10 +242,9 @@ fn held_nodes(spec: &ModelDeploymentSpec, placement: &Placement) -> BTreeMap<Str
 /// the replica's entry in its cluster's placement ledger (docs/scheduling.md), which exists as soon as the
 /// replica is placed, even while it waits for its cache.
 pub fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
-    let mut object =
-        remote::namespace_object(ctx.xr_namespace, &placement.cluster.status.provider_config_name);
+    let mut object = remote::namespace_tree(ctx.xr_namespace, &placement.cluster.status.provider_config_name);
     let cluster = &placement.cluster.metadata.name;
-    object["metadata"] = json!({
+    let metadata = tree!({
         "namespace": ctx.xr_namespace,
         "labels": {ledger::CLUSTER_LABEL: cluster},
         "annotations": {
@@ -257,6 +254,7 @@ pub fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
             ledger::NODES_ANNOTATION: ledger::format_nodes(&held_nodes(ctx.spec, placement)),
         },
     });
+    object.insert("metadata", metadata);
     Desired {
         key: namespace_key(ctx.replica, &placement.cluster.metadata.name),
         object: object.into(),

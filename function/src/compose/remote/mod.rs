@@ -58,16 +58,32 @@ pub fn tree_object_with(manifest: Tree, provider_config: &str, metadata: Tree, r
 /// A workload namespace on a cluster. Several composites share it (every deployment and cache of one team), so
 /// none may delete it: the Object leaves `Delete` out of its management policies, and it is ready once created.
 pub fn namespace_object(namespace: &str, provider_config: &str) -> Value {
-    let manifest = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
-    let mut object = object(manifest, provider_config);
-    keep_on_delete(&mut object);
-    object["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"});
-    object
+    Tree::Map(namespace_tree(namespace, provider_config)).to_json()
+}
+
+/// [`namespace_object`] as a tree, for a placed replica to add its metadata to.
+pub fn namespace_tree(namespace: &str, provider_config: &str) -> Fields {
+    let Tree::Map(fields) = tree!({
+        "apiVersion": OBJECT_API_VERSION,
+        "kind": "Object",
+        "spec": {
+            "forProvider": {"manifest": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}},
+            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
+            "managementPolicies": KEEP_ON_DELETE,
+            "readiness": {"policy": "SuccessfulCreate"},
+        },
+    }) else {
+        return Fields::default();
+    };
+    fields
 }
 
 /// Management policies without `Delete`: deleting the Object (or its composite) leaves the remote object alone.
+const KEEP_ON_DELETE: [&str; 4] = ["Observe", "Create", "Update", "LateInitialize"];
+
+/// Sets [`KEEP_ON_DELETE`] on an Object.
 pub fn keep_on_delete(object: &mut Value) {
-    object["spec"]["managementPolicies"] = json!(["Observe", "Create", "Update", "LateInitialize"]);
+    object["spec"]["managementPolicies"] = json!(KEEP_ON_DELETE);
 }
 
 /// Only reads the remote object: never creates, changes or deletes it.
