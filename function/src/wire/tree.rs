@@ -38,7 +38,8 @@ impl Fields {
         Self(entries)
     }
 
-    /// Sets `key` to `value`, replacing the value it had.
+    /// Sets `key` to `value`, replacing the value it had. It looks for the key first, so a map of many entries is
+    /// built with [`Fields::from_entries`] instead.
     pub fn insert(&mut self, key: impl Into<Text>, value: impl Into<Tree>) {
         let key = key.into();
         let value = value.into();

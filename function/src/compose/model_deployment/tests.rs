@@ -531,3 +531,37 @@ fn running_engines_are_not_stopped_when_the_cache_status_changes() {
             .contains_key("replica-0-eks-h200-us-east-qwen3-coder")
     );
 }
+
+/// Pod labels and annotations: the deployment's template metadata, then each member's over it, then ours over
+/// both; one member's metadata never reaches another's pods.
+#[test]
+fn pod_metadata_is_the_deployments_under_the_members_under_ours() {
+    let mut xr = seed();
+    xr["spec"]["template"]["metadata"] = json!({
+        "labels": {"team": "ml", "tier": "deployment"},
+        "annotations": {"owner": "ml", "note": "deployment"},
+    });
+    xr["spec"]["template"]["spec"]["engines"][0]["members"][0]["template"]["metadata"] = json!({
+        "labels": {"tier": "leader"},
+        "annotations": {"note": "leader"},
+    });
+    let out = compose_on(xr, &[standard()]);
+    let lws = manifest(&out, "replica-0-eks-h200-us-west-qwen3-coder");
+    let template = &lws["spec"]["leaderWorkerTemplate"];
+    let leader = &template["leaderTemplate"]["metadata"];
+    assert_eq!(leader["annotations"], json!({"owner": "ml", "note": "leader"}));
+    assert_eq!(
+        (&leader["labels"]["team"], &leader["labels"]["tier"]),
+        (&json!("ml"), &json!("leader"))
+    );
+    assert_eq!(
+        leader["labels"]["modelplane.ai/workload"],
+        lws["metadata"]["name"]
+    );
+    let worker = &template["workerTemplate"]["metadata"];
+    assert_eq!(
+        worker["annotations"],
+        json!({"owner": "ml", "note": "deployment"})
+    );
+    assert_eq!(worker["labels"]["tier"], "deployment");
+}
