@@ -1,4 +1,4 @@
-//! A desired composed object as a composer hands it over: a compact [`Tree`] on the hot paths, a `serde_json` map
+//! A desired composed object as a composer hands it over: a compact [`Tree`](crate::wire::tree::Tree) on the hot paths, a `serde_json` map
 //! elsewhere. Either reads as a map; a tree is turned into one only when something reads it that way (a test, a
 //! composer looking back at what it composed), once, and the response is encoded from the tree directly.
 
@@ -9,10 +9,7 @@ use std::{
 
 use serde_json::{Map, Value};
 
-use crate::wire::{
-    RawStruct,
-    tree::{Fields, Tree},
-};
+use crate::wire::{RawStruct, tree::Fields};
 
 pub struct ComposedObject {
     /// The tree as composed, until the object is changed through its map.
@@ -35,13 +32,6 @@ impl ComposedObject {
             (Some(tree), _) => RawStruct::from_tree(tree),
             (None, map) => RawStruct::from_owned(map.unwrap_or_default()),
         }
-    }
-}
-
-fn tree_map(tree: &Fields) -> Map<String, Value> {
-    match Tree::Map(tree.clone()).to_json() {
-        Value::Object(map) => map,
-        _ => Map::new(),
     }
 }
 
@@ -83,7 +73,7 @@ impl Deref for ComposedObject {
             (Some(map), _) => map,
             (None, tree) => self
                 .view
-                .get_or_init(|| tree.as_ref().map(tree_map).unwrap_or_default()),
+                .get_or_init(|| tree.as_ref().map(Fields::to_json_map).unwrap_or_default()),
         }
     }
 }
@@ -92,7 +82,7 @@ impl DerefMut for ComposedObject {
     /// A change through the map makes the map the object: the tree is dropped.
     fn deref_mut(&mut self) -> &mut Map<String, Value> {
         if let Some(tree) = self.tree.take() {
-            let map = self.view.take().unwrap_or_else(|| tree_map(&tree));
+            let map = self.view.take().unwrap_or_else(|| tree.to_json_map());
             self.map = Some(map);
         }
         self.map.get_or_insert_with(Map::new)
@@ -134,13 +124,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::wire::tree::tree;
+    use crate::wire::tree::fields;
 
     fn sample() -> Fields {
-        match tree!({"kind": "Object", "spec": {"b": 1, "a": [true, null]}}) {
-            Tree::Map(fields) => fields,
-            _ => unreachable!(),
-        }
+        fields!({"kind": "Object", "spec": {"b": 1, "a": [true, null]}})
     }
 
     /// A tree reads as its map, encodes as that map encodes, and once changed through the map is that map.

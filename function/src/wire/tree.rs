@@ -4,7 +4,7 @@
 //! own, so building a composed object allocates per key and per map, and walking it to encode it misses the cache
 //! on nearly every map (docs/benchmarks.md). Here a map is a `Vec` of its entries in the order they were written,
 //! keys written in the source are borrowed `'static` strings, and the encoder sorts a map's entries only when they
-//! are out of order. [`tree!`] builds one with `json!`'s syntax; unlike `json!` it moves what it is given.
+//! are out of order. `tree!` builds one with `json!`'s syntax; unlike `json!` it moves what it is given.
 
 use std::borrow::Cow;
 
@@ -72,6 +72,11 @@ impl Fields {
             }
         };
         &mut self.0[at].1
+    }
+
+    /// The same object as a `serde_json` map (of a repeated key, the value set last).
+    pub fn to_json_map(&self) -> Map<String, Value> {
+        self.0.iter().map(|(k, v)| (k.to_string(), v.to_json())).collect()
     }
 
     pub fn len(&self) -> usize {
@@ -143,18 +148,12 @@ impl Tree {
             Tree::Number(n) => Value::Number(n.clone()),
             Tree::String(s) => Value::String(s.to_string()),
             Tree::List(items) => Value::Array(items.iter().map(Tree::to_json).collect()),
-            Tree::Map(fields) => Value::Object(
-                fields
-                    .0
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_json()))
-                    .collect(),
-            ),
+            Tree::Map(fields) => Value::Object(fields.to_json_map()),
         }
     }
 }
 
-/// A literal written in a [`tree!`]: a string stays borrowed, a number or bool becomes one.
+/// A literal written in a `tree!`: a string stays borrowed, a number or bool becomes one.
 pub trait Literal {
     fn tree(self) -> Tree;
 }
@@ -306,11 +305,7 @@ macro_rules! tree {
     ([]) => { $crate::wire::tree::Tree::List(Vec::new()) };
     ([ $($tt:tt)+ ]) => { $crate::wire::tree::Tree::List($crate::wire::tree::tree!(@list [] $($tt)+)) };
     ({}) => { $crate::wire::tree::Tree::Map($crate::wire::tree::Fields::default()) };
-    ({ $($tt:tt)+ }) => {
-        $crate::wire::tree::Tree::Map($crate::wire::tree::Fields::from_entries(
-            $crate::wire::tree::tree!(@map [] [] $($tt)+)
-        ))
-    };
+    ({ $($tt:tt)+ }) => { $crate::wire::tree::Tree::Map($crate::wire::tree::fields!({ $($tt)+ })) };
     ($value:literal) => { $crate::wire::tree::Literal::tree($value) };
     ($value:expr) => { $crate::wire::tree::Tree::from($value) };
 
@@ -351,6 +346,14 @@ macro_rules! tree {
     (@key $($key:tt)+) => { $crate::wire::tree::Text::from($($key)+) };
 }
 pub(crate) use tree;
+
+/// [`tree!`] for an object, as its [`Fields`]: what a composer that adds to the object, or hands it over as a
+/// composed resource, builds.
+macro_rules! fields {
+    ({}) => { $crate::wire::tree::Fields::default() };
+    ({ $($tt:tt)+ }) => { $crate::wire::tree::Fields::from_entries($crate::wire::tree::tree!(@map [] [] $($tt)+)) };
+}
+pub(crate) use fields;
 
 #[cfg(test)]
 #[path = "tree_tests.rs"]

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::compose::ComposedObject;
-use crate::wire::tree::{Fields, Text, Tree, tree};
+use crate::wire::tree::{Fields, Tree, tree};
 
 use crate::{
     api::{
@@ -78,17 +78,13 @@ fn routing_objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> 
     replica_routing::replica_objects(ctx.xr_namespace, &serving_name, ctx.spec)
         .into_iter()
         .map(|o| {
-            let readiness = if o.available {
-                tree!({"policy": "DeriveFromCelQuery", "celQuery": crate::stack::AVAILABLE_QUERY})
-            } else {
-                tree!({"policy": "SuccessfulCreate"})
-            };
             let metadata = tree!({
                 "namespace": ctx.xr_namespace,
                 "annotations": {REPLICA_ANNOTATION: ctx.replica.to_string(), CLUSTER_ANNOTATION: cluster},
             });
             let pc = &placement.cluster.status.provider_config_name;
-            let object = remote::tree_object_with(o.manifest, pc, metadata, readiness);
+            let ready_query = o.available.then_some(crate::stack::AVAILABLE_QUERY);
+            let object = remote::tree_object_with(o.manifest, pc, metadata, ready_query);
             Desired {
                 key: [key_prefix.as_str(), o.suffix].concat(),
                 object: object.into(),
@@ -206,10 +202,6 @@ fn wrap(
     manifest: Tree,
     ready_query: Option<&'static str>,
 ) -> Fields {
-    let readiness = match ready_query {
-        Some(query) => tree!({"policy": "DeriveFromCelQuery", "celQuery": Text::Borrowed(query)}),
-        None => tree!({"policy": "SuccessfulCreate"}),
-    };
     let metadata = tree!({
         "namespace": ctx.xr_namespace,
         "annotations": {
@@ -223,7 +215,7 @@ fn wrap(
         manifest,
         &placement.cluster.status.provider_config_name,
         metadata,
-        readiness,
+        ready_query,
     )
 }
 

@@ -8,7 +8,7 @@
 use serde::{Deserialize, de::IgnoredAny};
 use serde_json::{Map, Value, json};
 
-use crate::wire::tree::{Fields, Tree, tree};
+use crate::wire::tree::{Fields, Text, Tree, fields, tree};
 
 use crate::{
     proto::v1::{Resource, RunFunctionRequest},
@@ -37,51 +37,52 @@ pub fn object(manifest: Value, provider_config: &str) -> Value {
     Value::Object(object)
 }
 
-/// [`object`] with its `metadata` and `spec.readiness` set, built as a tree in one go: a placed replica composes
-/// a dozen of these per call.
-pub fn tree_object_with(manifest: Tree, provider_config: &str, metadata: Tree, readiness: Tree) -> Fields {
-    let Tree::Map(fields) = tree!({
-        "apiVersion": OBJECT_API_VERSION,
-        "kind": "Object",
-        "metadata": metadata,
-        "spec": {
-            "forProvider": {"manifest": manifest},
-            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
-            "readiness": readiness,
-        },
-    }) else {
-        return Fields::default();
+/// [`object`] with its `metadata` set, built as a tree in one go: a placed replica composes a dozen of these per
+/// call. Ready once `ready_query` holds on the remote object (see [`ready_when`]), or once created without one.
+pub fn tree_object_with(
+    manifest: Tree,
+    provider_config: &str,
+    metadata: Tree,
+    ready_query: Option<&'static str>,
+) -> Fields {
+    let readiness = match ready_query {
+        Some(query) => tree!({"policy": "DeriveFromCelQuery", "celQuery": Text::Borrowed(query)}),
+        None => tree!({"policy": "SuccessfulCreate"}),
     };
-    fields
+    let mut object = object_tree(manifest, provider_config, fields!({"readiness": readiness}));
+    object.insert("metadata", metadata);
+    object
 }
 
 /// A workload namespace on a cluster. Several composites share it (every deployment and cache of one team), so
 /// none may delete it: the Object leaves `Delete` out of its management policies, and it is ready once created.
 pub fn namespace_object(namespace: &str, provider_config: &str) -> Value {
-    Tree::Map(namespace_tree(namespace, provider_config)).to_json()
+    Value::Object(namespace_tree(namespace, provider_config).to_json_map())
 }
 
 /// [`namespace_object`] as a tree, for a placed replica to add its metadata to.
 pub fn namespace_tree(namespace: &str, provider_config: &str) -> Fields {
-    let Tree::Map(fields) = tree!({
-        "apiVersion": OBJECT_API_VERSION,
-        "kind": "Object",
-        "spec": {
-            "forProvider": {"manifest": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}},
-            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config},
-            "managementPolicies": KEEP_ON_DELETE,
-            "readiness": {"policy": "SuccessfulCreate"},
-        },
-    }) else {
-        return Fields::default();
-    };
-    fields
+    object_tree(
+        tree!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        provider_config,
+        fields!({"managementPolicies": KEEP_ON_DELETE, "readiness": {"policy": "SuccessfulCreate"}}),
+    )
+}
+
+/// The Object's fields as a tree, `spec` holding `spec` besides the manifest and the provider config.
+fn object_tree(manifest: Tree, provider_config: &str, mut spec: Fields) -> Fields {
+    spec.insert("forProvider", tree!({"manifest": manifest}));
+    spec.insert(
+        "providerConfigRef",
+        tree!({"kind": "ClusterProviderConfig", "name": provider_config}),
+    );
+    fields!({"apiVersion": OBJECT_API_VERSION, "kind": "Object", "spec": spec})
 }
 
 /// Management policies without `Delete`: deleting the Object (or its composite) leaves the remote object alone.
 const KEEP_ON_DELETE: [&str; 4] = ["Observe", "Create", "Update", "LateInitialize"];
 
-/// Sets [`KEEP_ON_DELETE`] on an Object.
+/// Sets `KEEP_ON_DELETE` on an Object.
 pub fn keep_on_delete(object: &mut Value) {
     object["spec"]["managementPolicies"] = json!(KEEP_ON_DELETE);
 }
