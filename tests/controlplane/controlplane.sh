@@ -3,7 +3,8 @@
 #
 #   controlplane.sh build [COMPONENT...]   build (or reuse) the binaries into tests/controlplane/.bin/ (components:
 #                                          etcd kube-apiserver kube-controller-manager kube-scheduler kwok crossplane
-#                                          provider-kubernetes)
+#                                          provider-kubernetes promtool prometheus keda-operator, and the test peers
+#                                          mock-engine and dra-driver)
 #   controlplane.sh up [--nodes]           build, then start etcd, kube-apiserver and kube-controller-manager;
 #                                          prints `export KUBECONFIG=...` lines for eval. With --nodes, also
 #                                          kube-scheduler and kwok (simulated nodes and pods, no kubelet), and the
@@ -47,6 +48,14 @@ components=(
     "promtool|prometheus|github.com/prometheus/prometheus/cmd/promtool"
     "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus"
     "keda-operator|keda|github.com/kedacore/keda/v2/cmd/operator"
+    # Test peers of our own (each module's README.md): a vLLM stand-in for the images pods run, and a DRA driver.
+    "mock-engine|mock-engine|modelplane.test/controlplane/mock-engine"
+)
+# The environment of one module's `go build`, where it needs one: the mock engine runs in images with no C
+# library, so it is linked statically. Every other module builds with Go's defaults, which keeps their stamps
+# and binaries as they were.
+module_env=(
+    "mock-engine|CGO_ENABLED=0"
 )
 # No DWARF or symbol table (-s -w): linking these binaries is a large part of a cold build, and the tests never
 # debug them. -trimpath keeps machine paths out of the binaries.
@@ -71,13 +80,23 @@ component_field() { # NAME FIELD(2|3)
     die "unknown component '$1' (known: $(printf '%s ' "${components[@]%%|*}"))"
 }
 
-# What the binary of NAME is built from: Go's version, the flags, the package, and every file of its module directory
-# (go.mod, go.sum, any local stand-in module).
+# The `go build` environment of MODULE (a directory under modules/): its module_env entry, or nothing.
+module_environment() { # MODULE
+    local entry
+    for entry in "${module_env[@]}"; do
+        if [[ "${entry%%|*}" == "$1" ]]; then echo "${entry#*|}"; fi
+    done
+}
+
+# What the binary of NAME is built from: Go's version, the environment and flags, the package, and every file of its
+# module directory (go.mod, go.sum, any local stand-in module, a peer's own sources).
 wanted_stamp() { # NAME
-    local module package
-    module="$here/modules/$(component_field "$1" 2)"
+    local module package env
+    module="$(component_field "$1" 2)"
     package="$(component_field "$1" 3)"
-    (go version && echo "${build_flags[*]} $package" && find "$module" -type f -print0 | sort -z | xargs -0 cat) |
+    env="$(module_environment "$module")"
+    (go version && echo "${env:+$env }${build_flags[*]} $package" &&
+        find "$here/modules/$module" -type f -print0 | sort -z | xargs -0 cat) |
         sha256sum | cut -d' ' -f1
 }
 
@@ -108,8 +127,10 @@ build_module() { # MODULE NAME...
     log "building ${stale[*]} (module ${module#"$repo"/}; cold builds take minutes)"
     started=$SECONDS
     for name in "${stale[@]}"; do rm -f "$bin_dir/$name.stamp"; done
-    if ! (cd "$module" && timeout --kill-after=10 "$build_timeout" go build "${build_flags[@]}" -o "$out/" \
-        "${packages[@]}") >"$bin_dir/${module##*/}.build.log" 2>&1; then
+    local env=()
+    read -ra env <<<"$(module_environment "${module##*/}")"
+    if ! (cd "$module" && env "${env[@]}" timeout --kill-after=10 "$build_timeout" go build "${build_flags[@]}" \
+        -o "$out/" "${packages[@]}") >"$bin_dir/${module##*/}.build.log" 2>&1; then
         tail -n 20 "$bin_dir/${module##*/}.build.log" >&2
         die "${stale[*]} did not build within ${build_timeout}s (log: ${bin_dir#"$repo"/}/${module##*/}.build.log)"
     fi
