@@ -50,10 +50,12 @@ components=(
     "keda-operator|keda|github.com/kedacore/keda/v2/cmd/operator"
     # Test peers of our own (each module's README.md): a vLLM stand-in for the images pods run, and a DRA driver.
     "mock-engine|mock-engine|modelplane.test/controlplane/mock-engine"
+    "dra-driver|dra-driver|modelplane.test/controlplane/dra-driver"
 )
 # The environment of one module's `go build`, where it needs one: the mock engine runs in images with no C
 # library, so it is linked statically. Every other module builds with Go's defaults, which keeps their stamps
-# and binaries as they were.
+# and binaries as they were (and the DRA driver, which runs on the host, compiles Kubernetes' packages as
+# kube-apiserver's build does, so Go's cache serves both).
 module_env=(
     "mock-engine|CGO_ENABLED=0"
 )

@@ -42,6 +42,18 @@ CONFIGURATION = REPO_ROOT / "package" / "configuration"
 ESTABLISH_TIMEOUT_SECONDS = 120
 
 
+CONTROLPLANE = REPO_ROOT / "tests" / "controlplane"
+
+
+def built_component(name: str) -> Path:
+    """A binary `controlplane.sh build NAME` makes (or reuses when nothing it is built from changed), e.g. the test
+    peers `mock-engine` and `dra-driver`."""
+    done = subprocess.run(["bash", str(CONTROLPLANE / "controlplane.sh"), "build", name], capture_output=True,
+                          text=True, timeout=2400)
+    assert done.returncode == 0, f"controlplane.sh build {name} failed:\n{done.stderr}"
+    return CONTROLPLANE / ".bin" / name
+
+
 def function_binary() -> Path:
     path = Path(os.environ.get("MODELPLANE_FUNCTION_BIN", ""))
     if not path.is_file():

@@ -43,10 +43,24 @@ def node(name: str, pool: str, taints: list[dict]) -> dict:
     }
 
 
+def slice_devices(device: dict) -> list[dict]:
+    """The devices a node's ResourceSlice lists for one device entry of an InferenceClass: `count` of them, named
+    `<name>-<i>`, each with the class's attributes and capacity."""
+    return [{"name": f"{device['name']}-{i}", "attributes": device.get("attributes") or {},
+             "capacity": device.get("capacity") or {}} for i in range(device.get("count", 1))]
+
+
+def driver_devices(inference_class: dict, driver: str) -> dict:
+    """The devices file of the test DRA driver (tests/controlplane/modules/dra-driver) on a real node of
+    `inference_class`: the devices of `driver` the class declares, as a simulated node's slice lists them."""
+    return {"driver": driver, "devices": [d for device in inference_class["spec"].get("devices") or []
+                                          if device.get("claim") == "DRA" and device["driver"] == driver
+                                          for d in slice_devices(device)]}
+
+
 def resource_slice(node_name: str, device: dict) -> dict:
     """The slice the device's DRA driver publishes on `node_name`: one pool per node, as the NVIDIA driver does."""
-    devices = [{"name": f"{device['name']}-{i}", "attributes": device.get("attributes") or {},
-                "capacity": device.get("capacity") or {}} for i in range(device.get("count", 1))]
+    devices = slice_devices(device)
     return {
         "apiVersion": RESOURCE_API,
         "kind": "ResourceSlice",

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 import requests
+from installs import CONTROLPLANE, built_component
 from kube import REPO_ROOT, wait_for
 
-CONTROLPLANE = REPO_ROOT / "tests" / "controlplane"
 MODULE = CONTROLPLANE / "modules" / "mock-engine"
-BINARY = CONTROLPLANE / ".bin" / "mock-engine"
 ENGINE_METRICS = REPO_ROOT / "function" / "src" / "stack" / "engine_metrics.rs"
 # Every wait here is on a local process that starts in milliseconds.
 START_SECONDS = 20
@@ -29,11 +28,8 @@ START_SECONDS = 20
 
 @pytest.fixture(scope="module")
 def binary() -> Path:
-    """The engine, built as the images get it (`controlplane.sh build` reuses it when nothing changed)."""
-    done = subprocess.run(["bash", str(CONTROLPLANE / "controlplane.sh"), "build", "mock-engine"],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"controlplane.sh build mock-engine failed:\n{done.stderr}"
-    return BINARY
+    """The engine, built as the images get it."""
+    return built_component("mock-engine")
 
 
 def free_port() -> int:
