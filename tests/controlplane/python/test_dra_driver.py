@@ -1,8 +1,9 @@
 """The test DRA driver (tests/controlplane/modules/dra-driver) without a kubelet: it reads, for every example
 InferenceClass, the devices file `simulated_nodes.driver_devices` writes, into exactly the devices a simulated
 node's ResourceSlice lists; it refuses to start, naming what it waited for, until the kubelet made its plugin
-registry; and its Go unit tests (the devices file, prepare and unprepare) pass. A live run on a real kubelet is
-the harness's (docs/testing.md). No API server is needed.
+registry; it needs every module at the version the Kubernetes components' module selects; and its Go unit tests
+(the devices file, prepare and unprepare) pass. A live run on a real kubelet is the harness's (docs/testing.md).
+No API server is needed.
 """
 
 from __future__ import annotations
@@ -77,6 +78,23 @@ def test_waits_for_the_kubelets_plugin_registry(binary, tmp_path):
     assert done.returncode == 1
     assert f"the kubelet's plugin registry {root}/plugins_registry and Node node-a were not both there" in done.stderr
     assert not (root / "plugins").exists(), "the driver made its directories before the kubelet was there"
+
+
+def module_versions(go_mod: Path) -> dict[str, str]:
+    """The version go.mod selects for each module it names: its require lines, then its replace lines."""
+    text = go_mod.read_text()
+    versions = dict(re.findall(r"^\s+(\S+) (v\S+)(?: // indirect)?$", text, re.MULTILINE))
+    versions |= dict(re.findall(r"^\s+(\S+) => \S+ (v\S+)$", text, re.MULTILINE))
+    return versions
+
+
+def test_shares_the_kubernetes_modules_versions():
+    """Every module the driver needs is at the version the Kubernetes components' module selects, so a bump of
+    one without the other (which would compile Kubernetes' packages twice) fails here."""
+    ours = module_versions(MODULE / "go.mod")
+    theirs = module_versions(CONTROLPLANE / "modules" / "kubernetes" / "go.mod")
+    assert "k8s.io/dynamic-resource-allocation" in ours
+    assert {m: (v, theirs.get(m)) for m, v in ours.items() if theirs.get(m) != v} == {}
 
 
 def test_go_unit_tests():
