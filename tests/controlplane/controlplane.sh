@@ -228,34 +228,37 @@ cmd_down() {
     stop_recorded
     if [[ -f "$state/kubelets" ]]; then
         nodes_clean "$state" || die "real nodes: some of what they made could not be removed (see above)"
-        rm -f "$state/kubelets"
     fi
 }
 
 # Stops every recorded process, last started first (kube-apiserver drains faster with etcd still up): TERM, then
 # KILL after a bounded wait. A PID is only signalled while it still runs the binary it was recorded with, so a
 # reused PID is never hit.
-stop_recorded() {
-    [[ -f "$pids_file" ]] || return 0
+still_running() { # PID
+    kill -0 "$1" 2>/dev/null && [[ "$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]]
+}
+
+stop_recorded() { # [PIDS_FILE]
+    local pids="${1:-$pids_file}"
+    [[ -f "$pids" ]] || return 0
     local name pid binary stopped=0 deadline
     while read -r name pid binary; do
         if runs_binary "$pid" "$binary"; then
             kill -TERM "$pid" 2>/dev/null || true
             deadline=$((SECONDS + 10))
-            while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-            if kill -0 "$pid" 2>/dev/null; then
+            while still_running "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+            if still_running "$pid"; then
                 log "$name (pid $pid) ignored TERM for 10s: killing it"
                 kill -KILL "$pid" 2>/dev/null || true
             fi
-            # Reap it if it is our child; a process from an earlier shell has init as its parent.
+            # Reap it if it is our child; a process from an earlier shell has init as its parent, which reaps it
+            # in its own time (seconds, here): once a zombie, it is done.
             wait "$pid" 2>/dev/null || true
-            while kill -0 "$pid" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]]; do
-                sleep 0.1
-            done
+            while still_running "$pid"; do sleep 0.1; done
             stopped=$((stopped + 1))
         fi
-    done < <(tac "$pids_file")
-    rm -f "$pids_file"
+    done < <(tac "$pids")
+    rm -f "$pids"
     ((stopped == 0)) || log "stopped $stopped processes"
 }
 
@@ -350,7 +353,10 @@ cmd_up() {
         cmd_build etcd kube-apiserver kube-controller-manager
     fi
     if recorded_alive "$pids_file"; then
-        die "a control plane from $state is still running: run '$0 down' first"
+        # What `run` started outlives a `run` that was killed; a control plane `up` left running is someone's.
+        run_owner_gone "$state" || die "a control plane from $state is still running: run '$0 down' first"
+        log "stopping what a cut-short run left in $state"
+        stop_recorded
     fi
     # A run cut short (its processes killed) leaves containers, mounts and a network behind: gone before anything
     # under the state directory is removed.
@@ -358,6 +364,7 @@ cmd_up() {
     rm -rf "$state"
     mkdir -p "$state"
     : >"$pids_file"
+    if [[ -n "${run_owner:-}" ]]; then echo "$run_owner" >"$state/run-owner"; fi
     # Whatever fails from here on leaves nothing running.
     trap 'status=$?; if ((status != 0)); then cmd_down; fi' EXIT
     make_pki
@@ -614,9 +621,11 @@ cmd_run() {
         esac
         shift
     done
-    (($#)) || die "run: no command given (usage: run [--crossplane] [--nodes] -- CMD...)"
+    (($#)) || die "run: no command given (usage: run [--crossplane] [--nodes] [--kubelets [N]] -- CMD...)"
     trap 'cmd_down' EXIT
     trap 'exit 130' INT TERM
+    # Recorded by `up`: were this script killed (no trap runs), the next `up` knows its processes for leftovers.
+    run_owner="$$ $(process_start "$$")"
     # Not `eval "$(cmd_up)"`: that would hide a failed start behind eval's own success.
     local exported
     exported="$(cmd_up "${up_args[@]}")" || exit 1

@@ -11,9 +11,9 @@
 # after a run that was cut short, removes exactly them:
 #   bridges mpbr<i>; nftables tables `inet modelplane_test_nodes` (ours: forwarding only between the suite's
 #   bridges, so nothing is routed off the machine) and `ip`/`ip6 kube-proxy`; cgroups /modelplane-test-nodes/ in
-#   every hierarchy; containerd's shim sockets under /run/containerd/s; CNI results
-#   /var/lib/cni/results/modelplane-kubelet-*; the kubelet's links in /var/log/containers; and the sysctls the
-#   kubelet and the bridge set (saved before, restored after).
+#   every hierarchy; containerd's shim sockets under /run/containerd/s and CNI results under /var/lib/cni/results
+#   (named by the nodes' own sandboxes); the kubelet's links in /var/log/containers; and the sysctls the kubelet and
+#   the bridge set (saved before, restored after).
 # Only one control plane on a machine runs real nodes at a time (kube-proxy's table has a fixed name).
 
 nodes_lock=/run/modelplane-test-nodes
@@ -59,7 +59,20 @@ nodes_install() {
 
 # True while PID runs BINARY (a recorded PID may since have been reused).
 runs_binary() { # PID BINARY
-    [[ -r "/proc/$1/cmdline" ]] && [[ "$(tr '\0' '\n' <"/proc/$1/cmdline" | head -n 1)" == "$2" ]]
+    [[ -r "/proc/$1/cmdline" && "$(tr '\0' '\n' 2>/dev/null <"/proc/$1/cmdline" | head -n 1)" == "$2" ]]
+}
+
+# When PID started, in clock ticks since boot: with the PID, names one process for good.
+process_start() { # PID
+    sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20
+}
+
+# True if the control plane in STATE was started by `run` and that `run` is gone (killed: its trap never ran).
+run_owner_gone() { # STATE
+    local pid started
+    [[ -f "$1/run-owner" ]] || return 1
+    read -r pid started <"$1/run-owner"
+    [[ "$(process_start "$pid")" != "$started" ]]
 }
 
 # True while a process recorded in PIDS_FILE still runs its recorded binary.
@@ -77,7 +90,8 @@ pids_mentioning() { # TEXT
     local proc
     for proc in /proc/[0-9]*; do
         [[ "${proc#/proc/}" != "$$" ]] || continue
-        if tr '\0' ' ' <"$proc/cmdline" 2>/dev/null | grep -qF -- "$1"; then echo "${proc#/proc/}"; fi
+        # (A process may end between the glob and the read.)
+        if tr '\0' ' ' 2>/dev/null <"$proc/cmdline" | grep -qF -- "$1"; then echo "${proc#/proc/}"; fi
     done
 }
 
@@ -123,7 +137,7 @@ nodes_machine_ours() { # DIR
     local owner
     [[ -f "$nodes_lock/owner" ]] || return 0
     owner="$(cat "$nodes_lock/owner")"
-    [[ "$owner" == "$1" ]] || ! recorded_alive "$owner/pids"
+    [[ "$owner" == "$1" ]] || ! recorded_alive "$owner/pids" || run_owner_gone "$owner"
 }
 
 # Removes whatever the real nodes of the control plane in DIR left: after `down` stopped its processes, or after a
@@ -131,15 +145,21 @@ nodes_machine_ours() { # DIR
 # or carries the harness's names (and those only while no other control plane's nodes run); never fails for
 # something already gone. Fails, saying what, if something could not be removed.
 nodes_clean() { # DIR
-    local dir="$1" sock pid task file name value ok=0
+    local dir="$1" node sock pid task file name value ok=0
     shopt -s nullglob
     if nodes_machine_ours "$dir"; then kill_node_cgroups || ok=1; fi
-    for sock in "$dir"/kubelet-*/containerd.sock; do
+    for node in "$dir"/kubelet-*/; do
+        # The socket itself is gone once its containerd stopped.
+        sock="${node%/}/containerd.sock"
         # A shim outlives its containerd (and so do its containers, killed above).
         for pid in $(pids_mentioning "-address $sock"); do kill -KILL "$pid" 2>/dev/null || true; done
         # containerd 1.6 names a shim's socket by the hash of its containerd's address, namespace and task id.
-        for task in "${sock%/containerd.sock}"/containerd/state/io.containerd.runtime.v2.task/k8s.io/*; do
+        for task in "${node}"containerd/state/io.containerd.runtime.v2.task/k8s.io/*; do
             rm -f "/run/containerd/s/$(printf '%s' "$sock/k8s.io/${task##*/}" | sha256sum | cut -d' ' -f1)"
+        done
+        # The CNI results of a sandbox never torn down: its pod network's (named ours) and containerd's loopback.
+        for task in "${node}"containerd/root/io.containerd.grpc.v1.cri/sandboxes/*; do
+            rm -f "/var/lib/cni/results/cni-loopback-${task##*/}-lo"
         done
     done
     unmount_under "$dir" || ok=1
@@ -165,6 +185,7 @@ nodes_clean() { # DIR
         done
         rm -rf "$nodes_lock"
     fi
+    rm -f "$dir/kubelets"
     shopt -u nullglob
     return "$ok"
 }
@@ -174,13 +195,14 @@ nodes_clean() { # DIR
 nodes_clean_leftovers() { # WANT_NODES(true|false)
     local owner=""
     [[ -f "$nodes_lock/owner" ]] && owner="$(cat "$nodes_lock/owner")"
-    if [[ -n "$owner" && "$owner" != "$state" ]] && recorded_alive "$owner/pids"; then
+    if [[ -n "$owner" && "$owner" != "$state" ]] && recorded_alive "$owner/pids" && ! run_owner_gone "$owner"; then
         if $1; then
             die "real nodes of the control plane in $owner still run (one set a machine): stop them with" \
                 "CONTROLPLANE_STATE=$owner $0 down"
         fi
     elif [[ -n "$owner" ]]; then
         log "cleaning what the real nodes of a cut-short run in $owner left"
+        stop_recorded "$owner/pids"
         nodes_clean "$owner" || die "real nodes: could not clean what the run in $owner left (see above)"
     fi
     if [[ -d "$state" && ( -f "$state/kubelets" || -n "$(mounts_under "$state")" ) ]]; then
