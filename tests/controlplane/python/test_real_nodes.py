@@ -6,10 +6,12 @@ Service (kube-proxy) and by name (CoreDNS); a pod whose image is absent never st
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import requests
 
+import images
 from kube import Kube, wait_for
 from real_nodes import (POD_SECONDS, condition, events, load_shell_image, pod, pod_log, pod_status,
                         require_kubelets, shell_container, wait_finished, wait_ready)
@@ -179,3 +181,16 @@ def test_a_service_name_resolves_through_coredns_from_a_pod(real, web):
     assert set(by_name.split()) <= set(web.values()) and by_name.split(), log
     # The pod's search path (namespace first) makes the Service's short name resolve too.
     assert by_short_name.split() and set(by_short_name.split()) <= set(web.values()), log
+
+
+def test_a_dynamically_linked_binary_runs_from_its_image_with_the_libraries_ldd_lists(real, tmp_path):
+    # As the function's own image will be made: the binary, and each library it loads at the path it loads it from.
+    files = images.with_libraries("/bin/echo", Path("/bin/echo"))
+    assert any("libc.so" in dest for dest in files) and any("ld-linux" in dest for dest in files), files
+    name = "modelplane.test/echo:local"
+    images.load_image(images.build_image(name, files, entrypoint=["/bin/echo"], out=tmp_path / "echo.tar"))
+    real.apply(pod(NAMESPACE, "echo", [{"name": "echo", "image": name, "imagePullPolicy": "Never",
+                                        "args": ["linked", "and", "loaded"]}], restartPolicy="Never"))
+    finished = wait_finished(real, NAMESPACE, "echo")
+    assert finished["status"]["phase"] == "Succeeded", pod_status(real, NAMESPACE, "echo")
+    assert pod_log(real, NAMESPACE, "echo").strip() == "linked and loaded"
