@@ -359,11 +359,11 @@ EOF
 
 # "key=value:Effect,key:Effect" as YAML list items.
 taints_yaml() { # TAINTS
-    local taint key value effect
+    local taint key value effect list
     [[ -n "$1" ]] || { echo "registerWithTaints: []"; return; }
     echo "registerWithTaints:"
-    IFS=, read -ra taints <<<"$1"
-    for taint in "${taints[@]}"; do
+    IFS=, read -ra list <<<"$1"
+    for taint in "${list[@]}"; do
         [[ "$taint" =~ ^([^=:]+)(=([^:]*))?:([A-Za-z]+)$ ]] ||
             die "CONTROLPLANE_KUBELET_TAINTS: '$taint' is not key[=value]:Effect"
         key="${BASH_REMATCH[1]}" value="${BASH_REMATCH[3]}" effect="${BASH_REMATCH[4]}"
@@ -372,8 +372,10 @@ taints_yaml() { # TAINTS
 }
 
 kubelet_config() { # NODE_DIR INDEX PORT HEALTHZ_PORT
-    local dir="$1" i="$2" pki="$state/pki" node
+    local dir="$1" i="$2" pki="$state/pki" node taints
     node="$(node_name "$i")"
+    # Not inside the here-document: a bad taint must stop the script, not only a command substitution.
+    taints="$(taints_yaml "${CONTROLPLANE_KUBELET_TAINTS-$kubelet_default_taint}")" || exit 1
     cat >"$dir/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -408,7 +410,7 @@ imageGCLowThresholdPercent: 99
 shutdownGracePeriod: 0s
 rotateCertificates: false
 serializeImagePulls: false
-$(taints_yaml "${CONTROLPLANE_KUBELET_TAINTS-$kubelet_default_taint}")
+$taints
 EOF
 }
 

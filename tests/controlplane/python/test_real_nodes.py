@@ -1,6 +1,7 @@
 """Containers that really run (`controlplane.sh run --nodes --kubelets 2`): the kubelets start pods in containerd
-from images built here, run their probes, apply their limits; pods answer on their own IPs, through a ClusterIP
-Service (kube-proxy) and by name (CoreDNS); a pod whose image is absent never starts.
+from images built here (a static busybox, a dynamically linked binary with its libraries), run their probes, apply
+their limits; pods answer on their own IPs, through a ClusterIP Service (kube-proxy) and by name (CoreDNS); a pod
+whose image is absent never starts. Without real nodes every test fails, naming `--kubelets`.
 """
 
 from __future__ import annotations
