@@ -2,22 +2,32 @@
 # A real Kubernetes control plane on loopback for the tests, built from pinned Go modules.
 #
 #   controlplane.sh build [COMPONENT...]   build (or reuse) the binaries into tests/controlplane/.bin/ (components:
-#                                          etcd kube-apiserver kube-controller-manager kube-scheduler kwok crossplane
-#                                          provider-kubernetes promtool prometheus keda-operator, and the test peers
-#                                          mock-engine and dra-driver)
-#   controlplane.sh up [--nodes]           build, then start etcd, kube-apiserver and kube-controller-manager;
+#                                          etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet
+#                                          kube-proxy coredns pause crossplane provider-kubernetes promtool
+#                                          prometheus keda-operator, and the test peers mock-engine and dra-driver)
+#   controlplane.sh up [--nodes] [--kubelets [N]]
+#                                          build, then start etcd, kube-apiserver and kube-controller-manager;
 #                                          prints `export KUBECONFIG=...` lines for eval. With --nodes, also
 #                                          kube-scheduler and kwok (simulated nodes and pods, no kubelet), and the
 #                                          controllers that turn workloads into pods (Deployment, ReplicaSet, Job,
-#                                          ResourceClaim)
+#                                          ResourceClaim). --kubelets N (default 1; implies --nodes) adds N real
+#                                          nodes, kubelet-0..: each a containerd with runc, a bridge network
+#                                          (10.244.<i>.0/24) and a kubelet, plus one kube-proxy (nftables) and
+#                                          CoreDNS for cluster.local (nodes.sh). Debian's containerd, runc, CNI
+#                                          plugins, nftables and busybox-static are installed with apt-get where
+#                                          missing. Every real node is labelled modelplane.test/kubelet=true, plus
+#                                          CONTROLPLANE_KUBELET_LABELS (k=v,...), and tainted
+#                                          CONTROLPLANE_KUBELET_TAINTS (k[=v]:Effect,...; default
+#                                          modelplane.test/kubelet=true:NoSchedule, empty for none)
 #   controlplane.sh crossplane             on a running control plane: install Crossplane's and
 #                                          provider-kubernetes' CRDs, start Crossplane core, provider-kubernetes and
 #                                          modelplane-function (MODELPLANE_FUNCTION_BIN) with mTLS, register the
 #                                          function with Crossplane; prints more export lines
-#   controlplane.sh down                   stop every process `up`/`crossplane` started, by recorded PID
-#   controlplane.sh run [--crossplane] [--nodes] -- CMD...
-#                                          up (with nodes, and crossplane), run CMD with the exports, down on any
-#                                          exit
+#   controlplane.sh down                   stop every process `up`/`crossplane` started, by recorded PID, and
+#                                          remove every container, mount, bridge and rule real nodes made
+#   controlplane.sh run [--crossplane] [--nodes] [--kubelets [N]] -- CMD...
+#                                          up (with nodes, real nodes, and crossplane), run CMD with the exports,
+#                                          down on any exit
 #
 # Every component is one go.mod under modules/ (their dependency graphs would fight in one); the mains of one module
 # build in one `go build`. Go's own caches (GOMODCACHE, GOCACHE) keep the sources and objects; a binary is rebuilt
@@ -25,13 +35,18 @@
 # kubeconfig, data, logs, PIDs) lives in CONTROLPLANE_STATE (default tests/controlplane/.run). Every wait is
 # bounded; a component that fails to build or start stops the script with its name and the reason, after stopping
 # whatever had started. CONTROLPLANE_KWOK_STAGES names another directory of kwok stage configs (default
-# tests/controlplane/kwok-stages).
+# tests/controlplane/kwok-stages). After a run cut short, `down` stops what still runs and removes what real nodes
+# left, and so does the next `up` in the same state directory once nothing of it runs. The few machine-wide things
+# real nodes make (bridges, nftables tables, cgroups) carry the harness's names and are recorded in
+# /run/modelplane-test-nodes: one control plane at a time runs real nodes, and the next `up --kubelets` anywhere
+# removes what a cut-short one left.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 bin_dir="$here/.bin"
-state="${CONTROLPLANE_STATE:-$here/.run}"
+# Absolute, with no symlink: the kernel's list of mounts names real nodes' mounts under it that way.
+state="$(realpath -m "${CONTROLPLANE_STATE:-$here/.run}")"
 pids_file="$state/pids"
 build_timeout="${CONTROLPLANE_BUILD_TIMEOUT:-2400}"
 start_timeout="${CONTROLPLANE_START_TIMEOUT:-120}"
@@ -42,6 +57,10 @@ components=(
     "kube-apiserver|kubernetes|k8s.io/kubernetes/cmd/kube-apiserver"
     "kube-controller-manager|kubernetes|k8s.io/kubernetes/cmd/kube-controller-manager"
     "kube-scheduler|kubernetes|k8s.io/kubernetes/cmd/kube-scheduler"
+    "kubelet|kubernetes|k8s.io/kubernetes/cmd/kubelet"
+    "kube-proxy|kubernetes|k8s.io/kubernetes/cmd/kube-proxy"
+    "coredns|coredns|modelplane.test/controlplane/coredns"
+    "pause|pause|modelplane.test/controlplane/pause"
     "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok"
     "crossplane|crossplane|github.com/crossplane/crossplane/v2/cmd/crossplane"
     "provider-kubernetes|provider-kubernetes|github.com/crossplane-contrib/provider-kubernetes/cmd/provider"
@@ -62,6 +81,22 @@ module_env=(
 # No DWARF or symbol table (-s -w): linking these binaries is a large part of a cold build, and the tests never
 # debug them. -trimpath keeps machine paths out of the binaries.
 build_flags=(-trimpath "-ldflags=-s -w")
+
+# The flags of one module's build, into module_flags. Kubernetes' binaries read their version from variables its
+# release build sets with -X (else they report v0.0.0-master, and a kubelet's Node says so); the release is the one
+# go.mod pins. Only that module gets them: other modules link the same package at other versions.
+module_build_flags() { # MODULE
+    module_flags=("${build_flags[@]}")
+    [[ "$1" == kubernetes ]] || return 0
+    local version pkg=k8s.io/component-base/version
+    version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$here/modules/kubernetes/go.mod")"
+    [[ "$version" =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "no k8s.io/kubernetes release in modules/kubernetes/go.mod"
+    module_flags=(-trimpath "-ldflags=-s -w -X $pkg.gitVersion=$version -X $pkg.gitMajor=${BASH_REMATCH[1]} -X \
+$pkg.gitMinor=${BASH_REMATCH[2]}")
+}
+
+# shellcheck source=nodes.sh
+source "$here/nodes.sh"
 
 log() { printf 'controlplane: %s\n' "$*" >&2; }
 die() {
@@ -93,11 +128,12 @@ module_environment() { # MODULE
 # What the binary of NAME is built from: Go's version, the environment and flags, the package, and every file of its
 # module directory (go.mod, go.sum, any local stand-in module, a peer's own sources).
 wanted_stamp() { # NAME
-    local module package env
+    local module package env module_flags
     module="$(component_field "$1" 2)"
     package="$(component_field "$1" 3)"
     env="$(module_environment "$module")"
-    (go version && echo "${env:+$env }${build_flags[*]} $package" &&
+    module_build_flags "$module"
+    (go version && echo "${env:+$env }${module_flags[*]} $package" &&
         find "$here/modules/$module" -type f -print0 | sort -z | xargs -0 cat) |
         sha256sum | cut -d' ' -f1
 }
@@ -112,7 +148,7 @@ go_binary_name() { # PACKAGE
 # Builds the stale ones of NAMES, all of one module, in one `go build`: the packages they share are loaded and
 # compiled once, and their links run in parallel.
 build_module() { # MODULE NAME...
-    local module="$here/modules/$1" name stale=() packages=() started out
+    local module="$here/modules/$1" name stale=() packages=() started out module_flags
     shift
     for name in "$@"; do
         if [[ ! -x "$bin_dir/$name" ||
@@ -131,7 +167,8 @@ build_module() { # MODULE NAME...
     for name in "${stale[@]}"; do rm -f "$bin_dir/$name.stamp"; done
     local env=()
     read -ra env <<<"$(module_environment "${module##*/}")"
-    if ! (cd "$module" && env "${env[@]}" timeout --kill-after=10 "$build_timeout" go build "${build_flags[@]}" \
+    module_build_flags "${module##*/}"
+    if ! (cd "$module" && env "${env[@]}" timeout --kill-after=10 "$build_timeout" go build "${module_flags[@]}" \
         -o "$out/" "${packages[@]}") >"$bin_dir/${module##*/}.build.log" 2>&1; then
         tail -n 20 "$bin_dir/${module##*/}.build.log" >&2
         die "${stale[*]} did not build within ${build_timeout}s (log: ${bin_dir#"$repo"/}/${module##*/}.build.log)"
@@ -207,30 +244,43 @@ wait_ready() { # NAME CHECK...
     log "$name is ready (pid $pid)"
 }
 
+# Stops every process `up` and `crossplane` started, then removes what real nodes made (their containers, mounts
+# and network go last, once no kubelet or containerd can make more).
+cmd_down() {
+    stop_recorded
+    if [[ -f "$state/kubelets" ]]; then
+        nodes_clean "$state" || die "real nodes: some of what they made could not be removed (see above)"
+    fi
+}
+
 # Stops every recorded process, last started first (kube-apiserver drains faster with etcd still up): TERM, then
 # KILL after a bounded wait. A PID is only signalled while it still runs the binary it was recorded with, so a
 # reused PID is never hit.
-cmd_down() {
-    [[ -f "$pids_file" ]] || return 0
+still_running() { # PID
+    kill -0 "$1" 2>/dev/null && [[ "$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]]
+}
+
+stop_recorded() { # [PIDS_FILE]
+    local pids="${1:-$pids_file}"
+    [[ -f "$pids" ]] || return 0
     local name pid binary stopped=0 deadline
     while read -r name pid binary; do
-        if [[ -r "/proc/$pid/cmdline" ]] && [[ "$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n 1)" == "$binary" ]]; then
+        if runs_binary "$pid" "$binary"; then
             kill -TERM "$pid" 2>/dev/null || true
             deadline=$((SECONDS + 10))
-            while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-            if kill -0 "$pid" 2>/dev/null; then
+            while still_running "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+            if still_running "$pid"; then
                 log "$name (pid $pid) ignored TERM for 10s: killing it"
                 kill -KILL "$pid" 2>/dev/null || true
             fi
-            # Reap it if it is our child; a process from an earlier shell has init as its parent.
+            # Reap it if it is our child; a process from an earlier shell has init as its parent, which reaps it
+            # in its own time (seconds, here): once a zombie, it is done.
             wait "$pid" 2>/dev/null || true
-            while kill -0 "$pid" 2>/dev/null && [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]]; do
-                sleep 0.1
-            done
+            while still_running "$pid"; do sleep 0.1; done
             stopped=$((stopped + 1))
         fi
-    done < <(tac "$pids_file")
-    rm -f "$pids_file"
+    done < <(tac "$pids")
+    rm -f "$pids"
     ((stopped == 0)) || log "stopped $stopped processes"
 }
 
@@ -253,6 +303,8 @@ make_pki() {
         "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,IP:10.0.0.1" \
         "extendedKeyUsage=serverAuth")"
     sign admin "/O=system:masters/CN=modelplane-test-admin" "extendedKeyUsage=clientAuth"
+    # How kube-apiserver reaches a kubelet (logs, exec, port-forward); the kubelet's own certificate is checked.
+    sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
     openssl genrsa -out "$pki/service-account.key" 2048 2>/dev/null
     openssl rsa -in "$pki/service-account.key" -pubout -out "$pki/service-account.pub" 2>/dev/null
 }
@@ -298,23 +350,43 @@ kwok_node_annotation="kwok.x-k8s.io/node=fake"
 cmd_up() {
     command -v openssl >/dev/null || die "openssl is not on PATH (Debian: apt-get install openssl)"
     command -v curl >/dev/null || die "curl is not on PATH (Debian: apt-get install curl)"
-    local nodes=false
-    case "${1:-}" in
-    --nodes) nodes=true ;;
-    "") ;;
-    *) die "up: unknown argument '$1' (usage: up [--nodes])" ;;
-    esac
-    if $nodes; then
+    local nodes=false kubelets=0 kubelets_export=""
+    while (($#)); do
+        case "$1" in
+        --nodes) nodes=true ;;
+        --kubelets=*) kubelets="${1#--kubelets=}" ;;
+        --kubelets)
+            kubelets=1
+            if [[ "${2:-}" =~ ^[0-9]+$ ]]; then kubelets="$2" && shift; fi
+            ;;
+        *) die "up: unknown argument '$1' (usage: up [--nodes] [--kubelets [N]])" ;;
+        esac
+        shift
+    done
+    [[ "$kubelets" =~ ^[0-9]+$ ]] && ((kubelets <= nodes_max)) ||
+        die "up: --kubelets takes a number of real nodes from 1 to $nodes_max, not '$kubelets'"
+    # Real nodes need what simulated ones do: the scheduler and the workload controllers.
+    ((kubelets == 0)) || nodes=true
+    if ((kubelets)); then
+        cmd_build etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet kube-proxy coredns pause
+    elif $nodes; then
         cmd_build etcd kube-apiserver kube-controller-manager kube-scheduler kwok
     else
         cmd_build etcd kube-apiserver kube-controller-manager
     fi
-    if [[ -f "$pids_file" ]]; then
-        die "a control plane from $state is still recorded as running: run '$0 down' first"
+    if recorded_alive "$pids_file"; then
+        # What `run` started outlives a `run` that was killed; a control plane `up` left running is someone's.
+        run_owner_gone "$state" || die "a control plane from $state is still running: run '$0 down' first"
+        log "stopping what a cut-short run left in $state"
+        stop_recorded
     fi
+    # A run cut short (its processes killed) leaves containers, mounts and a network behind: gone before anything
+    # under the state directory is removed.
+    nodes_clean_leftovers "$( ((kubelets)) && echo true || echo false)"
     rm -rf "$state"
     mkdir -p "$state"
     : >"$pids_file"
+    if [[ -n "${run_owner:-}" ]]; then echo "$run_owner" >"$state/run-owner"; fi
     # Whatever fails from here on leaves nothing running.
     trap 'status=$?; if ((status != 0)); then cmd_down; fi' EXIT
     make_pki
@@ -322,6 +394,7 @@ cmd_up() {
     etcd_port="$(free_port)"
     peer_port="$(free_port)"
     api_port="$(free_port)"
+    api_server="https://127.0.0.1:$api_port"
 
     start etcd "$bin_dir/etcd" --name test --data-dir "$state/etcd" \
         --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
@@ -340,7 +413,10 @@ cmd_up() {
         --service-account-key-file "$pki/service-account.pub" \
         --service-account-signing-key-file "$pki/service-account.key" \
         --service-cluster-ip-range 10.0.0.0/24 --profiling=false \
-        --allow-privileged=true
+        --allow-privileged=true \
+        --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
+        --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+        --kubelet-certificate-authority "$pki/ca.crt" --kubelet-preferred-address-types InternalIP
     write_kubeconfig "$api_port"
     wait_ready kube-apiserver api_ready "$api_port" /readyz
 
@@ -357,6 +433,9 @@ cmd_up() {
         kcm_controllers+=,node-lifecycle-controller,persistentvolume-binder-controller
         kcm_controllers+=,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller
     fi
+    # A real pod mounts its service account's token with the cluster's CA, from the kube-root-ca.crt ConfigMap
+    # this controller publishes in every namespace.
+    if ((kubelets)); then kcm_controllers+=,root-ca-certificate-publisher-controller; fi
     # The controller manager brings garbage collection (owner references), namespace deletion and service accounts.
     start kube-controller-manager "$bin_dir/kube-controller-manager" \
         --kubeconfig "$state/kubeconfig" --authentication-kubeconfig "$state/kubeconfig" \
@@ -389,6 +468,7 @@ cmd_up() {
             --node-lease-duration-seconds 40
         wait_ready kwok http_ok "$kwok_port" /healthz
     fi
+    if ((kubelets)); then nodes_up "$kubelets"; fi
 
     cat >"$state/env" <<EOF
 export KUBECONFIG=$state/kubeconfig
@@ -397,7 +477,9 @@ export CONTROLPLANE_PIDS=$pids_file
 export CONTROLPLANE_BIN=$bin_dir
 export CONTROLPLANE_API=https://127.0.0.1:$api_port
 export CONTROLPLANE_NODES=$nodes
+export CONTROLPLANE_KUBELETS=$kubelets_export
 EOF
+    if ((kubelets)); then echo "export CONTROLPLANE_CLUSTER_DNS=$cluster_dns" >>"$state/env"; fi
     trap - EXIT
     exports
 }
@@ -405,9 +487,9 @@ EOF
 # One REST call to the running API server as the admin; prints the answer, fails (saying so) on an HTTP error. No
 # kubectl: the few calls the harness makes are plain REST, and kubectl would be one more large Go build.
 api() { # METHOD PATH [CURL ARGUMENTS...]
-    local method="$1" path="$2" pki="$state/pki" server
+    local method="$1" path="$2" pki="$state/pki" server="${api_server:-}"
     shift 2
-    server="$(sed -n 's/^export CONTROLPLANE_API=//p' "$state/env")"
+    [[ -n "$server" ]] || server="$(sed -n 's/^export CONTROLPLANE_API=//p' "$state/env")"
     curl -sS --fail-with-body --max-time 30 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
         -X "$method" "$server$path" "$@"
 }
@@ -551,14 +633,21 @@ cmd_run() {
         case "$1" in
         --crossplane) with_crossplane=true ;;
         --nodes) up_args+=(--nodes) ;;
+        --kubelets=*) up_args+=("$1") ;;
+        --kubelets)
+            up_args+=(--kubelets)
+            if [[ "${2:-}" =~ ^[0-9]+$ ]]; then up_args+=("$2") && shift; fi
+            ;;
         --) shift; break ;;
-        *) die "run: unknown argument '$1' (usage: run [--crossplane] [--nodes] -- CMD...)" ;;
+        *) die "run: unknown argument '$1' (usage: run [--crossplane] [--nodes] [--kubelets [N]] -- CMD...)" ;;
         esac
         shift
     done
-    (($#)) || die "run: no command given (usage: run [--crossplane] [--nodes] -- CMD...)"
+    (($#)) || die "run: no command given (usage: run [--crossplane] [--nodes] [--kubelets [N]] -- CMD...)"
     trap 'cmd_down' EXIT
     trap 'exit 130' INT TERM
+    # Recorded by `up`: were this script killed (no trap runs), the next `up` knows its processes for leftovers.
+    run_owner="$$ $(process_start "$$")"
     # Not `eval "$(cmd_up)"`: that would hide a failed start behind eval's own success.
     local exported
     exported="$(cmd_up "${up_args[@]}")" || exit 1
