@@ -163,9 +163,9 @@ bash tests/controlplane/controlplane.sh run --crossplane --nodes -- \
     --ignore=tests/controlplane/python/test_real_nodes.py || status=$?
 ((status == 0)) || fail "control-plane tests failed (exit $status; logs in tests/controlplane/.run/)"
 
-# Then containers that really run: two kubelets with containerd, kube-proxy and CoreDNS (controlplane.sh installs
-# Debian's containerd, runc, CNI plugins, nftables and busybox-static where missing, and removes every container,
-# mount, bridge and rule it made when the tests end).
+# Then containers that really run: two kubelets with containerd 2.x (built here, CDI), a DRA driver each, kube-proxy
+# and CoreDNS (controlplane.sh installs Debian's runc, CNI plugins, nftables and busybox-static where missing, and
+# removes every container, mount, bridge and rule it made when the tests end).
 step "pytest tests/controlplane/python/test_real_nodes.py on real nodes"
 status=0
 bash tests/controlplane/controlplane.sh run --nodes --kubelets 2 -- \

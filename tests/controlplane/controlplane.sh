@@ -4,16 +4,19 @@
 #   controlplane.sh build [COMPONENT...]   build (or reuse) the binaries into tests/controlplane/.bin/ (components:
 #                                          etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet
 #                                          kube-proxy coredns pause crossplane provider-kubernetes promtool
-#                                          prometheus keda-operator, and the test peers mock-engine and dra-driver)
+#                                          prometheus keda-operator containerd containerd-shim-runc-v2 ctr, and
+#                                          the test peers mock-engine and dra-driver)
 #   controlplane.sh up [--nodes] [--kubelets [N]]
 #                                          build, then start etcd, kube-apiserver and kube-controller-manager;
 #                                          prints `export KUBECONFIG=...` lines for eval. With --nodes, also
 #                                          kube-scheduler and kwok (simulated nodes and pods, no kubelet), and the
 #                                          controllers that turn workloads into pods (Deployment, ReplicaSet, Job,
 #                                          ResourceClaim). --kubelets N (default 1; implies --nodes) adds N real
-#                                          nodes, kubelet-0..: each a containerd with runc, a bridge network
-#                                          (10.244.<i>.0/24) and a kubelet, plus one kube-proxy (nftables) and
-#                                          CoreDNS for cluster.local (nodes.sh). Debian's containerd, runc, CNI
+#                                          nodes, kubelet-0..: each a containerd (2.x, CDI) with runc, a bridge
+#                                          network (10.244.<i>.0/24), a kubelet and a DRA driver publishing the
+#                                          devices of CONTROLPLANE_KUBELET_CLASS (an InferenceClass file; default
+#                                          the seed's eks-h200-8x), plus one kube-proxy (nftables) and CoreDNS for
+#                                          cluster.local (nodes.sh). Debian's runc, CNI
 #                                          plugins, nftables and busybox-static are installed with apt-get where
 #                                          missing. Every real node is labelled modelplane.test/kubelet=true, plus
 #                                          CONTROLPLANE_KUBELET_LABELS (k=v,...), and tainted
@@ -70,6 +73,10 @@ components=(
     # Test peers of our own (each module's README.md): a vLLM stand-in for the images pods run, and a DRA driver.
     "mock-engine|mock-engine|modelplane.test/controlplane/mock-engine"
     "dra-driver|dra-driver|modelplane.test/controlplane/dra-driver"
+    # The real nodes' runtime: containerd 2.x reads the CDI devices a DRA driver prepares (Debian's 1.6 drops them).
+    "containerd|containerd|github.com/containerd/containerd/v2/cmd/containerd"
+    "containerd-shim-runc-v2|containerd|github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"
+    "ctr|containerd|github.com/containerd/containerd/v2/cmd/ctr"
 )
 # The environment of one module's `go build`, where it needs one: the mock engine runs in images with no C
 # library, so it is linked statically. Every other module builds with Go's defaults, which keeps their stamps
@@ -87,6 +94,8 @@ build_flags=(-trimpath "-ldflags=-s -w")
 # go.mod pins. Only that module gets them: other modules link the same package at other versions.
 module_build_flags() { # MODULE
     module_flags=("${build_flags[@]}")
+    # containerd's btrfs snapshotter needs the btrfs headers; the nodes use overlayfs.
+    if [[ "$1" == containerd ]]; then module_flags+=(-tags no_btrfs); fi
     [[ "$1" == kubernetes ]] || return 0
     local version pkg=k8s.io/component-base/version
     version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$here/modules/kubernetes/go.mod")"
@@ -247,6 +256,7 @@ wait_ready() { # NAME CHECK...
 # Stops every process `up` and `crossplane` started, then removes what real nodes made (their containers, mounts
 # and network go last, once no kubelet or containerd can make more).
 cmd_down() {
+    nodes_drivers_down
     stop_recorded
     if [[ -f "$state/kubelets" ]]; then
         nodes_clean "$state" || die "real nodes: some of what they made could not be removed (see above)"
@@ -368,7 +378,8 @@ cmd_up() {
     # Real nodes need what simulated ones do: the scheduler and the workload controllers.
     ((kubelets == 0)) || nodes=true
     if ((kubelets)); then
-        cmd_build etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet kube-proxy coredns pause
+        cmd_build etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet kube-proxy coredns pause \
+            containerd containerd-shim-runc-v2 ctr dra-driver mock-engine
     elif $nodes; then
         cmd_build etcd kube-apiserver kube-controller-manager kube-scheduler kwok
     else

@@ -1,8 +1,8 @@
 # Real nodes for the test control plane: sourced by controlplane.sh (`up --kubelets N`), whose helpers (start,
 # wait_ready, free_port, sign, api, log, die) and variables (state, here, bin_dir, pids_file) it uses.
 #
-# Node i (0-based) is `kubelet-<i>`: its own containerd (Debian's, with runc; a kubelet garbage-collects the
-# sandboxes it does not know, so two never share one), a bridge `mpbr<i>` at 10.244.<i>.1/24 (the node's IP, its
+# Node i (0-based) is `kubelet-<i>`: its own containerd (2.x built here, CDI on, with Debian's runc; a kubelet
+# garbage-collects the sandboxes it does not know, so two never share one), a DRA driver, a bridge `mpbr<i>` at 10.244.<i>.1/24 (the node's IP, its
 # pods' gateway) with a bridge CNI network on 10.244.<i>.0/24, and a kubelet whose pods live in a cgroup tree of
 # their own. One kube-proxy (nftables) serves the Services of all nodes, since they share this machine's network
 # stack; CoreDNS, a host process on 10.244.0.1:53, answers for cluster.local from the API server and is every pod's
@@ -36,7 +36,7 @@ node_name() { echo "kubelet-$1"; }
 
 nodes_install() {
     local missing=() tool package
-    for tool in containerd:containerd ctr:containerd runc:runc nft:nftables; do
+    for tool in runc:runc nft:nftables; do
         command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
     done
     [[ -x "$cni_bin/bridge" && -x "$cni_bin/host-local" && -x "$cni_bin/loopback" ]] ||
@@ -211,6 +211,97 @@ nodes_clean_leftovers() { # WANT_NODES(true|false)
     fi
 }
 
+# --- DRA drivers -----------------------------------------------------------------------------------------------
+
+# The class whose devices every real node's drivers publish (an InferenceClass YAML; the seed's by default).
+nodes_class="${CONTROLPLANE_KUBELET_CLASS:-$repo/examples/classes/eks-h200-8x.yaml}"
+
+# A Python that has PyYAML: the tests' virtualenv when there is one (tests/run.sh makes it first), else python3.
+nodes_python() {
+    if [[ -x "$repo/.venv/bin/python" ]]; then echo "$repo/.venv/bin/python"; else command -v python3; fi
+}
+
+driver_registered() { grep -q 'registered with the kubelet' "$state/$1.log"; }
+
+# On each of N Ready nodes, one test DRA driver per driver of $nodes_class publishing that class's devices (one
+# ResourceSlice a node), preparing claims into files under the node's state and CDI specs into the directory its
+# containerd reads; and the DeviceClasses the drivers' charts install. Returns once every driver is registered.
+nodes_drivers_up() { # N
+    local n="$1" i k node dir name drivers=() file
+    [[ -f "$nodes_class" ]] || die "dra-driver: CONTROLPLANE_KUBELET_CLASS: no InferenceClass file at $nodes_class"
+    readarray -t drivers < <("$(nodes_python)" "$here/python/node_devices.py" "$nodes_class" "$state/dra") ||
+        die "dra-driver: could not write the devices of $nodes_class (node_devices.py)"
+    if ((${#drivers[@]} == 0)); then
+        log "dra-driver: ${nodes_class#"$repo"/} has no DRA devices; no driver runs"
+        return 0
+    fi
+    for file in "$state"/dra/deviceclass-*.json; do
+        api POST /apis/resource.k8s.io/v1/deviceclasses -H 'Content-Type: application/json' \
+            --data-binary "@$file" >/dev/null || die "dra-driver: could not create DeviceClass from ${file##*/}"
+    done
+    # A unix socket's path has at most 107 bytes: the kubelet and the driver meet at this one.
+    local socket="$state/$(node_name $((n - 1)))/root/plugins_registry/${drivers[0]}-reg.sock"
+    ((${#socket} <= 107)) || die "dra-driver: the state directory $state is too long for the driver's" \
+        "registration socket ($socket: ${#socket} bytes, at most 107): use a shorter CONTROLPLANE_STATE"
+    for ((i = 0; i < n; i++)); do
+        node="$(node_name "$i")"
+        dir="$state/$node"
+        for k in "${!drivers[@]}"; do
+            name="dra-driver-$i"
+            if ((k > 0)); then name+="-$k"; fi
+            start "$name" "$bin_dir/dra-driver" --driver-name "${drivers[$k]}" --node-name "$node" \
+                --kubeconfig "$state/kubeconfig" --kubelet-root "$dir/root" --cdi-dir "$dir/cdi" \
+                --devices "$state/dra/${drivers[$k]}.devices.json"
+        done
+    done
+    for ((i = 0; i < n; i++)); do
+        for k in "${!drivers[@]}"; do
+            name="dra-driver-$i"
+            if ((k > 0)); then name+="-$k"; fi
+            wait_ready "$name" driver_registered "$name"
+        done
+    done
+    log "dra-driver: ${drivers[*]} on $n nodes, devices of ${nodes_class#"$repo"/}"
+}
+
+# namespace/name of every pod bound to a real node.
+nodes_pods() {
+    api GET /api/v1/pods | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["items"]:
+    if p["spec"].get("nodeName", "").startswith("kubelet-"):
+        print(p["metadata"]["namespace"] + "/" + p["metadata"]["name"])'
+}
+
+# Before `down` stops the processes, while the API server still answers: the pods on the real nodes go (so the
+# drivers unprepare their claims), then the drivers, then their ResourceSlices (a running driver would publish
+# them again). Bounded; skipped when the API server is gone (a run cut short: nodes_clean removes what is left).
+nodes_drivers_down() {
+    local n i
+    [[ -f "$state/kubelets" && -f "$pids_file" ]] || return 0
+    api GET /readyz >/dev/null 2>&1 || return 0
+    n="$(cat "$state/kubelets")"
+    local pod deadline=$((SECONDS + 60)) left=""
+    while :; do
+        left="$(nodes_pods)" || break
+        [[ -n "$left" ]] || break
+        if ((SECONDS >= deadline)); then
+            log "real nodes: pods still on the kubelets after 60s, stopping anyway: ${left//$'\n'/ }"
+            break
+        fi
+        for pod in $left; do
+            api DELETE "/api/v1/namespaces/${pod%/*}/pods/${pod#*/}" >/dev/null 2>&1 || true
+        done
+        sleep 1
+    done
+    grep '^dra-driver-' "$pids_file" >"$state/pids.drivers" || true
+    stop_recorded "$state/pids.drivers"
+    for ((i = 0; i < n; i++)); do
+        api DELETE "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D$(node_name "$i")" \
+            >/dev/null 2>&1 || log "dra-driver: could not delete the ResourceSlices of $(node_name "$i")"
+    done
+}
+
 # --- start -----------------------------------------------------------------------------------------------------
 
 nodes_lock_take() {
@@ -270,14 +361,19 @@ node_cgroup_up() { # NODE
     done
 }
 
+# containerd 2.x's v3 config: the CRI plugins split into runtime and images; CDI is always on (2.x dropped the
+# `enable_cdi` switch), reading the specs the node's DRA drivers write to $dir/cdi.
 containerd_config() { # NODE_DIR INDEX
-    local dir="$1" i="$2" cri='plugins."io.containerd.grpc.v1.cri"'
+    local dir="$1" i="$2" runtime="plugins.'io.containerd.cri.v1.runtime'"
+    local images="plugins.'io.containerd.cri.v1.images'"
     cat >"$dir/containerd.toml" <<EOF
-version = 2
+version = 3
 root = "$dir/containerd/root"
 state = "$dir/containerd/state"
-disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
+# Plugins that would use machine-wide paths (/opt/containerd) or that no node needs.
+disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.erofs", "io.containerd.differ.v1.erofs",
   "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
 
 [grpc]
@@ -286,28 +382,39 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 [ttrpc]
   address = "$dir/containerd.sock.ttrpc"
 
-[$cri]
-  sandbox_image = "$pause_image"
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+
+# NRI would listen on /var/run/nri/nri.sock, one socket a machine.
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+
+[$images]
+  snapshotter = "overlayfs"
+
+[$images.pinned_images]
+  sandbox = "$pause_image"
+
+[$runtime]
+  cdi_spec_dirs = ["$dir/cdi"]
   # Processes here lack CAP_SYS_RESOURCE: runc cannot give a sandbox the OOM score -998 containerd asks for.
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   disable_apparmor = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
 
-[$cri.containerd]
-  snapshotter = "overlayfs"
+[$runtime.containerd]
   default_runtime_name = "runc"
 
-[$cri.containerd.runtimes.runc]
+[$runtime.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 
-[$cri.containerd.runtimes.runc.options]
+[$runtime.containerd.runtimes.runc.options]
   SystemdCgroup = false
   Root = "$dir/runc"
 
-[$cri.cni]
-  bin_dir = "$cni_bin"
+[$runtime.cni]
+  bin_dirs = ["$cni_bin"]
   conf_dir = "$dir/cni"
   max_conf_num = 1
 EOF
@@ -330,7 +437,7 @@ EOF
 EOF
 }
 
-containerd_ready() { ctr --address "$1" version; }
+containerd_ready() { "$bin_dir/ctr" --address "$1" version; }
 
 node_ready() { # NODE
     api GET "/api/v1/nodes/$1" 2>/dev/null | python3 -c '
@@ -444,9 +551,11 @@ nodes_up() { # N
         dir="$state/$node"
         mkdir -p "$dir"
         containerd_config "$dir" "$i"
-        start "containerd-$i" "$(command -v containerd)" --config "$dir/containerd.toml"
+        mkdir -p "$dir/cdi"
+        # containerd finds its shim (containerd-shim-runc-v2) on PATH; runc is Debian's.
+        PATH="$bin_dir:$PATH" start "containerd-$i" "$bin_dir/containerd" --config "$dir/containerd.toml"
         wait_ready "containerd-$i" containerd_ready "$dir/containerd.sock"
-        ctr --address "$dir/containerd.sock" --namespace k8s.io images import "$state/images/pause.tar" \
+        "$bin_dir/ctr" --address "$dir/containerd.sock" --namespace k8s.io images import "$state/images/pause.tar" \
             >>"$state/containerd-$i.log" 2>&1 || die "containerd-$i: could not import the pause image"
     done
 
@@ -502,6 +611,8 @@ EOF
     : >"$nodes_lock/kube-proxy"
     start kube-proxy "$bin_dir/kube-proxy" --config "$state/kube-proxy.yaml"
     wait_ready kube-proxy http_ok "$proxy_healthz" /healthz
+
+    nodes_drivers_up "$n"
 
     local names=()
     for ((i = 0; i < n; i++)); do names+=("$(node_name "$i")"); done

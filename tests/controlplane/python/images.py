@@ -109,9 +109,10 @@ def _digest(path: Path) -> str:
 
 
 def build_image(name: str, files: Mapping[str, FileSource], *, entrypoint: list[str], out: Path,
-                cmd: list[str] | None = None, env: Mapping[str, str] | None = None, workdir: str = "/") -> Path:
+                cmd: list[str] | None = None, env: Mapping[str, str] | None = None, workdir: str = "/",
+                user: str | None = None) -> Path:
     """Writes the OCI image tarball of a one-layer image `name` (`registry/repository:tag`) holding `files` to
-    `out`, and returns `out`. `env` adds to a default PATH."""
+    `out`, and returns `out`. `env` adds to a default PATH; `user` is the image's `USER` (uid[:gid])."""
     if not re.fullmatch(r"[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+", name):
         raise ValueError(f"image name {name!r} is not registry/repository:tag")
     out = Path(out)
@@ -135,7 +136,8 @@ def build_image(name: str, files: Mapping[str, FileSource], *, entrypoint: list[
         config = blob({
             "architecture": _architecture(), "os": "linux",
             "config": {"Entrypoint": list(entrypoint), "Cmd": list(cmd or []),
-                       "Env": [f"{k}={v}" for k, v in environment.items()], "WorkingDir": workdir},
+                       "Env": [f"{k}={v}" for k, v in environment.items()], "WorkingDir": workdir}
+                      | ({"User": user} if user else {}),
             "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
             "history": [{"created_by": "tests/controlplane/python/images.py"}],
         })
@@ -200,17 +202,81 @@ def node_sockets() -> list[str]:
     return [str(Path(state) / node / "containerd.sock") for node in kubelets.split(",")]
 
 
+def ctr_binary() -> str:
+    """The harness's own ctr (built with the nodes' containerd, CONTROLPLANE_BIN), else one on PATH."""
+    built = Path(os.environ.get("CONTROLPLANE_BIN", "")) / "ctr"
+    if os.environ.get("CONTROLPLANE_BIN") and built.is_file():
+        return str(built)
+    found = shutil.which("ctr")
+    if not found:
+        raise RuntimeError("no ctr: build it (controlplane.sh build ctr) or put one on PATH")
+    return found
+
+
 def load_image(tarball: Path, sockets: list[str] | None = None) -> None:
     """Imports the image tarball into the containerd of every real node (or of each of `sockets`), where the
     kubelet finds it."""
-    ctr = shutil.which("ctr")
-    if not ctr:
-        raise RuntimeError("ctr is not on PATH (Debian: apt-get install containerd)")
+    ctr = ctr_binary()
     for socket in sockets if sockets is not None else node_sockets():
         done = subprocess.run([ctr, "--address", socket, "--namespace", CRI_NAMESPACE, "images", "import",
                                str(tarball)], capture_output=True, text=True, timeout=IMPORT_TIMEOUT_SECONDS)
         if done.returncode != 0:
             raise RuntimeError(f"ctr images import {tarball} into {socket}: {done.stderr.strip()}")
+
+
+# --- the images the tests run -----------------------------------------------------------------------------------
+
+# vLLM's stand-in (tests/controlplane/modules/mock-engine) as vLLM's own image is laid out: `vllm` on PATH, a shell
+# for the commands that use one, entrypoint `vllm serve` (vllm/vllm-openai's), so a composed engine pod runs its
+# user's command or args unchanged.
+MOCK_ENGINE_IMAGE = "modelplane.test/mock-vllm:local"
+# The function's own image (package/function/Dockerfile): the binary at /usr/local/bin/modelplane-function, run as
+# 2000 with no arguments, which is `serve` on 0.0.0.0:9443.
+FUNCTION_IMAGE = "modelplane.test/function-modelplane:local"
+FUNCTION_PATH = "/usr/local/bin/modelplane-function"
+
+
+def _built_binary(name: str) -> Path:
+    """A binary controlplane.sh built (CONTROLPLANE_BIN)."""
+    directory = os.environ.get("CONTROLPLANE_BIN")
+    if not directory or not (Path(directory) / name).is_file():
+        raise RuntimeError(f"no built {name}: run under controlplane.sh (CONTROLPLANE_BIN), after "
+                           f"`controlplane.sh build {name}`")
+    return Path(directory) / name
+
+
+def mock_engine_image(out: Path, binary: Path | None = None) -> Path:
+    """The mock engine's image tarball at `out`: busybox (/bin/sh) and the static mock engine as /usr/bin/vllm."""
+    files = busybox_files()
+    files["/usr/bin/vllm"] = Path(binary) if binary else _built_binary("mock-engine")
+    return build_image(MOCK_ENGINE_IMAGE, files, entrypoint=["vllm", "serve"], out=out)
+
+
+def function_image(binary: Path | str | None, out: Path) -> Path:
+    """The function's image tarball at `out`: `binary` (else MODELPLANE_FUNCTION_BIN) with the libraries ldd
+    lists, entrypoint the binary alone (`serve`), user 2000 as Crossplane runs functions."""
+    binary = binary or os.environ.get("MODELPLANE_FUNCTION_BIN")
+    if not binary or not Path(binary).is_file():
+        raise RuntimeError("function_image: MODELPLANE_FUNCTION_BIN must name the built modelplane-function binary")
+    return build_image(FUNCTION_IMAGE, with_libraries(FUNCTION_PATH, Path(binary)), entrypoint=[FUNCTION_PATH],
+                       out=out, user="2000:2000")
+
+
+_loaded: dict[str, Path] = {}
+
+
+def load_test_image(name: str, scratch: Path) -> str:
+    """Builds the test image `name` (MOCK_ENGINE_IMAGE or FUNCTION_IMAGE) into `scratch` and imports it into every
+    real node's containerd, once a test session; returns `name` for the pod's `image` (pull policy Never)."""
+    builders = {MOCK_ENGINE_IMAGE: lambda out: mock_engine_image(out),
+                FUNCTION_IMAGE: lambda out: function_image(None, out)}
+    if name not in builders:
+        raise ValueError(f"no test image {name!r} (known: {', '.join(builders)})")
+    if name not in _loaded:
+        tarball = builders[name](Path(scratch) / (name.split("/")[-1].replace(":", "-") + ".tar"))
+        load_image(tarball)
+        _loaded[name] = tarball
+    return name
 
 
 def main(argv: list[str]) -> None:

@@ -11,8 +11,10 @@ this file under a control plane without `--kubelets` (or none: it starts its own
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -133,8 +135,17 @@ def test_a_kubelet_that_cannot_start_names_itself_and_leaves_nothing_behind(tmp_
 PAUSE_IMAGE = "modelplane.test/pause:local"  # loaded into every node by the harness
 
 
-def test_real_nodes_of_a_killed_run_are_cleaned_up_by_the_next_up(tmp_path, machine_without_real_nodes):
-    state = tmp_path / "state"
+@pytest.fixture
+def short_state():
+    """A state directory with a short path: a real node's sockets (the DRA driver's registration socket under the
+    kubelet's root) must fit the kernel's 108 bytes for a unix socket path, which pytest's tmp_path overruns."""
+    directory = Path(tempfile.mkdtemp(prefix="mp-cp-"))
+    yield directory / "state"
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_real_nodes_of_a_killed_run_are_cleaned_up_by_the_next_up(short_state, machine_without_real_nodes):
+    state = short_state
     env = {**os.environ, "CONTROLPLANE_STATE": str(state)}
     # `run` holds the control plane while its command runs; the command waits for the test to kill `run`.
     run = subprocess.Popen(["bash", str(SCRIPT), "run", "--kubelets", "1", "--", "sleep", str(BOUND_SECONDS)],

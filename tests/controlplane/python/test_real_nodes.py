@@ -6,18 +6,25 @@ whose image is absent never starts. Without real nodes every test fails, naming 
 
 from __future__ import annotations
 
+import copy
+import json
+import os
 import re
 from pathlib import Path
 
 import pytest
 import requests
+import yaml
 
 import images
-from kube import Kube, wait_for
-from real_nodes import (POD_SECONDS, condition, events, load_shell_image, pod, pod_log, pod_status,
+import installs
+from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
+from real_nodes import (POD_SECONDS, condition, events, load_shell_image, on_real_node, pod, pod_log, pod_status,
                         require_kubelets, shell_container, wait_finished, wait_ready)
 
 NAMESPACE = "real-nodes"
+EXAMPLES = REPO_ROOT / "examples"
+RESOURCE_API = "resource.k8s.io/v1"
 HTTP_PORT = 8080
 # busybox httpd serving /www; `ready` and `index.html` are files a container writes (or never does).
 SERVE = f"exec httpd -f -p {HTTP_PORT} -h /www"
@@ -195,3 +202,162 @@ def test_a_dynamically_linked_binary_runs_from_its_image_with_the_libraries_ldd_
     finished = wait_finished(real, NAMESPACE, "echo")
     assert finished["status"]["phase"] == "Succeeded", pod_status(real, NAMESPACE, "echo")
     assert pod_log(real, NAMESPACE, "echo").strip() == "linked and loaded"
+
+
+# --- DRA: the driver's devices, claimed as we compose claims -------------------------------------------------
+
+DRA_NAMESPACE = "real-dra"
+DRIVER = "gpu.nvidia.com"
+ENGINE_PORT = 8000
+# Where the driver mounts a prepared claim's file in the container (its CDI spec) and the mock engine reads it.
+CLAIM_MOUNT = "/var/run/modelplane-dra"
+
+
+def composed_standalone(work: Path) -> tuple[dict, dict]:
+    """The ResourceClaimTemplate and the pod template our function composes for examples/deployments/qwen3-small
+    (one replica) on an Existing cluster whose pool is of the seed's class, eks-h200-8x."""
+    deployment = copy.deepcopy(load_yaml_documents(EXAMPLES / "deployments" / "qwen3-small.yaml")[0])
+    deployment["metadata"]["namespace"] = DRA_NAMESPACE
+    deployment["spec"]["replicas"] = 1
+    cluster = {"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster",
+               "metadata": {"name": "real", "labels": {"region": "us-east-1"}},
+               "spec": {"stack": "Standard",
+                        "cluster": {"source": "Existing", "existing": {
+                            "secretRef": {"name": "real-kubeconfig", "key": "kubeconfig"}}},
+                        "nodePools": [{"name": "h200", "className": "eks-h200-8x", "nodeCount": 2}]}}
+    (work / "md.yaml").write_text(yaml.safe_dump(deployment))
+    (work / "cluster.yaml").write_text(yaml.safe_dump(cluster))
+    documents = installs.render(work / "md.yaml", work / "cluster.yaml", EXAMPLES / "classes", until_ready=True)
+    manifests = [d["spec"]["forProvider"]["manifest"] for d in documents[1:] if d.get("kind") == "Object"]
+    (claim_template,) = [m for m in manifests if m["kind"] == "ResourceClaimTemplate"]
+    (engine,) = [m for m in manifests if m["kind"] == "Deployment" and m["metadata"]["name"].endswith("-qwen3")]
+    return claim_template, engine["spec"]["template"]
+
+
+def engine_pod(name: str, template: dict, claim_template: str, node: str | None = None) -> dict:
+    """A pod of the composed template on a real node, running the mock engine in place of the user's image (the
+    user's args kept), claiming through `claim_template`."""
+    spec = copy.deepcopy(template["spec"])
+    spec.pop("nodeSelector", None)  # the pool's label: real nodes carry the harness's
+    for container in spec["containers"]:
+        container.update(image=images.MOCK_ENGINE_IMAGE, imagePullPolicy="Never")
+    for claim in spec["resourceClaims"]:
+        claim["resourceClaimTemplateName"] = claim_template
+    spec = on_real_node(spec)
+    if node:
+        spec["nodeSelector"]["kubernetes.io/hostname"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": DRA_NAMESPACE,
+                                                           "labels": {"app": name}}, "spec": spec}
+
+
+def claim_of(kube: Kube, pod_name: str) -> dict:
+    live = kube.get("v1", "Pod", pod_name, DRA_NAMESPACE)
+    (status,) = live["status"]["resourceClaimStatuses"]
+    return kube.get(RESOURCE_API, "ResourceClaim", status["resourceClaimName"], DRA_NAMESPACE)
+
+
+def node_claim_file(node: str, uid: str) -> Path:
+    """Where the node's driver records a prepared claim (its --plugin-data-dir, under the kubelet's root)."""
+    return Path(os.environ["CONTROLPLANE_STATE"]) / node / "root" / "plugins" / DRIVER / "claims" / f"{uid}.json"
+
+
+def mock_info(pod_object: dict) -> dict:
+    session = requests.Session()
+    session.trust_env = False
+    return session.get(f"http://{pod_object['status']['podIP']}:{ENGINE_PORT}/mock/info", timeout=10).json()
+
+
+@pytest.fixture(scope="module")
+def dra(real, tmp_path_factory) -> tuple[dict, dict]:
+    """The drivers' DeviceClass and slices (controlplane.sh), the mock engine's image, and the composed claim
+    template and pod template; the namespace goes at the end."""
+    work = tmp_path_factory.mktemp("dra")
+    images.load_test_image(images.MOCK_ENGINE_IMAGE, work)
+    claim_template, template = composed_standalone(work)
+    assert real.get(RESOURCE_API, "DeviceClass", DRIVER), "controlplane.sh installs the drivers' DeviceClass"
+    slices = {s["spec"]["nodeName"]: s for s in real.list(RESOURCE_API, "ResourceSlice")
+              if s["spec"]["driver"] == DRIVER}
+    assert set(slices) == set(require_kubelets()), slices
+    real.ensure_namespace(DRA_NAMESPACE)
+    real.apply(claim_template)
+    yield claim_template, template
+    real.delete("v1", "Namespace", DRA_NAMESPACE)
+    wait_for(f"namespace {DRA_NAMESPACE} gone", lambda: real.get("v1", "Namespace", DRA_NAMESPACE) is None,
+             POD_SECONDS)
+
+
+def test_a_composed_claim_is_allocated_prepared_seen_by_the_container_and_released(real, dra):
+    claim_template, template = dra
+    name = claim_template["metadata"]["name"]
+    real.apply(engine_pod("engine", template, name))
+    ready = wait_ready(real, DRA_NAMESPACE, "engine")
+    node = ready["spec"]["nodeName"]
+
+    # kube-scheduler allocated one device of the node's pool, as the composed request and its CEL selector ask.
+    claim = claim_of(real, "engine")
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert (result["driver"], result["pool"], result["request"]) == (DRIVER, node, "gpu"), result
+    device, uid = result["device"], claim["metadata"]["uid"]
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["engine"]
+    # The kubelet had the node's driver prepare it.
+    prepared = json.loads(node_claim_file(node, uid).read_text())
+    assert [d["name"] for d in prepared["devices"]] == [device], prepared
+
+    # The container got it through CDI: the driver's env, and the claim's file mounted where the engine reads it.
+    info = mock_info(ready)
+    assert info["env"].get("GPU_DEVICE_0") == device, info["env"]
+    # (The driver names the variable by the claim's UID, dashes made underscores.)
+    claim_variable = f"DRA_CLAIM_{uid.replace('-', '_')}"
+    assert info["env"].get(claim_variable) == f"{DRA_NAMESPACE}/{claim['metadata']['name']}", info["env"]
+    mounted = info["deviceFiles"][f"{CLAIM_MOUNT}/{uid}.json"]
+    assert [d["name"] for d in mounted["devices"]] == [device], mounted
+    # The composed readiness probe (/health) passed on the real engine: that is what made the pod Ready.
+    assert info["ready"] is True
+
+    # Deleting the pod unprepares the claim and releases the device.
+    real.delete("v1", "Pod", "engine", DRA_NAMESPACE)
+    wait_for("the engine pod gone", lambda: real.get("v1", "Pod", "engine", DRA_NAMESPACE) is None, POD_SECONDS)
+    wait_for("the driver to unprepare the claim (its file gone)", lambda: not node_claim_file(node, uid).exists(),
+             POD_SECONDS)
+    wait_for("the pod's ResourceClaim deleted",
+             lambda: real.get(RESOURCE_API, "ResourceClaim", claim["metadata"]["name"], DRA_NAMESPACE) is None,
+             POD_SECONDS)
+
+    # Every device of that node is free: a claim for all of them, pinned there, is allocated and prepared.
+    everything = copy.deepcopy(claim_template)
+    everything["metadata"]["name"] = "all-devices"
+    devices_of_node = len(next(s for s in real.list(RESOURCE_API, "ResourceSlice")
+                               if s["spec"]["nodeName"] == node)["spec"]["devices"])
+    everything["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = devices_of_node
+    real.apply(everything)
+    real.apply(engine_pod("whole-node", template, "all-devices", node=node))
+    whole = wait_ready(real, DRA_NAMESPACE, "whole-node")
+    given = {v for k, v in mock_info(whole)["env"].items() if k.startswith("GPU_DEVICE_")}
+    assert device in given and len(given) == devices_of_node, given
+    real.delete("v1", "Pod", "whole-node", DRA_NAMESPACE)
+
+
+def test_a_claim_no_device_satisfies_leaves_the_pod_pending_with_the_schedulers_reason(real, dra):
+    claim_template, template = dra
+    impossible = copy.deepcopy(claim_template)
+    impossible["metadata"]["name"] = "no-such-gpu"
+    request = impossible["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    request["selectors"] = [{"cel": {"expression":
+                                     'device.attributes["gpu.nvidia.com"].productName == "NVIDIA B300"'}}]
+    real.apply(impossible)
+    real.apply(engine_pod("unsatisfied", template, "no-such-gpu"))
+
+    def unschedulable():
+        live = real.get("v1", "Pod", "unsatisfied", DRA_NAMESPACE) or {}
+        for c in (live.get("status") or {}).get("conditions") or []:
+            if c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable":
+                return c
+        return None
+    reason = wait_for("the scheduler to find the pod unschedulable", unschedulable, POD_SECONDS,
+                      lambda: pod_status(real, DRA_NAMESPACE, "unsatisfied"))
+    assert "claim" in reason["message"], reason
+    live = real.get("v1", "Pod", "unsatisfied", DRA_NAMESPACE)
+    assert live["status"]["phase"] == "Pending" and not live["spec"].get("nodeName"), live["status"]
+    claim = claim_of(real, "unsatisfied")
+    assert not (claim.get("status") or {}).get("allocation"), claim["status"]
+    real.delete("v1", "Pod", "unsatisfied", DRA_NAMESPACE)
