@@ -160,16 +160,18 @@ step "pytest tests/controlplane/python on the real control plane"
 status=0
 bash tests/controlplane/controlplane.sh run --crossplane --nodes -- \
     "$venv/bin/python" -m pytest tests/controlplane/python -q \
-    --ignore=tests/controlplane/python/test_real_nodes.py || status=$?
+    --ignore=tests/controlplane/python/test_real_nodes.py \
+    --ignore=tests/controlplane/python/test_gangs_live.py || status=$?
 ((status == 0)) || fail "control-plane tests failed (exit $status; logs in tests/controlplane/.run/)"
 
 # Then containers that really run: two kubelets with containerd 2.x (built here, CDI), a DRA driver each, kube-proxy
 # and CoreDNS (controlplane.sh installs Debian's runc, CNI plugins, nftables and busybox-static where missing, and
 # removes every container, mount, bridge and rule it made when the tests end).
-step "pytest tests/controlplane/python/test_real_nodes.py on real nodes"
+step "pytest test_real_nodes.py, test_gangs_live.py on real nodes"
 status=0
 bash tests/controlplane/controlplane.sh run --nodes --kubelets 2 -- \
-    "$venv/bin/python" -m pytest tests/controlplane/python/test_real_nodes.py -q || status=$?
+    "$venv/bin/python" -m pytest tests/controlplane/python/test_real_nodes.py \
+    tests/controlplane/python/test_gangs_live.py -q || status=$?
 ((status == 0)) || fail "real-node tests failed (exit $status; logs in tests/controlplane/.run/)"
 # --- end of the control-plane block ---------------------------------------------------------------------------------
 
