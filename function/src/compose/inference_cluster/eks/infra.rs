@@ -320,7 +320,6 @@ pub fn cluster(
                 role_arn: role.to_owned(),
                 networking: eks_api::Networking {
                     subnet_ids: subnets.to_vec(),
-                    vpc: None,
                     security_group_ids,
                 },
                 endpoint_public_access: networking.endpoint_public_access,
