@@ -309,6 +309,10 @@ fn cel_setup_per_request() {
     );
 }
 
+// The allocator the server runs on, so in-process figures are the server's (`modelplane_function::memory`).
+#[global_allocator]
+static ALLOCATOR: modelplane_function::memory::Mimalloc = modelplane_function::memory::Mimalloc;
+
 fn main() {
     // `cargo bench` passes `--bench`; anything else names scenarios.
     let wanted: Vec<String> = std::env::args()

@@ -27,6 +27,10 @@ fn endpoint(i: usize) -> Value {
         "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
 }
 
+// The allocator the server runs on, so in-process figures are the server's (`modelplane_function::memory`).
+#[global_allocator]
+static ALLOCATOR: modelplane_function::memory::Mimalloc = modelplane_function::memory::Mimalloc;
+
 fn main() {
     let xr = json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "ModelService",
         "metadata": {"name": "qwen3-coder", "namespace": "ml-team"},

@@ -3,7 +3,8 @@
 //! One function serves every Modelplane composite kind: `InferenceClass`, `InferenceCluster`,
 //! `InferenceGateway`, `ModelCache`, `ModelDeployment`, `ModelEndpoint` and `ModelService` (the table is
 //! [`compose::COMPOSERS`]). The binary (`src/main.rs`) serves it to Crossplane (`serve`) and runs it offline
-//! (`render`); both, the tests and the benchmarks call the same [`run_function`].
+//! (`render`) and runs the `standby` server; the server, `render`, the tests and the benchmarks call the same
+//! [`run_function`].
 //!
 //! Desired state is a complete server-side-apply intent, not a patch: whatever a response leaves out of
 //! `desired` is deleted when the pipeline ends. So every response starts from the request's desired state
@@ -28,6 +29,9 @@
 //! - [`limits`]: what one call may cost, its deadline and its stack; [`cel`]: DRA CEL selectors under a budget.
 //! - [`server`]: the tonic server Crossplane talks to, composing on [`compose_pool`]'s long-lived threads;
 //!   [`render`]: the same handler offline, and `--until-ready`'s simulated reconciles.
+//! - [`standby`]: the `standby` server an InferenceGateway runs, answering for scaled-to-zero deployments.
+//! - [`memory`]: the mimalloc allocator; each binary declares it as its global allocator (the library does
+//!   not, so the tests crate and the fuzz targets keep their own).
 //!
 //! Imports run one way, types below behaviour: [`error`], [`api`], [`wire`] and [`limits`] import none of the
 //! layers above them; [`validate`], [`cel`], [`schedule`], [`stack`] and [`fleet_metrics`] import types only; [`compose`] uses all of

@@ -5,11 +5,13 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 use clap::{Args, Parser, Subcommand, builder::BoolishValueParser};
 use modelplane_function::{
     fleet_metrics,
-    proto::v1::{RunFunctionRequest, RunFunctionResponse, Severity, function_runner_service_client},
-    render::{self, Format, Inputs, Outcome, RenderError},
-    run_function,
+    render::{self, Format, RenderError, command::Rendered},
     server::{self, ConnectionLimits, ServeOptions},
 };
+
+// Composing is allocation-bound; see `modelplane_function::memory` for why mimalloc, and why here.
+#[global_allocator]
+static ALLOCATOR: modelplane_function::memory::Mimalloc = modelplane_function::memory::Mimalloc;
 
 #[derive(Parser)]
 #[command(version, about, args_conflicts_with_subcommands = true)]
@@ -245,18 +247,21 @@ fn parse_address(address: &str) -> Result<SocketAddr, std::net::AddrParseError> 
     }
 }
 
-/// How a render ended, as its exit status.
-enum Rendered {
-    Composed,
-    /// The function returned a FATAL result: exit 3, as Crossplane's.
-    Fatal,
-    /// `--until-ready` stopped before the composite was Ready: exit 4.
-    NotReady,
-}
-
 async fn render_command(args: RenderArgs) -> ExitCode {
-    match render_to_stdout(args).await {
+    let options = render::command::Options {
+        composite: args.composite,
+        required: args.required,
+        observed: args.observed,
+        context: args.context,
+        output: args.output,
+        function_address: args.function_address,
+        until_ready: args.until_ready,
+        stages: args.stages,
+        fleet_metrics_url: args.fleet_metrics_url,
+    };
+    match render::command::to_stdout(options).await {
         Ok(Rendered::Composed) => ExitCode::SUCCESS,
+        // As Crossplane's render exits on a FATAL result.
         Ok(Rendered::Fatal) => ExitCode::from(3),
         Ok(Rendered::NotReady) => ExitCode::from(4),
         // As `yes | head` ends: the reader took what it wanted.
@@ -266,112 +271,4 @@ async fn render_command(args: RenderArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-async fn render_to_stdout(args: RenderArgs) -> Result<Rendered, RenderError> {
-    let inputs = Inputs::load(
-        &args.composite,
-        &args.required,
-        &args.observed,
-        args.context.as_deref(),
-    )?;
-    let until_ready = args.until_ready || args.stages;
-    if let Some(url) = &args.fleet_metrics_url {
-        let poll = fleet_metrics::poll::Options {
-            url: url.clone(),
-            interval: std::time::Duration::from_secs(30),
-        };
-        poll.check().map_err(RenderError::Usage)?;
-        fleet_metrics::publish(fleet_metrics::poll::once(url).await);
-    }
-    if until_ready && args.output == Format::Json {
-        return Err(RenderError::Usage(
-            "--until-ready prints YAML only: its header comment marks the output as simulated".into(),
-        ));
-    }
-    match &args.function_address {
-        None => {
-            let call = |req| async move { Ok(run_function(req)) };
-            if until_ready {
-                until_ready_to_stdout(&inputs, args.stages, call).await
-            } else {
-                once_to_stdout(&inputs, args.output, call).await
-            }
-        }
-        Some(address) => {
-            let endpoint = if address.contains("://") {
-                address.clone()
-            } else {
-                format!("http://{address}")
-            };
-            let remote = |reason: String| RenderError::Remote {
-                address: address.clone(),
-                reason,
-            };
-            let client = function_runner_service_client::FunctionRunnerServiceClient::connect(endpoint)
-                .await
-                .map_err(|e| remote(e.to_string()))?
-                .max_decoding_message_size(usize::MAX);
-            let call = |req: RunFunctionRequest| {
-                let mut client = client.clone();
-                async move {
-                    client
-                        .run_function(req)
-                        .await
-                        .map(|r| r.into_inner())
-                        .map_err(|s| remote(s.to_string()))
-                }
-            };
-            if until_ready {
-                until_ready_to_stdout(&inputs, args.stages, call).await
-            } else {
-                once_to_stdout(&inputs, args.output, call).await
-            }
-        }
-    }
-}
-
-/// What `crossplane render` prints: one pipeline step, its requirements answered.
-async fn once_to_stdout<F, Fut>(inputs: &Inputs, format: Format, call: F) -> Result<Rendered, RenderError>
-where
-    F: FnMut(RunFunctionRequest) -> Fut,
-    Fut: Future<Output = Result<RunFunctionResponse, RenderError>>,
-{
-    let rsp = render::run(inputs, call).await?;
-    let documents = render::documents(inputs, &rsp)?;
-    render::print(&documents, format, &mut std::io::stdout().lock())?;
-    Ok(if is_fatal(&rsp) {
-        Rendered::Fatal
-    } else {
-        Rendered::Composed
-    })
-}
-
-async fn until_ready_to_stdout<F, Fut>(
-    inputs: &Inputs,
-    stages: bool,
-    call: F,
-) -> Result<Rendered, RenderError>
-where
-    F: FnMut(RunFunctionRequest) -> Fut,
-    Fut: Future<Output = Result<RunFunctionResponse, RenderError>>,
-{
-    let simulation = render::run_until_ready(inputs, call).await?;
-    render::print_simulation(&simulation, stages, &mut std::io::stdout().lock())?;
-    match simulation.outcome {
-        Outcome::Ready => Ok(Rendered::Composed),
-        Outcome::Fatal => Ok(Rendered::Fatal),
-        Outcome::Stuck | Outcome::Unsettled => {
-            eprintln!(
-                "render: not Ready after {} round(s) of simulated reconciles; still waiting for: {}",
-                simulation.rounds.len(),
-                simulation.waiting().join("; ")
-            );
-            Ok(Rendered::NotReady)
-        }
-    }
-}
-
-fn is_fatal(rsp: &RunFunctionResponse) -> bool {
-    rsp.results.iter().any(|r| r.severity == Severity::Fatal as i32)
 }

@@ -5,18 +5,16 @@
 //! its shared bins, and that was 46% of the instructions of a placement. mimalloc (v3) keeps free lists per size
 //! class and page on each thread and serves the same burst at a fraction of the cost (docs/benchmarks.md has the
 //! figures).
-//! It is declared here, in the library, so the server, `render`, the tests and the in-process benchmarks all run
-//! on the allocator they are measured on. Transparent huge pages stay off (`no_thp`): a 2 MiB page that holds
-//! one live object cannot be handed back.
+//! The library only defines it: choosing the allocator is the process's choice, so each binary that composes
+//! (the function's own, the in-process benchmarks) declares `#[global_allocator] static ALLOCATOR: Mimalloc =
+//! Mimalloc;`, and a process that only links the library (the tests crate, the fuzz targets) keeps its own.
+//! Transparent huge pages stay off (`no_thp`): a 2 MiB page that holds one live object cannot be handed back.
 
 use std::alloc::{GlobalAlloc, Layout};
 
 use libmimalloc_sys::{
     mi_free, mi_malloc, mi_malloc_aligned, mi_realloc, mi_realloc_aligned, mi_zalloc, mi_zalloc_aligned,
 };
-
-#[global_allocator]
-static ALLOCATOR: Mimalloc = Mimalloc;
 
 /// Every block mimalloc hands out is aligned to at least a word: its smallest size class is a word, and every
 /// size class is a multiple of one.
@@ -26,7 +24,7 @@ const WORD_ALIGNED: usize = std::mem::align_of::<usize>();
 /// allocation (strings, vectors, map nodes). The `mimalloc` crate enters every allocation through the aligned
 /// calls, whose checks and fallback (over-allocating whenever a page has no free block at hand) cost a first
 /// placement 41k of its 930k instructions in process.
-struct Mimalloc;
+pub struct Mimalloc;
 
 // SAFETY: every block comes from mimalloc with at least the layout's alignment (plain calls only for alignments
 // a word covers) and goes back to `mi_free`, which takes blocks from either kind of call.
@@ -93,25 +91,25 @@ mod tests {
                 };
                 // SAFETY: the layouts have a non-zero size; every block is freed with the layout it has.
                 unsafe {
-                    let block = ALLOCATOR.alloc(layout);
+                    let block = Mimalloc.alloc(layout);
                     assert!(!block.is_null());
                     assert_eq!(block.addr() % align, 0, "alloc: size {size}, align {align}");
                     block.write_bytes(0xA5, size);
-                    let grown = ALLOCATOR.realloc(block, layout, size * 3);
+                    let grown = Mimalloc.realloc(block, layout, size * 3);
                     assert_eq!(grown.addr() % align, 0, "realloc: size {size}, align {align}");
                     assert!(
                         (0..size).all(|i| *grown.add(i) == 0xA5),
                         "realloc lost the contents"
                     );
-                    ALLOCATOR.dealloc(grown, Layout::from_size_align_unchecked(size * 3, align));
-                    let zeroed = ALLOCATOR.alloc_zeroed(layout);
+                    Mimalloc.dealloc(grown, Layout::from_size_align_unchecked(size * 3, align));
+                    let zeroed = Mimalloc.alloc_zeroed(layout);
                     assert_eq!(
                         zeroed.addr() % align,
                         0,
                         "alloc_zeroed: size {size}, align {align}"
                     );
                     assert!((0..size).all(|i| *zeroed.add(i) == 0), "alloc_zeroed: not zeroed");
-                    ALLOCATOR.dealloc(zeroed, layout);
+                    Mimalloc.dealloc(zeroed, layout);
                 }
             }
         }

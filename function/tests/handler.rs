@@ -17,7 +17,7 @@ use modelplane_function::{
     },
     render::RequestBuilder,
     run_function,
-    wire::RawStruct,
+    wire::{RawStruct, tree::Fields},
 };
 use prost::Message;
 use serde_json::{Value, json};
@@ -157,14 +157,26 @@ fn panics(_: &RunFunctionRequest, _: &RawStruct) -> Result<Output, ComposeError>
     Ok(Output::default())
 }
 
+/// A test composer's object, written as JSON.
+fn object(value: Value) -> Fields {
+    match value {
+        Value::Object(map) => Fields::from(map),
+        other => panic!("not an object: {other}"),
+    }
+}
+
 fn succeeds(_: &RunFunctionRequest, _: &RawStruct) -> Result<Output, ComposeError> {
     let mut out = Output::default();
     out.compose(
         "config",
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}}),
+        object(json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}})),
         true,
     );
-    out.compose("pending", json!({"apiVersion": "v1", "kind": "ConfigMap"}), false);
+    out.compose(
+        "pending",
+        object(json!({"apiVersion": "v1", "kind": "ConfigMap"})),
+        false,
+    );
     out.status.insert("phase".into(), json!("Composed"));
     out.requirements.insert(
         "class".into(),
@@ -191,7 +203,7 @@ fn huge(_: &RunFunctionRequest, _: &RawStruct) -> Result<Output, ComposeError> {
     let blob = "x".repeat(MAX_RESPONSE_BYTES + 1);
     out.compose(
         "blob",
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"blob": blob}}),
+        object(json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"blob": blob}})),
         true,
     );
     Ok(out)

@@ -23,10 +23,10 @@ use crate::eks::pod_identity::PodIdentityConnector;
 use crate::eks::role::RoleConnector;
 use crate::managed::annotations::EXTERNAL_NAME;
 use crate::managed::conditions::READY;
-use crate::managed::events::desired_state;
 use crate::managed::reconciler::{Connector, Reconciler, Timing, error_policy, reconcile};
 use crate::managed::recorder::Events;
 use crate::managed::resource::Managed;
+use crate::managed::watch_filter::desired_state;
 use crate::metrics::Metrics;
 
 /// What every controller shares: the Kubernetes client, the AWS client cache, metrics and timing.

@@ -161,16 +161,12 @@ async fn a_cluster_without_subnets_is_rejected_naming_the_field() {
     let mut mr = cluster_mr("novpc");
     mr.spec.for_provider.networking = Networking {
         subnet_ids: vec![],
-        vpc: Some(VpcNetwork {
-            cidr_block: "10.0.0.0/16".into(),
-            zones: vec!["us-east-1a".into()],
-        }),
         ..Default::default()
     };
     let client = ClusterConnector { cache }.connect(&mr).await.unwrap();
     let err = client.create(&mr).await.unwrap_err();
     assert!(
-        matches!(&err, ExternalError::Rejected(m) if m.starts_with("spec.forProvider.networking.vpc")),
+        matches!(&err, ExternalError::Rejected(m) if m.starts_with("spec.forProvider.networking.subnetIds")),
         "{err}"
     );
 }

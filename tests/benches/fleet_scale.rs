@@ -28,6 +28,10 @@ fn p50(bytes: &[u8], runs: usize) -> Duration {
     samples[samples.len() / 2]
 }
 
+// The allocator the server runs on, so in-process figures are the server's (`modelplane_function::memory`).
+#[global_allocator]
+static ALLOCATOR: modelplane_function::memory::Mimalloc = modelplane_function::memory::Mimalloc;
+
 fn main() {
     println!(
         "| other deployments | settled: request, p50 | waiting: request, p50 | old way: request | composites one replica change concerns, before / after |"

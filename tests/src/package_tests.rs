@@ -482,3 +482,27 @@ fn a_platform_package_range_without_a_cap_fails() {
         "{found}"
     );
 }
+
+/// `examples/classes/` is what the README has users apply beside the examples, and the package ships the same
+/// classes in `package/configuration/classes/`: the two folders hold the same files, byte for byte.
+#[test]
+fn the_example_classes_are_the_packaged_classes() {
+    let files = |dir: &str| -> Vec<(String, Vec<u8>)> {
+        let mut files: Vec<(String, Vec<u8>)> = fs::read_dir(repo_root().join(dir))
+            .unwrap()
+            .map(|entry| {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                (name, fs::read(&path).unwrap())
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let examples = files("examples/classes");
+    assert!(!examples.is_empty());
+    assert!(
+        examples == files("package/configuration/classes"),
+        "examples/classes/ and package/configuration/classes/ differ: change both alike"
+    );
+}

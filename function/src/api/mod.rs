@@ -16,6 +16,9 @@ pub mod model_cache;
 pub mod model_deployment;
 pub mod routing;
 
+#[cfg(test)]
+mod xrd_defaults_tests;
+
 /// `apiVersion` and `kind`: enough to choose a composer.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]

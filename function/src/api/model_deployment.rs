@@ -14,8 +14,6 @@ pub use super::model_cache::LabelSelector;
 
 /// Label and annotation prefix Modelplane owns; the XRD rejects it in user metadata.
 pub const RESERVED_PREFIX: &str = "modelplane.ai/";
-/// The one container name a member's template may use.
-pub const ENGINE_CONTAINER: &str = "engine";
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -444,23 +442,6 @@ pub struct RejectionStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<String>,
     pub reason: String,
-}
-
-impl ReplicaStatus {
-    /// Every (cluster, pool, nodes) this replica holds, including a placement it is moving away from.
-    pub fn holdings(&self) -> impl Iterator<Item = (&str, &str, u64)> {
-        let current = self
-            .cluster
-            .as_deref()
-            .into_iter()
-            .flat_map(|c| self.engines.iter().map(move |e| (c, e.pool.as_str(), e.nodes)));
-        let previous = self.moving_from.iter().flat_map(|p| {
-            p.engines
-                .iter()
-                .map(|e| (p.cluster.as_str(), e.pool.as_str(), e.nodes))
-        });
-        current.chain(previous)
-    }
 }
 
 /// Why the fleet scheduler could not place a replica, as its status reports it.

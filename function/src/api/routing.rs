@@ -97,11 +97,27 @@ pub struct EndpointTls {
     pub ca_certificate: String,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct ApiSpec {
-    /// `OpenAI` (default) or `Anthropic`: the AI Gateway schema the backend speaks.
-    pub schema: Option<String>,
+    /// `OpenAI` (the XRD's default) or `Anthropic`: the AI Gateway schema the backend speaks.
+    #[serde(default = "default_schema")]
+    pub schema: String,
     pub prefix: Option<String>,
+}
+
+/// Without `api`, as without `api.schema`: the XRD defaults only the schema, so an endpoint with no `api` block
+/// reaches the composer with none, and speaks the default schema all the same.
+impl Default for ApiSpec {
+    fn default() -> Self {
+        Self {
+            schema: default_schema(),
+            prefix: None,
+        }
+    }
+}
+
+fn default_schema() -> String {
+    "OpenAI".into()
 }
 
 /// A provider key, referenced in the endpoint's namespace and never copied through the function.

@@ -2,8 +2,15 @@
 //!
 //! A composer reads the request (the observed composite as a typed view, observed composed resources,
 //! required resources) and returns an [`Output`]: what it wants composed, the composite's status, and what it
-//! needs Crossplane to fetch. It does no I/O and reads no clock, so the server, `render` and the tests all get
-//! the same answer for the same request.
+//! needs Crossplane to fetch. Composers do no I/O and read no clock, with one exception: the ModelDeployment
+//! composer's entry ([`model_deployment::compose`]) reads the fleet's last metrics sample and the time it is
+//! read at, and hands both to [`model_deployment::compose_with`], which tests call with a fixed reading. So for
+//! the same request (and, for a ModelDeployment, the same sample) the server, `render` and the tests all get
+//! the same answer.
+//!
+//! Every composer builds what it composes as a compact [`crate::wire::tree::Tree`] (`tree!`/`fields!`), through
+//! the envelopes Crossplane and its providers define: [`remote::Object`] (provider-kubernetes),
+//! [`crossplane::release`] (provider-helm), [`crossplane::ManagedResource`] and [`crossplane::usage`].
 
 use std::collections::BTreeMap;
 
@@ -17,6 +24,7 @@ use crate::{
 
 mod composed;
 pub mod conditions;
+pub mod crossplane;
 pub use composed::ComposedObject;
 pub mod inference_class;
 pub mod inference_cluster;
@@ -55,12 +63,8 @@ pub const COMPOSERS: &[(&str, ComposeFn)] = &[
     ("ModelService", model_service::compose),
 ];
 
-/// Finds the composer for an observed composite, or says why there is none.
-pub fn composer_for(type_meta: &TypeMeta) -> Result<ComposeFn, String> {
-    composer_in(COMPOSERS, type_meta)
-}
-
-/// Finds the composer for an observed composite in `composers` (tests inject their own table).
+/// Finds the composer for an observed composite in `composers` ([`COMPOSERS`], or a table a test injects), or
+/// says why there is none.
 pub fn composer_in(composers: &[(&str, ComposeFn)], type_meta: &TypeMeta) -> Result<ComposeFn, String> {
     let served = || {
         composers
@@ -126,30 +130,15 @@ pub struct Output {
     pub ttl: Option<std::time::Duration>,
 }
 
-/// A JSON object of `fields`, each value moved in: `json!` serializes an interpolated `Value` into a copy, which
-/// for a subtree costs more than building it.
-pub fn object_of<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    Value::Object(
-        fields
-            .into_iter()
-            .map(|(key, value)| (key.to_owned(), value))
-            .collect(),
-    )
-}
-
 /// The response TTL while something waits (an unplaced replica, a cache not Ready, a placement not yet
 /// admitted or over-committed): Crossplane requeues after it, so the wait is retried without watches.
 pub const WAITING_TTL: std::time::Duration = std::time::Duration::from_secs(15);
 
 impl Output {
-    /// Composes an object as a composer holds it, tree or map.
-    pub fn compose_object(&mut self, key: impl Into<String>, object: ComposedObject, ready: bool) {
+    /// Composes `object` under `key`; `ready` only when it is known to be.
+    pub fn compose(&mut self, key: impl Into<String>, object: impl Into<ComposedObject>, ready: bool) {
+        let object = object.into();
         self.resources.insert(key.into(), Composed { object, ready });
-    }
-
-    /// Composes a `json!` object (anything else is kept visible under `invalid`, see [`ComposedObject`]).
-    pub fn compose(&mut self, key: impl Into<String>, object: Value, ready: bool) {
-        self.compose_object(key, object.into(), ready);
     }
 
     /// Merges the fields `status` serializes into the composite's status: a composer writes its status through

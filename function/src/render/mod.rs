@@ -23,6 +23,7 @@ use crate::{
     wire::RawStruct,
 };
 
+pub mod command;
 mod files;
 mod output;
 mod request;

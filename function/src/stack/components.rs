@@ -5,7 +5,7 @@
 //! has a pin that fits EKS's AL2023 NVIDIA AMI (driver on the host, no GPU Operator) we take it; each row says
 //! why it is pinned where it is.
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Tree, fields, tree};
 
 use crate::api::{
     inference_class::Provider,
@@ -93,7 +93,7 @@ pub enum Install {
         /// `https://...` chart repository or `oci://...` registry path.
         repository: &'static str,
         chart: &'static str,
-        values: fn(&ClusterFacts) -> Value,
+        values: fn(&ClusterFacts) -> Tree,
     },
     /// Plain objects the stack builds (see `ServingStack::objects`), as provider-kubernetes Objects.
     Objects,
@@ -113,23 +113,23 @@ pub struct Component {
     pub why: &'static str,
 }
 
-fn no_values(_: &ClusterFacts) -> Value {
-    json!({})
+fn no_values(_: &ClusterFacts) -> Tree {
+    tree!({})
 }
 
 /// Tolerations for a DaemonSet that must run on every GPU node: the GPU taint and each of the cluster's own
 /// taints, exactly (a node agent that does not run there leaves the node without devices).
-fn node_agent_tolerations(facts: &ClusterFacts) -> Value {
+fn node_agent_tolerations(facts: &ClusterFacts) -> Tree {
     let mut tolerations =
-        vec![json!({"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT})];
+        vec![tree!({"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT})];
     tolerations.extend(facts.taints.iter().map(|t| {
         if t.value.is_empty() {
-            json!({"key": t.key, "operator": "Exists", "effect": t.effect.as_str()})
+            tree!({"key": &t.key, "operator": "Exists", "effect": t.effect.as_str()})
         } else {
-            json!({"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect.as_str()})
+            tree!({"key": &t.key, "operator": "Equal", "value": &t.value, "effect": t.effect.as_str()})
         }
     }));
-    Value::Array(tolerations)
+    Tree::List(tolerations)
 }
 
 /// What a replica that claims devices cannot be placed without: the DRA driver publishing the GPUs, and the
@@ -143,7 +143,7 @@ pub const CERT_MANAGER: Component = Component {
     install: Install::Chart {
         repository: "https://charts.jetstack.io",
         chart: "cert-manager",
-        values: |_| json!({"crds": {"enabled": true, "keep": false}}),
+        values: |_| tree!({"crds": {"enabled": true, "keep": false}}),
     },
     needs: Needs::Always,
     why: "webhook certificates for the gateway and scheduler controllers; AICR's EKS pin",
@@ -158,7 +158,7 @@ pub const TRUST_MANAGER: Component = Component {
     install: Install::Chart {
         repository: "https://charts.jetstack.io",
         chart: "trust-manager",
-        values: |_| json!({"crds": {"enabled": true}}),
+        values: |_| tree!({"crds": {"enabled": true}}),
     },
     needs: Needs::Always,
     why: "publishes the cluster gateway CA's public certificate, and nothing of its key, for the fleet gateway to \
@@ -172,7 +172,7 @@ pub const NODE_FEATURE_DISCOVERY: Component = Component {
     install: Install::Chart {
         repository: "oci://registry.k8s.io/nfd/charts",
         chart: "node-feature-discovery",
-        values: |facts| json!({"worker": {"tolerations": node_agent_tolerations(facts)}}),
+        values: |facts| tree!({"worker": {"tolerations": node_agent_tolerations(facts)}}),
     },
     needs: Needs::Always,
     why: "pci-10de node labels the DRA kubelet plugin is scheduled by; must tolerate the GPU taint to reach GPU nodes",
@@ -186,7 +186,7 @@ pub const DRA_DRIVER_NVIDIA_GPU: Component = Component {
         repository: "oci://registry.k8s.io/dra-driver-nvidia/charts",
         chart: "dra-driver-nvidia-gpu",
         values: |facts| {
-            json!({
+            tree!({
                 "nvidiaDriverRoot": facts.cloud.nvidia_driver_root(),
                 "gpuResourcesEnabledOverride": true,
                 "resources": {"gpus": {"enabled": true}, "computeDomains": {"enabled": false}},
@@ -207,7 +207,7 @@ pub const AWS_DRANET: Component = Component {
     install: Install::Chart {
         repository: "https://aws.github.io/eks-charts",
         chart: "aws-dranet",
-        values: |facts| json!({"tolerations": node_agent_tolerations(facts)}),
+        values: |facts| tree!({"tolerations": node_agent_tolerations(facts)}),
     },
     needs: Needs::EfaPool,
     why: "EFA interfaces as DRA devices next to the GPUs, AWS's recommendation from Kubernetes 1.34",
@@ -224,7 +224,7 @@ pub const CLUSTER_AUTOSCALER: Component = Component {
         repository: "https://kubernetes.github.io/autoscaler",
         chart: "cluster-autoscaler",
         values: |facts| {
-            json!({
+            tree!({
                 "autoDiscovery": {"clusterName": facts.name},
                 "rbac": {"serviceAccount": {"name": CLUSTER_AUTOSCALER_SERVICE_ACCOUNT}},
                 "awsRegion": facts.region.unwrap_or_default(),
@@ -244,31 +244,36 @@ pub const KUBE_PROMETHEUS_STACK: Component = Component {
         repository: "https://prometheus-community.github.io/helm-charts",
         chart: "kube-prometheus-stack",
         values: |facts| {
-            let mut values = json!({
-                "fullnameOverride": "prometheus",
-                "grafana": {"enabled": false},
-                "alertmanager": {"enabled": false},
-                "prometheus": {"prometheusSpec": {"podMonitorSelectorNilUsesHelmValues": false,
-                                                  "serviceMonitorSelectorNilUsesHelmValues": false,
-                                                  "ruleSelectorNilUsesHelmValues": false}},
+            let mut prometheus_spec = fields!({
+                "podMonitorSelectorNilUsesHelmValues": false,
+                "serviceMonitorSelectorNilUsesHelmValues": false,
+                "ruleSelectorNilUsesHelmValues": false,
             });
             if let Some(target) = facts.remote_write {
                 // The recorded vocabulary only: engines' raw series and everything else stay on the cluster.
-                let mut write = json!({
+                let mut write = fields!({
                     "url": target.url,
                     "writeRelabelConfigs": [
                         {"sourceLabels": ["__name__"], "regex": "modelplane_.*", "action": "keep"},
                     ],
                 });
                 if let Some(secret) = target.basic_auth_secret {
-                    write["basicAuth"] = json!({
-                        "username": {"name": secret, "key": "username"},
-                        "password": {"name": secret, "key": "password"},
-                    });
+                    write.insert(
+                        "basicAuth",
+                        tree!({
+                            "username": {"name": secret, "key": "username"},
+                            "password": {"name": secret, "key": "password"},
+                        }),
+                    );
                 }
-                values["prometheus"]["prometheusSpec"]["remoteWrite"] = json!([write]);
+                prometheus_spec.insert("remoteWrite", tree!([write]));
             }
-            values
+            tree!({
+                "fullnameOverride": "prometheus",
+                "grafana": {"enabled": false},
+                "alertmanager": {"enabled": false},
+                "prometheus": {"prometheusSpec": prometheus_spec},
+            })
         },
     },
     needs: Needs::Always,
@@ -290,7 +295,7 @@ pub const DCGM_EXPORTER: Component = Component {
         repository: "https://nvidia.github.io/dcgm-exporter/helm-charts",
         chart: "dcgm-exporter",
         values: |facts| {
-            json!({
+            tree!({
                 // GPUs are allocated through DRA: the exporter resolves a claim's devices from the node's
                 // ResourceSlices and the kubelet's PodResources API (on by default from Kubernetes 1.34) to
                 // label each device's series with the pod, namespace and container that hold it.
@@ -326,7 +331,7 @@ pub const ENVOY_GATEWAY: Component = Component {
         repository: "oci://docker.io/envoyproxy",
         chart: "gateway-helm",
         values: |_| {
-            json!({"config": {"envoyGateway": {
+            tree!({"config": {"envoyGateway": {
                 "extensionApis": {"enableBackend": true},
                 "extensionManager": {
                     "hooks": {"xdsTranslator": {"post": ["HTTPListener", "Translation"]}},
@@ -481,7 +486,7 @@ pub const KAI_SCHEDULER: Component = Component {
         repository: "oci://ghcr.io/kai-scheduler/kai-scheduler",
         chart: "kai-scheduler",
         // No GPU Operator, so no nvidia RuntimeClass: GPU pods keep the default runtime (as AICR sets it).
-        values: |_| json!({"admission": {"gpuPodRuntimeClassName": ""}}),
+        values: |_| tree!({"admission": {"gpuPodRuntimeClassName": ""}}),
     },
     needs: Needs::Always,
     why: "all-or-nothing gang binding for Grove; the first release under the kai-scheduler organisation",

@@ -2,7 +2,7 @@
 //! Modelplane's queue; one ModelExpress server per cluster brokers GPU-to-GPU weight transfer, and every engine
 //! is told where it is (the engine opts in itself, with `--load-format modelexpress`).
 
-use serde_json::json;
+use crate::wire::tree::{fields, tree};
 
 use super::{
     CacheUse, Component, EngineAdditions, EngineWorkload, ServingStack, StackObject,
@@ -94,13 +94,13 @@ impl ServingStack for Dynamo {
 
 /// A KAI queue with no quota (-1: unlimited), so engines are limited by the GPUs the pools have, not by KAI.
 fn queue(suffix: &'static str, name: &str, parent: Option<&str>) -> StackObject {
-    let unlimited = json!({"quota": -1, "limit": -1, "overQuotaWeight": 1});
-    let mut spec = json!({"resources": {"cpu": unlimited, "gpu": unlimited, "memory": unlimited}});
+    let unlimited = || tree!({"quota": -1, "limit": -1, "overQuotaWeight": 1});
+    let mut spec = fields!({"resources": {"cpu": unlimited(), "gpu": unlimited(), "memory": unlimited()}});
     if let Some(parent) = parent {
-        spec["parentQueue"] = json!(parent);
+        spec.insert("parentQueue", parent);
     }
     StackObject::created(
         suffix,
-        json!({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}),
+        tree!({"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}),
     )
 }

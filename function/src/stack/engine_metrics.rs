@@ -9,8 +9,6 @@
 //! GPU utilisation and memory come from the cluster's DCGM exporter, per device, and are recorded per serving pod
 //! under the same labels.
 
-use serde_json::{Value, json};
-
 use crate::wire::tree::{Text, Tree, tree};
 
 use super::well_known::ROLE_LABEL;
@@ -173,15 +171,15 @@ fn expression(figure: &Figure) -> String {
 }
 
 /// The recording rules, as the PrometheusRule the cluster's Prometheus loads.
-pub fn recording_rules(namespace: &str) -> Value {
+pub fn recording_rules(namespace: &str) -> Tree {
     let engines = FIGURES
         .iter()
-        .map(|f| json!({"record": f.record, "expr": expression(f)}));
+        .map(|f| tree!({"record": f.record, "expr": expression(f)}));
     let gpus = GPU_FIGURES
         .iter()
-        .map(|f| json!({"record": f.record, "expr": gpu_expression(f)}));
-    let rules: Vec<Value> = engines.chain(gpus).collect();
-    json!({
+        .map(|f| tree!({"record": f.record, "expr": gpu_expression(f)}));
+    let rules: Vec<Tree> = engines.chain(gpus).collect();
+    tree!({
         "apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
         "metadata": {"name": RULES, "namespace": namespace},
         "spec": {"groups": [{"name": "modelplane-engines", "interval": EVALUATION_INTERVAL, "rules": rules}]},
@@ -245,7 +243,7 @@ mod tests {
 
     #[test]
     fn every_figure_is_recorded_once_under_a_modelplane_name_with_its_pod_labels() {
-        let rules = recording_rules("monitoring");
+        let rules = recording_rules("monitoring").to_json();
         let rules = rules["spec"]["groups"][0]["rules"].as_array().unwrap();
         let mut names: Vec<&str> = rules.iter().map(|r| r["record"].as_str().unwrap()).collect();
         assert!(names.iter().all(|n| n.starts_with("modelplane_")), "{names:?}");

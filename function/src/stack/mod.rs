@@ -8,8 +8,6 @@
 //! gang's pods learn their leader's address and their rank, and what else an engine is told (the ModelExpress
 //! server on Dynamo).
 
-use serde_json::Value;
-
 use crate::wire::tree::Tree;
 
 use crate::api::{
@@ -143,7 +141,7 @@ pub const AVAILABLE_QUERY: &str = "has(object.status.conditions) && object.statu
 pub struct StackObject {
     /// Unique within its component; becomes part of the composed resource's key and name.
     pub suffix: &'static str,
-    pub manifest: Value,
+    pub manifest: Tree,
     pub readiness: Readiness,
     pub lifecycle: Lifecycle,
 }
@@ -173,7 +171,7 @@ pub enum Lifecycle {
 }
 
 impl StackObject {
-    pub fn created(suffix: &'static str, manifest: Value) -> Self {
+    pub fn created(suffix: &'static str, manifest: Tree) -> Self {
         Self {
             suffix,
             manifest,
@@ -183,7 +181,7 @@ impl StackObject {
     }
 
     /// Created, ready once created, and never deleted (see [`Lifecycle::Kept`]).
-    pub fn kept(suffix: &'static str, manifest: Value) -> Self {
+    pub fn kept(suffix: &'static str, manifest: Tree) -> Self {
         Self {
             lifecycle: Lifecycle::Kept,
             ..Self::created(suffix, manifest)
@@ -191,7 +189,7 @@ impl StackObject {
     }
 
     /// Read from the cluster, ready once `query` holds on it (see [`Lifecycle::Observed`]).
-    pub fn observed(suffix: &'static str, manifest: Value, query: &'static str) -> Self {
+    pub fn observed(suffix: &'static str, manifest: Tree, query: &'static str) -> Self {
         Self {
             suffix,
             manifest,
@@ -200,7 +198,7 @@ impl StackObject {
         }
     }
 
-    pub fn available(suffix: &'static str, manifest: Value) -> Self {
+    pub fn available(suffix: &'static str, manifest: Tree) -> Self {
         Self {
             suffix,
             manifest,

@@ -2,9 +2,7 @@
 //! a model in GPU memory so later replicas pull weights from a peer instead of storage. It never touches the
 //! weight bytes. With `MX_METADATA_BACKEND=kubernetes` it keeps that state in two CRDs in its own namespace.
 
-use serde_json::{Value, json};
-
-use crate::wire::tree::{Text, tree};
+use crate::wire::tree::{Fields, Text, Tree, tree};
 
 use super::{
     CacheUse, EngineAdditions, StackObject,
@@ -68,12 +66,11 @@ pub fn source_revision(cache: &CacheUse) -> String {
 
 /// Everything the server needs, in the order an operator would apply it.
 pub fn objects() -> Vec<StackObject> {
-    let labels = json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "modelplane"});
     vec![
         StackObject::created(
             "namespace",
-            json!({
-                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MODEL_EXPRESS_NAMESPACE, "labels": labels},
+            tree!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": MODEL_EXPRESS_NAMESPACE, "labels": labels()},
             }),
         ),
         StackObject::created(
@@ -98,16 +95,16 @@ pub fn objects() -> Vec<StackObject> {
         ),
         StackObject::created(
             "serviceaccount",
-            json!({
+            tree!({
                 "apiVersion": "v1", "kind": "ServiceAccount",
-                "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels},
+                "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels()},
             }),
         ),
         StackObject::created(
             "role",
-            json!({
+            tree!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels},
+                "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels()},
                 "rules": [
                     {"apiGroups": [GROUP],
                      "resources": ["modelmetadatas", "modelmetadatas/status", "modelcacheentries", "modelcacheentries/status"],
@@ -120,18 +117,18 @@ pub fn objects() -> Vec<StackObject> {
         ),
         StackObject::created(
             "rolebinding",
-            json!({
+            tree!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels},
+                "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels()},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
                 "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE}],
             }),
         ),
         StackObject::created(
             "service",
-            json!({
+            tree!({
                 "apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels},
+                "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels()},
                 "spec": {
                     "selector": {"app.kubernetes.io/name": NAME},
                     "ports": [{"name": "grpc", "port": MODEL_EXPRESS_GRPC_PORT, "targetPort": "grpc", "protocol": "TCP",
@@ -139,22 +136,27 @@ pub fn objects() -> Vec<StackObject> {
                 },
             }),
         ),
-        StackObject::available("deployment", deployment(&labels)),
+        StackObject::available("deployment", deployment()),
     ]
 }
 
-fn deployment(labels: &Value) -> Value {
-    let probe = json!({"tcpSocket": {"port": "grpc"}, "periodSeconds": 10, "timeoutSeconds": 2});
-    json!({
+/// The labels of every object of the server.
+fn labels() -> Tree {
+    tree!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "modelplane"})
+}
+
+fn deployment() -> Tree {
+    let probe = tree!({"tcpSocket": {"port": "grpc"}, "periodSeconds": 10, "timeoutSeconds": 2});
+    tree!({
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels},
+        "metadata": {"name": NAME, "namespace": MODEL_EXPRESS_NAMESPACE, "labels": labels()},
         "spec": {
             // One server per cluster: it is the single source of truth for which peer holds which model.
             "replicas": 1,
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": {"labels": labels()},
                 "spec": {
                     "serviceAccountName": NAME,
                     "containers": [{
@@ -167,7 +169,7 @@ fn deployment(labels: &Value) -> Value {
                             {"name": "HF_HUB_CACHE", "value": CACHE_DIR},
                             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                         ],
-                        "readinessProbe": probe,
+                        "readinessProbe": probe.clone(),
                         "livenessProbe": probe,
                         "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}},
                         "volumeMounts": [{"name": "cache", "mountPath": CACHE_DIR}],
@@ -182,20 +184,22 @@ fn deployment(labels: &Value) -> Value {
 /// A CRD for the server's Kubernetes metadata backend. Written here, not vendored: `spec` declares the server's
 /// string fields (the first `required` of them required, as the server always sets them) and leaves the server's
 /// own status free-form, so a newer server's extra fields are kept rather than pruned.
-fn crd(kind: &str, plural: &str, short_names: &[&str], fields: &[&str], required: usize) -> Value {
-    let properties: serde_json::Map<String, Value> = fields
-        .iter()
-        .map(|f| ((*f).to_owned(), json!({"type": "string"})))
-        .collect();
-    let required = &fields[..required.min(fields.len())];
-    json!({
+fn crd(kind: &str, plural: &str, short_names: &[&str], fields: &[&str], required: usize) -> Tree {
+    let properties = Fields::from_entries(
+        fields
+            .iter()
+            .map(|f| (Text::from((*f).to_owned()), tree!({"type": "string"})))
+            .collect(),
+    );
+    let required = fields[..required.min(fields.len())].to_vec();
+    tree!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": format!("{plural}.{GROUP}"),
                      "labels": {"app.kubernetes.io/name": "modelexpress", "app.kubernetes.io/component": "crd"}},
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "shortNames": short_names},
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "shortNames": short_names.to_vec()},
             "versions": [{
                 "name": "v1alpha1", "served": true, "storage": true,
                 "subresources": {"status": {}},

@@ -249,9 +249,24 @@ impl<const N: usize> From<[&'static str; N]> for Tree {
     }
 }
 
+impl From<&[&'static str]> for Tree {
+    fn from(items: &[&'static str]) -> Tree {
+        Tree::List(items.iter().map(|item| Literal::tree(*item)).collect())
+    }
+}
+
 impl<T: Into<Tree>> From<Option<T>> for Tree {
     fn from(value: Option<T>) -> Tree {
         value.map_or(Tree::Null, Into::into)
+    }
+}
+
+/// A map built at run time (labels, tags), its entries in key order.
+impl<K: Into<Text>, V: Into<Tree>> From<std::collections::BTreeMap<K, V>> for Tree {
+    fn from(map: std::collections::BTreeMap<K, V>) -> Tree {
+        Tree::Map(Fields(
+            map.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+        ))
     }
 }
 
@@ -284,6 +299,17 @@ impl From<&Value> for Tree {
             Value::Array(items) => Tree::List(items.iter().map(Tree::from).collect()),
             Value::Object(map) => Tree::Map(Fields::from(map)),
         }
+    }
+}
+
+/// A JSON object built elsewhere (a typed resource serialized), moved in.
+impl From<Map<String, Value>> for Fields {
+    fn from(map: Map<String, Value>) -> Fields {
+        Fields(
+            map.into_iter()
+                .map(|(k, v)| (Cow::Owned(k), Tree::from(v)))
+                .collect(),
+        )
     }
 }
 

@@ -52,27 +52,17 @@ fn default_true() -> bool {
     true
 }
 
-/// Where the cluster's network comes from: subnets that already exist, or a VPC the provider creates.
+/// Where the cluster's network comes from: subnets that already exist (a VPC is the `Network` kind's).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Networking {
-    /// Existing subnets (at least two zones). Takes precedence over `vpc`.
+    /// Existing subnets (at least two zones).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subnet_ids: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vpc: Option<VpcNetwork>,
     /// Security groups for the control plane's network interfaces, beside the one EKS makes itself (a
     /// `Network`'s group, which the nodes share, so control plane and nodes reach each other). Fixed at creation.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub security_group_ids: Vec<String>,
-}
-
-/// A VPC with one subnet per zone, created through EC2.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct VpcNetwork {
-    pub cidr_block: String,
-    pub zones: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]

@@ -32,9 +32,7 @@ pub use pod_identity::{
 pub use role::{Role, RoleObservation, RoleParameters, RoleSpec, RoleStatus};
 pub use usage::{ProviderConfigUsage, ProviderConfigUsageSpec, TypedReference};
 
-pub use cluster::{
-    Cluster, ClusterObservation, ClusterParameters, ClusterSpec, ClusterStatus, Networking, VpcNetwork,
-};
+pub use cluster::{Cluster, ClusterObservation, ClusterParameters, ClusterSpec, ClusterStatus, Networking};
 pub use common::{
     Condition, ConditionStatus, LocalReference, ManagementPolicy, ProviderConfigReference, SecretReference,
 };

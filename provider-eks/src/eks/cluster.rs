@@ -1,5 +1,5 @@
-//! `Cluster` <-> EKS cluster. Networking: existing subnets only (`networking.subnetIds`); a `networking.vpc`
-//! is refused with a clear error (a VPC is the `Network` kind's; the composition passes its private subnets).
+//! `Cluster` <-> EKS cluster. Networking: existing subnets only (`networking.subnetIds`); a VPC is the `Network`
+//! kind's, and the composition passes its private subnets.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -119,11 +119,8 @@ impl ExternalClient<Cluster> for ClusterClient {
         let name = external_name(mr);
         let spec = &mr.spec.for_provider;
         if spec.networking.subnet_ids.is_empty() {
-            let why = if spec.networking.vpc.is_some() {
-                "spec.forProvider.networking.vpc: creating a VPC is not supported yet; give networking.subnetIds"
-            } else {
-                "spec.forProvider.networking.subnetIds: at least two subnets in different zones are required"
-            };
+            let why =
+                "spec.forProvider.networking.subnetIds: at least two subnets in different zones are required";
             return Err(ExternalError::Rejected(why.into()));
         }
         let vpc = VpcConfigRequest::builder()

@@ -19,7 +19,6 @@
 
 pub mod account;
 pub mod addon;
-pub mod admission;
 pub mod clients;
 pub mod cluster;
 pub mod convert;

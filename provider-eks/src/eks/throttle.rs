@@ -23,23 +23,10 @@ use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 
+use crate::managed::{admission, urgency};
+
 /// Carries the operation name from the interceptor to the connector; removed before the request leaves.
 const OPERATION_HEADER: &str = "x-modelplane-operation";
-
-tokio::task_local! {
-    /// Whether the reconcile running in this task is urgent (not a steady-state poll).
-    static URGENT: bool;
-}
-
-/// Runs `work` with its AWS calls marked urgent or not.
-pub async fn with_urgency<F: std::future::Future>(urgent: bool, work: F) -> F::Output {
-    URGENT.scope(urgent, work).await
-}
-
-fn urgent_now() -> bool {
-    // Calls made outside a reconcile (tests, tools) are never held back.
-    URGENT.try_with(|u| *u).unwrap_or(true)
-}
 
 /// A token bucket's size: `burst` tokens, refilled at `per_second`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -367,8 +354,8 @@ fn is_throttling(status: u16, error_type: Option<&str>) -> bool {
 impl HttpConnector for ThrottledConnector {
     fn call(&self, mut request: HttpRequest) -> HttpConnectorFuture {
         // From here the reconcile waits for a token, not for an admission slot: the next one may go in.
-        super::admission::leave();
-        let urgent = urgent_now();
+        admission::leave();
+        let urgent = urgency::is_urgent();
         let operation = request
             .headers_mut()
             .remove(OPERATION_HEADER)

@@ -32,16 +32,6 @@ impl CreationMarks {
             failed: at(CREATE_FAILED),
         }
     }
-
-    /// A Create was started and nothing recorded how it ended: the process died in between.
-    pub fn incomplete(&self) -> bool {
-        match self.pending {
-            None => false,
-            Some(pending) => {
-                self.succeeded.is_none_or(|t| t < pending) && self.failed.is_none_or(|t| t < pending)
-            }
-        }
-    }
 }
 
 pub fn is_paused(annotations: &BTreeMap<String, String>) -> bool {

@@ -22,10 +22,10 @@ pub struct Facts {
     pub paused: bool,
     pub policies: Result<Policies, &'static str>,
     pub deleting: bool,
+    /// A Create whose result was lost (pending, never marked succeeded or failed) is not refused: every kind's
+    /// external name is known before Create (EKS names are chosen by the caller), so observing that name finds
+    /// the resource if the lost Create made it.
     pub creation: CreationMarks,
-    /// The external name is known before Create (EKS names are chosen by the caller), so a lost Create result
-    /// can be recovered by observing that name instead of refusing to go on.
-    pub name_is_deterministic: bool,
     pub now: Timestamp,
 }
 
@@ -106,13 +106,6 @@ pub fn before_observe(facts: &Facts) -> BeforeObserve {
     };
     if facts.deleting && !policies.delete {
         return BeforeObserve::Orphan;
-    }
-    if !facts.deleting && facts.creation.incomplete() && !facts.name_is_deterministic {
-        return BeforeObserve::Reject(
-            "cannot determine creation result: remove the crossplane.io/external-create-pending annotation if \
-             the external resource does not exist"
-                .into(),
-        );
     }
     BeforeObserve::Observe(Allowed(policies))
 }

@@ -17,7 +17,6 @@ fn facts() -> Facts {
         policies: Ok(Policies::ALL),
         deleting: false,
         creation: CreationMarks::default(),
-        name_is_deterministic: true,
         now: now(),
     }
 }
@@ -99,21 +98,32 @@ fn decide_follows_the_crossplane_managed_reconciler() {
         Case {
             name: "paused",
             reason: "a paused resource is never observed, even while deleting",
-            facts: Facts { paused: true, deleting: true, ..facts() },
+            facts: Facts {
+                paused: true,
+                deleting: true,
+                ..facts()
+            },
             observed: None,
             want: Decision::Pause,
         },
         Case {
             name: "invalid policies",
             reason: "a policy set without Observe is reported, not acted on",
-            facts: Facts { policies: Err("managementPolicies must include Observe (or *)"), ..facts() },
+            facts: Facts {
+                policies: Err("managementPolicies must include Observe (or *)"),
+                ..facts()
+            },
             observed: None,
             want: Decision::Reject("managementPolicies must include Observe (or *)".into()),
         },
         Case {
             name: "orphan",
             reason: "deleting without the Delete policy leaves AWS alone and needs no Observe",
-            facts: Facts { deleting: true, policies: Ok(no_delete), ..facts() },
+            facts: Facts {
+                deleting: true,
+                policies: Ok(no_delete),
+                ..facts()
+            },
             observed: None,
             want: Decision::Orphan,
         },
@@ -125,20 +135,12 @@ fn decide_follows_the_crossplane_managed_reconciler() {
             want: Decision::Observe,
         },
         Case {
-            name: "lost create result, non-deterministic name",
-            reason: "creating again could make a second resource",
-            facts: Facts { creation: pending, name_is_deterministic: false, ..facts() },
-            observed: None,
-            want: Decision::Reject(
-                "cannot determine creation result: remove the crossplane.io/external-create-pending annotation \
-                 if the external resource does not exist"
-                    .into(),
-            ),
-        },
-        Case {
-            name: "lost create result, deterministic name",
+            name: "lost create result",
             reason: "Observe by name finds the resource if the lost Create made it",
-            facts: Facts { creation: pending, ..facts() },
+            facts: Facts {
+                creation: pending,
+                ..facts()
+            },
             observed: None,
             want: Decision::Observe,
         },
@@ -152,28 +154,40 @@ fn decide_follows_the_crossplane_managed_reconciler() {
         Case {
             name: "missing, lost create result, deterministic name",
             reason: "the same client request token makes a repeated Create safe",
-            facts: Facts { creation: pending, ..facts() },
+            facts: Facts {
+                creation: pending,
+                ..facts()
+            },
             observed: Some(observed(false, false, false)),
             want: Decision::After(Step::Create),
         },
         Case {
             name: "missing right after create",
             reason: "Describe may lag a successful Create",
-            facts: Facts { creation: just_created, ..facts() },
+            facts: Facts {
+                creation: just_created,
+                ..facts()
+            },
             observed: Some(observed(false, false, false)),
             want: Decision::After(Step::WaitForCreationGrace),
         },
         Case {
             name: "missing long after create",
             reason: "someone deleted it out of band: create it again",
-            facts: Facts { creation: created_long_ago, ..facts() },
+            facts: Facts {
+                creation: created_long_ago,
+                ..facts()
+            },
             observed: Some(observed(false, false, false)),
             want: Decision::After(Step::Create),
         },
         Case {
             name: "missing and observe-only",
             reason: "Observe-only resources must already exist",
-            facts: Facts { policies: Ok(observe_only), ..facts() },
+            facts: Facts {
+                policies: Ok(observe_only),
+                ..facts()
+            },
             observed: Some(observed(false, false, false)),
             want: Decision::After(Step::MissingAndCreateForbidden),
         },
@@ -181,14 +195,23 @@ fn decide_follows_the_crossplane_managed_reconciler() {
             name: "late init",
             reason: "values AWS chose are written to the spec before anything else",
             facts: facts(),
-            observed: Some(Observed { late_initialized: Some(json!({"diskSize": 20})), ..observed(true, true, false) }),
+            observed: Some(Observed {
+                late_initialized: Some(json!({"diskSize": 20})),
+                ..observed(true, true, false)
+            }),
             want: Decision::After(Step::LateInitialize(json!({"diskSize": 20}))),
         },
         Case {
             name: "late init not allowed",
             reason: "without LateInitialize the spec is never written",
-            facts: Facts { policies: Ok(no_late_init), ..facts() },
-            observed: Some(Observed { late_initialized: Some(json!({"diskSize": 20})), ..observed(true, true, false) }),
+            facts: Facts {
+                policies: Ok(no_late_init),
+                ..facts()
+            },
+            observed: Some(Observed {
+                late_initialized: Some(json!({"diskSize": 20})),
+                ..observed(true, true, false)
+            }),
             want: Decision::After(Step::Idle),
         },
         Case {
@@ -215,28 +238,41 @@ fn decide_follows_the_crossplane_managed_reconciler() {
         Case {
             name: "drifted, update not allowed",
             reason: "without Update drift is only observed",
-            facts: Facts { policies: Ok(no_update), ..facts() },
+            facts: Facts {
+                policies: Ok(no_update),
+                ..facts()
+            },
             observed: Some(observed(true, false, false)),
             want: Decision::After(Step::Idle),
         },
         Case {
             name: "deleted, exists",
             reason: "the external resource is deleted first",
-            facts: Facts { deleting: true, ..facts() },
+            facts: Facts {
+                deleting: true,
+                ..facts()
+            },
             observed: Some(observed(true, true, false)),
             want: Decision::After(Step::Delete),
         },
         Case {
             name: "deleted, AWS deleting",
             reason: "no second delete while AWS is deleting",
-            facts: Facts { deleting: true, ..facts() },
+            facts: Facts {
+                deleting: true,
+                ..facts()
+            },
             observed: Some(observed(true, true, true)),
             want: Decision::After(Step::WaitForDeletion),
         },
         Case {
             name: "deleted, gone",
             reason: "the finalizer goes once AWS has nothing left",
-            facts: Facts { deleting: true, creation: pending, ..facts() },
+            facts: Facts {
+                deleting: true,
+                creation: pending,
+                ..facts()
+            },
             observed: Some(observed(false, false, false)),
             want: Decision::After(Step::Finalize),
         },

@@ -13,6 +13,7 @@ use kube::runtime::controller::Action;
 use serde::Serialize;
 use serde_json::json;
 
+use super::admission::Admission;
 use super::annotations::{
     CREATE_FAILED, CREATE_PENDING, CREATE_SUCCEEDED, CreationMarks, EXTERNAL_NAME, is_paused, timestamp,
 };
@@ -25,10 +26,9 @@ use super::pacing::{Calm, capacity_floor, in_steady_state, jitter, next_poll, sp
 use super::policy::Policies;
 use super::recorder::{Events, Reason};
 use super::resource::Managed;
+use super::urgency::with_urgency;
 use super::usage::Tracker;
 use super::writes;
-use crate::eks::admission::Admission;
-use crate::eks::throttle::with_urgency;
 use crate::metrics::Metrics;
 
 /// Builds an [`ExternalClient`] for one managed resource from its ProviderConfig.
@@ -114,7 +114,7 @@ impl<C> Reconciler<C> {
         }
     }
 
-    /// At most `slots` reconciles of this kind do Kubernetes work at once (see `eks::admission`).
+    /// At most `slots` reconciles of this kind do Kubernetes work at once (see `managed::admission`).
     pub fn with_admission(mut self, slots: usize) -> Self {
         self.admission = Some(Admission::new(slots));
         self
@@ -239,7 +239,6 @@ fn facts_of<M: Managed>(mr: &M, now: Timestamp) -> Facts {
         policies: parsed.validate().map(|()| parsed),
         deleting: mr.meta().deletion_timestamp.is_some(),
         creation: CreationMarks::read(mr.annotations()),
-        name_is_deterministic: true,
         now,
     }
 }

@@ -52,7 +52,6 @@ pub fn cluster_on(config: &str, ns: &str, name: &str) -> Cluster {
                 role_arn: "arn:aws:iam::123456789012:role/eks-cluster".into(),
                 networking: Networking {
                     subnet_ids: vec!["subnet-a".into(), "subnet-b".into()],
-                    vpc: None,
                     ..Default::default()
                 },
                 endpoint_public_access: true,

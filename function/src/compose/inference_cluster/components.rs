@@ -2,17 +2,18 @@
 //! cluster's kubeconfig secret, then one provider-helm `Release` per chart and one provider-kubernetes `Object`
 //! per plain object of the cluster's component list.
 
-use serde_json::{Value, json};
-
-use super::provision::Provisioner;
 use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
     api::inference_cluster::{Components, FabricType, InferenceClusterSpec, Source},
-    compose::{Output, remote},
+    compose::{
+        Output,
+        crossplane::{self, Chart},
+        remote,
+    },
     stack::{Cloud, ClusterFacts, Component, Install, Lifecycle, Needs, Readiness, ServingStack, components},
+    wire::tree::{Fields, Tree, fields},
 };
 
-const HELM_API_VERSION: &str = "helm.m.crossplane.io/v1beta1";
 pub const KEY_KUBERNETES_PROVIDER_CONFIG: &str = "providerconfig-kubernetes";
 pub const KEY_HELM_PROVIDER_CONFIG: &str = "providerconfig-helm";
 /// provider-kubernetes reports a wrapped Deployment ready once this holds on the remote object.
@@ -66,16 +67,17 @@ pub fn provider_config_name(cluster: &str) -> String {
     cluster.to_owned()
 }
 
-pub fn compose_provider_configs(out: &mut Output, name: &str, cloud: &dyn Provisioner) {
-    let credentials = cloud.workload_credentials(name);
+/// The provider-kubernetes and provider-helm ClusterProviderConfigs that reach the cluster, with `credentials` as
+/// their `spec`.
+pub fn compose_provider_configs(out: &mut Output, name: &str, credentials: Fields) {
     for (key, api_version) in [
         (KEY_KUBERNETES_PROVIDER_CONFIG, remote::OBJECT_API_VERSION),
-        (KEY_HELM_PROVIDER_CONFIG, HELM_API_VERSION),
+        (KEY_HELM_PROVIDER_CONFIG, crossplane::HELM_API_VERSION),
     ] {
-        let config = json!({
+        let config = fields!({
             "apiVersion": api_version, "kind": "ClusterProviderConfig",
             "metadata": {"name": provider_config_name(name)},
-            "spec": credentials,
+            "spec": credentials.clone(),
         });
         out.compose(key, config, false);
     }
@@ -99,11 +101,8 @@ pub fn compose_components(
                 values,
             } => {
                 let key = format!("release-{}", component.name);
-                out.compose(
-                    &key,
-                    release(name, &component, repository, chart, values(facts)),
-                    false,
-                );
+                let release = release(name, &component, repository, chart, values(facts));
+                out.compose(&key, release, false);
                 planned.keys.push(key);
             }
             Install::Objects => {
@@ -126,7 +125,7 @@ pub fn gateway_object_key(suffix: &str) -> String {
 
 /// Composes an object of the cluster gateway that the stack's list cannot hold, because it depends on other
 /// composites (the fleet client CAs it requires): ready once created, deleted with the cluster.
-pub fn compose_gateway_object(out: &mut Output, cluster: &str, suffix: &'static str, manifest: Value) {
+pub fn compose_gateway_object(out: &mut Output, cluster: &str, suffix: &'static str, manifest: Tree) {
     let object = crate::stack::StackObject::created(suffix, manifest);
     let wrapped = wrap(
         cluster,
@@ -136,45 +135,42 @@ pub fn compose_gateway_object(out: &mut Output, cluster: &str, suffix: &'static 
     out.compose(gateway_object_key(suffix), wrapped, false);
 }
 
-fn release(cluster: &str, component: &Component, repository: &str, chart: &str, values: Value) -> Value {
-    json!({
-        "apiVersion": HELM_API_VERSION, "kind": "Release",
-        "metadata": {
-            "name": format!("{cluster}-{}", component.name),
-            "namespace": CONTROL_NAMESPACE,
-            // The Helm release on the workload cluster keeps the component's own name.
-            "annotations": {"crossplane.io/external-name": component.name},
-        },
-        "spec": {
-            "forProvider": {
-                "chart": {"name": chart, "repository": repository, "version": component.version},
-                "namespace": component.namespace,
-                "values": values,
-            },
-            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config_name(cluster)},
-        },
-    })
+fn release(cluster: &str, component: &Component, repository: &str, chart: &str, values: Tree) -> Fields {
+    let chart = Chart {
+        name: chart,
+        repository,
+        version: component.version,
+    };
+    let config = provider_config_name(cluster);
+    crossplane::release(
+        cluster,
+        component.name,
+        &config,
+        chart,
+        component.namespace,
+        values,
+    )
 }
 
-/// Names a composed resource of the cluster-scoped InferenceCluster: it lives in Modelplane's namespace on the
-/// control plane, as `<cluster>-<part>`, so many clusters never collide.
-pub fn name_for_cluster(object: &mut Value, cluster: &str, part: &str) {
-    object["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});
+/// An Object on the cluster for a composed resource of the cluster-scoped InferenceCluster: it lives in
+/// Modelplane's namespace on the control plane, as `<cluster>-<part>`, so many clusters never collide.
+pub fn cluster_object(cluster: &str, part: &str, manifest: impl Into<Tree>) -> remote::Object {
+    remote::Object::new(manifest, &provider_config_name(cluster))
+        .named(format!("{cluster}-{part}"), CONTROL_NAMESPACE)
 }
 
 /// Wraps a manifest in a provider-kubernetes Object that reports the remote object's readiness.
-fn wrap(cluster: &str, part: &str, object: &crate::stack::StackObject) -> Value {
-    let mut wrapped = remote::object(object.manifest.clone(), &provider_config_name(cluster));
-    name_for_cluster(&mut wrapped, cluster, part);
-    match object.readiness {
-        Readiness::Created => wrapped["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"}),
-        Readiness::Available => remote::ready_when(&mut wrapped, DEPLOYMENT_AVAILABLE),
-        Readiness::Holds(query) => remote::ready_when(&mut wrapped, query),
-    }
-    match object.lifecycle {
-        Lifecycle::Owned => {}
-        Lifecycle::Kept => remote::keep_on_delete(&mut wrapped),
-        Lifecycle::Observed => remote::observe_only(&mut wrapped),
-    }
-    wrapped
+fn wrap(cluster: &str, part: &str, object: &crate::stack::StackObject) -> Fields {
+    let wrapped = cluster_object(cluster, part, object.manifest.clone());
+    let wrapped = match object.readiness {
+        Readiness::Created => wrapped.ready_once_created(),
+        Readiness::Available => wrapped.ready_when(DEPLOYMENT_AVAILABLE),
+        Readiness::Holds(query) => wrapped.ready_when(query),
+    };
+    let wrapped = match object.lifecycle {
+        Lifecycle::Owned => wrapped,
+        Lifecycle::Kept => wrapped.keep_on_delete(),
+        Lifecycle::Observed => wrapped.observe_only(),
+    };
+    wrapped.build()
 }

@@ -1,9 +1,7 @@
 //! A cluster nobody of ours provisions: reached with the kubeconfig the user's Secret holds, its caches staged on
 //! the ReadWriteMany class the user names, its pools offered as soon as the cluster is reachable.
 
-use serde_json::Value;
-
-use super::provision::{self, ClusterInput, Progress, Provisioner};
+use super::provision::{self, ClusterInput, Progress, Provisioned, Provisioner};
 use crate::{
     api::inference_cluster::ExistingCluster,
     compose::{ComposeError, Output},
@@ -30,16 +28,20 @@ impl Provisioner for Existing<'_> {
         Ok(())
     }
 
-    fn compose(&self, _: &ClusterInput, _: &mut Output) -> Result<Progress, ComposeError> {
-        Ok(Progress {
-            cluster_ready: true,
-            waiting: Vec::new(),
-        })
-    }
-
-    fn workload_credentials(&self, _: &str) -> Value {
+    /// Ready as given, reached through the kubeconfig Secret the spec names.
+    fn compose(&self, _: &ClusterInput, _: &mut Output) -> Result<Provisioned, ComposeError> {
         let secret = &self.cluster.secret_ref;
-        provision::kubeconfig_credentials(&secret.name, &secret.namespace, &secret.key)
+        Ok(Provisioned {
+            progress: Progress {
+                cluster_ready: true,
+                waiting: Vec::new(),
+            },
+            workload_credentials: provision::kubeconfig_credentials(
+                &secret.name,
+                &secret.namespace,
+                &secret.key,
+            ),
+        })
     }
 
     fn cache_storage_class(&self, _: &Output) -> Option<String> {

@@ -29,6 +29,7 @@ use crate::{
 };
 
 mod aks;
+mod check;
 mod client_trust;
 mod components;
 mod eks;
@@ -42,14 +43,13 @@ mod remote_write;
 mod status;
 mod upjet;
 mod usages;
-mod validate;
 mod vultr;
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let cluster: Composite<InferenceClusterSpec> = xr.parse()?;
     let name = cluster.metadata.name.as_str();
     let spec = &cluster.spec;
-    validate::cluster_name(name)?;
+    check::cluster_name(name)?;
     let cloud = provision::provisioner(spec)?;
 
     let mut out = Output {
@@ -82,14 +82,15 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         spec,
         classes: &classes,
     };
-    validate::pools_against_classes(&input, cloud.as_ref())?;
+    check::pools_against_classes(&input, cloud.as_ref())?;
 
     let stack = serving_stack(spec.stack);
     let mut plan = components::plan(cloud.cloud(), stack, spec);
-    let progress = cloud.compose(&input, &mut out)?;
+    let provisioned = cloud.compose(&input, &mut out)?;
+    let progress = provisioned.progress;
     // Charts and objects need the cluster's API server; once any is installed it stays composed.
     let installable = progress.cluster_ready || components::any_installed(req);
-    components::compose_provider_configs(&mut out, name, cloud.as_ref());
+    components::compose_provider_configs(&mut out, name, provisioned.workload_credentials);
     if installable {
         let monitoring = plan
             .iter_mut()

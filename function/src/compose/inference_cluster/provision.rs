@@ -7,10 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
-
-use super::{aks, components::provider_config_name, eks, existing, gke, nebius, observed::Observed, vultr};
-use crate::compose::{remote, shared::CONTROL_NAMESPACE};
+use super::{aks, components, eks, existing, gke, nebius, observed::Observed, vultr};
+use crate::compose::shared::CONTROL_NAMESPACE;
+use crate::wire::tree::{Fields, Tree, fields};
 use crate::{
     api::{
         inference_class::{InferenceClassSpec, Provider},
@@ -29,6 +28,30 @@ pub struct Progress {
     pub cluster_ready: bool,
     /// Stages not composed yet, for the composite's status.
     pub waiting: Vec<&'static str>,
+}
+
+/// Everything a provisioner's `compose` worked out: how far the cluster has come, and how provider-kubernetes and
+/// provider-helm reach it (which, on some clouds, needs what compose read from the request).
+#[derive(Debug)]
+pub struct Provisioned {
+    pub progress: Progress,
+    /// The `spec` of the provider-kubernetes and provider-helm ClusterProviderConfigs that reach the cluster.
+    pub workload_credentials: Fields,
+}
+
+impl Provisioned {
+    /// `progress`, reaching the cluster through the kubeconfig the cloud's provider writes to
+    /// [`kubeconfig_secret`], which carries its own client credentials.
+    pub fn with_kubeconfig(name: &str, progress: Progress) -> Self {
+        Self {
+            progress,
+            workload_credentials: kubeconfig_credentials(
+                &kubeconfig_secret(name),
+                CONTROL_NAMESPACE,
+                KUBECONFIG_KEY,
+            ),
+        }
+    }
 }
 
 /// Which provider config a cluster's managed resources use: `reference` (the spec's `credentials`) of
@@ -76,15 +99,9 @@ pub trait Provisioner {
     /// anything is composed, each failure naming the field.
     fn check(&self, input: &ClusterInput) -> Result<(), ComposeError>;
 
-    /// Composes the cloud's resources, each stage once the one before is observed Ready.
-    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError>;
-
-    /// The `spec` of the provider-kubernetes and provider-helm ClusterProviderConfigs that reach the cluster: by
-    /// default the kubeconfig the cloud's provider writes to [`kubeconfig_secret`], which carries its own client
-    /// credentials.
-    fn workload_credentials(&self, name: &str) -> Value {
-        kubeconfig_credentials(&kubeconfig_secret(name), CONTROL_NAMESPACE, KUBECONFIG_KEY)
-    }
+    /// Composes the cloud's resources, each stage once the one before is observed Ready, and says how far the
+    /// cluster has come and how the workload providers reach it.
+    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Provisioned, ComposeError>;
 
     /// The ReadWriteMany StorageClass model caches stage on, once it exists: read from what is composed and
     /// ready in `out` (a provisioned cluster's own class, see [`ready_storage_class`]) or from the spec (an
@@ -134,10 +151,13 @@ pub fn provisioner(spec: &InferenceClusterSpec) -> Result<Box<dyn Provisioner + 
     };
     match cluster.source {
         Source::Eks => Ok(Box::new(eks::Eks::new(cluster.eks.as_ref().ok_or_else(missing)?))),
-        Source::Gke => gke::provisioner(cluster.gke.as_ref().ok_or_else(missing)?),
-        Source::Aks => aks::provisioner(cluster.aks.as_ref().ok_or_else(missing)?),
-        Source::Nebius => nebius::provisioner(cluster.nebius.as_ref().ok_or_else(missing)?),
-        Source::Vultr => vultr::provisioner(cluster.vultr.as_ref().ok_or_else(missing)?),
+        Source::Gke => Ok(gke::provisioner(cluster.gke.as_ref().ok_or_else(missing)?)),
+        Source::Aks => Ok(aks::provisioner(cluster.aks.as_ref().ok_or_else(missing)?)),
+        Source::Nebius => Ok(nebius::provisioner(
+            cluster.nebius.as_ref().ok_or_else(missing)?,
+            spec,
+        )),
+        Source::Vultr => Ok(vultr::provisioner(cluster.vultr.as_ref().ok_or_else(missing)?)),
         Source::Existing => Ok(Box::new(existing::Existing::new(
             cluster.existing.as_ref().ok_or_else(missing)?,
         ))),
@@ -148,8 +168,9 @@ pub fn provisioner(spec: &InferenceClusterSpec) -> Result<Box<dyn Provisioner + 
 /// cloud exists. Named per cluster and provider, so clusters never fight over one policy. Activation is one-way
 /// (an Active ManagedResourceDefinition never returns to Inactive): deleting the last cluster of a cloud
 /// deletes its policy but leaves the provider's controllers running.
-pub fn activation_policy(cluster: &str, provider: &str, crds: &[&str]) -> Value {
-    json!({
+pub fn activation_policy(cluster: &str, provider: &str, crds: &[&str]) -> Fields {
+    let crds: Vec<&str> = crds.to_vec();
+    fields!({
         "apiVersion": "apiextensions.crossplane.io/v1alpha1",
         "kind": "ManagedResourceActivationPolicy",
         "metadata": {"name": format!("{cluster}-{provider}")},
@@ -166,7 +187,7 @@ pub const KEY_ACTIVATION_POLICY: &str = "activation-policy";
 pub fn activate(
     out: &mut Output,
     seen: &Observed,
-    policy: Value,
+    policy: Fields,
     prefix: &str,
     what: &'static str,
 ) -> Option<Progress> {
@@ -181,18 +202,17 @@ pub fn activate(
 }
 
 /// A provider-kubernetes/provider-helm credentials block reading a kubeconfig from a Secret.
-pub fn kubeconfig_credentials(secret: &str, namespace: &str, key: &str) -> Value {
-    json!({"credentials": {"source": "Secret",
-                           "secretRef": {"name": secret, "namespace": namespace, "key": key}}})
+pub fn kubeconfig_credentials(secret: &str, namespace: &str, key: &str) -> Fields {
+    fields!({"credentials": {"source": "Secret",
+                             "secretRef": {"name": secret, "namespace": namespace, "key": key}}})
 }
 
 /// The Modelplane ReadWriteMany StorageClass `manifest` on the cluster, as a provider-kubernetes Object named
 /// `<cluster>-<part>`. A StorageClass has no Ready condition, so the Object is Ready once created.
-pub fn storage_class_object(cluster: &str, part: &str, manifest: Value) -> Value {
-    let mut object = remote::object(manifest, &provider_config_name(cluster));
-    object["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});
-    object["spec"]["readiness"] = json!({"policy": "SuccessfulCreate"});
-    object
+pub fn storage_class_object(cluster: &str, part: &str, manifest: impl Into<Tree>) -> Fields {
+    components::cluster_object(cluster, part, manifest)
+        .ready_once_created()
+        .build()
 }
 
 /// The requirement under which the cluster's provider config is fetched.

@@ -5,7 +5,7 @@
 //! Until then nothing is written: prometheus-operator stops updating the Prometheus' configuration, scrapes and
 //! all, while a Secret it names is missing, and a receiver that asks for credentials would refuse writes without.
 
-use super::components::{name_for_cluster, provider_config_name};
+use super::components::provider_config_name;
 use crate::{
     api::inference_cluster::RemoteWrite,
     compose::{
@@ -53,20 +53,20 @@ pub fn compose<'a>(
     };
     let provider_config = provider_config_name(cluster);
     let namespace = KUBE_PROMETHEUS_STACK.namespace;
-    let (mut owner_object, owner) = secret_copy::copy_owner(
+    let (owner_object, owner) = secret_copy::copy_owner(
         OWNER_NAME,
         namespace,
         &provider_config,
         request::observed_composed(req, OWNER_KEY),
     );
-    name_for_cluster(&mut owner_object, cluster, "remote-write-owner");
-    out.compose(OWNER_KEY, owner_object, false);
+    let owner_object = owner_object.named(format!("{cluster}-remote-write-owner"), CONTROL_NAMESPACE);
+    out.compose(OWNER_KEY, owner_object.build(), false);
     let source = auth.secret_ref.name.as_str();
     let references = [USERNAME_KEY, PASSWORD_KEY]
         .iter()
         .map(|key| secret_copy::reference(CONTROL_NAMESPACE, source, &format!("data.{key}")))
         .collect();
-    let (mut copy, state) = secret_copy::secret_copy(
+    let (copy, state) = secret_copy::secret_copy(
         SECRET_NAME,
         namespace,
         "Opaque",
@@ -75,8 +75,8 @@ pub fn compose<'a>(
         owner.as_ref(),
         request::observed_composed(req, COPY_KEY),
     );
-    name_for_cluster(&mut copy, cluster, "remote-write-credentials");
-    out.compose(COPY_KEY, copy, false);
+    let copy = copy.named(format!("{cluster}-remote-write-credentials"), CONTROL_NAMESPACE);
+    out.compose(COPY_KEY, copy.build(), false);
     if !url.starts_with("https://") {
         out.warnings.push(format!(
             "spec.metrics.remoteWrite.url is {url}: the basic auth password crosses the network in the clear \

@@ -107,7 +107,7 @@ pub fn report(
         .node_pools
         .iter()
         .map(|p| p.name.as_str())
-        .chain([super::validate::SYSTEM_POOL])
+        .chain([super::check::SYSTEM_POOL])
         .filter_map(|p| cloud.pool_key(p))
         .collect();
     let reachable = out

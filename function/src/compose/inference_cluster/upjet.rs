@@ -1,5 +1,5 @@
 //! What every cloud composed through an upjet provider (GKE, AKS, Nebius, Vultr) shares: the namespaced
-//! managed-resource envelope (`<group>.m.upbound.io`), the provider config each MR authenticates with, the
+//! managed-resource envelope (`<group>.m.upbound.io`, built by [`ManagedResource`]), the provider config each MR authenticates with, the
 //! connection secret a cluster's kubeconfig lands in, the GPU pools' labels, taints
 //! and autoscaling range.
 //!
@@ -8,18 +8,19 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
     observed::Observed,
-    provision::{ClusterInput, Credentials},
+    provision::{self, ClusterInput, Credentials},
 };
 use crate::{
     api::inference_cluster::{
         AksCluster, GPU_TAINT_EFFECT, GPU_TAINT_KEY, GkeCluster, InferenceClusterSpec, NebiusCluster,
         NodePool, POOL_LABEL, ProviderConfigRef, TaintEffect, VultrCluster,
     },
-    compose::shared::CONTROL_NAMESPACE,
+    compose::crossplane::ManagedResource,
+    wire::tree::{Tree, tree},
 };
 
 /// Node label carrying a GPU pool's accelerator type, as upstream Modelplane's node pools carry it.
@@ -96,8 +97,17 @@ impl<'a, C: UpjetCluster> Context<'a, C> {
     }
 
     /// A namespaced MR of the cluster named `name`, authenticated by the cluster's provider config.
-    pub fn managed(&self, api_version: &str, kind: &str, name: &str, for_provider: Value) -> Value {
-        managed(api_version, kind, name, self.cluster.credentials(), for_provider)
+    pub fn managed(&self, api_version: &str, kind: &str, name: &str, for_provider: Tree) -> ManagedResource {
+        let credentials = self.cluster.credentials();
+        let provider_config = tree!({"kind": credentials.kind.as_str(), "name": &credentials.name});
+        ManagedResource::new(api_version, kind, name, provider_config, for_provider)
+    }
+
+    /// The cluster's own MR, named after the cluster, writing its kubeconfig where provider-kubernetes and
+    /// provider-helm read it ([`provision::kubeconfig_secret`]).
+    pub fn cluster_managed(&self, api_version: &str, kind: &str, for_provider: Tree) -> ManagedResource {
+        self.managed(api_version, kind, self.name, for_provider)
+            .connection_secret(provision::kubeconfig_secret(self.name))
     }
 
     /// A non-empty string at `pointer` of the resource under `key`, once it is observed Ready.
@@ -123,32 +133,6 @@ fn non_empty(value: Option<Value>) -> Option<String> {
     value
         .and_then(|v| v.as_str().map(str::to_owned))
         .filter(|s| !s.is_empty())
-}
-
-/// A namespaced upjet managed resource named `name` in [`CONTROL_NAMESPACE`], authenticated by the provider config
-/// the cluster's `credentials` name.
-pub fn managed(
-    api_version: &str,
-    kind: &str,
-    name: &str,
-    credentials: &ProviderConfigRef,
-    for_provider: Value,
-) -> Value {
-    json!({
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": CONTROL_NAMESPACE},
-        "spec": {
-            "forProvider": for_provider,
-            "providerConfigRef": {"kind": credentials.kind.as_str(), "name": credentials.name},
-        },
-    })
-}
-
-/// `mr` with its connection details (a kubeconfig, a key) written to `secret` in its own namespace.
-pub fn with_connection_secret(mut mr: Value, secret: &str) -> Value {
-    mr["spec"]["writeConnectionSecretToRef"] = json!({"name": secret});
-    mr
 }
 
 /// The labels every node of `pool` carries: its pool (what replicas are pinned by) and, for a GPU pool, its

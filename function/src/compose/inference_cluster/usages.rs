@@ -5,13 +5,11 @@
 //! the cluster (Releases, Objects) and what hangs off it first, then the cluster, then its network and
 //! identities.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::provision::Provisioner;
-use crate::compose::shared::CONTROL_NAMESPACE;
-use crate::compose::{Output, object_of};
-
-const USAGE_API_VERSION: &str = "protection.crossplane.io/v1beta1";
+use crate::compose::{Output, crossplane};
+use crate::wire::tree::{Fields, Tree};
 
 /// One Usage for every (user, used) pair composed in `out` that the cloud's table names, named after the two so
 /// it is stable.
@@ -44,34 +42,16 @@ fn usage(
     by: &serde_json::Map<String, Value>,
     of_key: &str,
     of: &serde_json::Map<String, Value>,
-) -> Value {
+) -> Fields {
     let reference = |o: &serde_json::Map<String, Value>| {
-        let field = |value: Option<&Value>| value.cloned().unwrap_or_default();
+        let field = |value: Option<&Value>| value.map_or(Tree::Null, Tree::from);
         let name = field(o.get("metadata").and_then(|m| m.get("name")));
-        object_of([
-            ("apiVersion", field(o.get("apiVersion"))),
-            ("kind", field(o.get("kind"))),
-            ("resourceRef", object_of([("name", name)])),
-        ])
+        crossplane::resource_ref(field(o.get("apiVersion")), field(o.get("kind")), name)
     };
-    object_of([
-        ("apiVersion", USAGE_API_VERSION.into()),
-        ("kind", "Usage".into()),
-        (
-            "metadata",
-            json!({"name": format!("{cluster}-{by_key}-uses-{of_key}"), "namespace": CONTROL_NAMESPACE}),
-        ),
-        (
-            "spec",
-            object_of([
-                ("of", reference(of)),
-                ("by", reference(by)),
-                ("replayDeletion", true.into()),
-                (
-                    "reason",
-                    format!("{by_key} must be deleted before {of_key}").into(),
-                ),
-            ]),
-        ),
-    ])
+    crossplane::usage(
+        format!("{cluster}-{by_key}-uses-{of_key}"),
+        reference(of),
+        reference(by),
+        format!("{by_key} must be deleted before {of_key}"),
+    )
 }

@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::wire::tree::Tree;
+
 use super::in_control_namespace;
 use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
@@ -41,10 +43,8 @@ const PUBLISHED_KEY: &str = "client-ca-published";
 const PROXY_KEY: &str = "fleet-proxy";
 
 /// An Object on the gateway's cluster, ready when `query` holds on the remote object.
-fn derived(manifest: Value, provider_config: &str, query: &str) -> Value {
-    let mut object = remote::object(manifest, provider_config);
-    remote::ready_when(&mut object, query);
-    object
+fn derived(manifest: Tree, provider_config: &str, query: &'static str) -> remote::Object {
+    remote::Object::new(manifest, provider_config).ready_when(query)
 }
 
 /// How far the client certificate has come on the gateway's cluster.
@@ -70,7 +70,7 @@ pub fn compose(
     provider_config: &str,
     clusters: &BTreeMap<String, ClusterView>,
 ) -> Progress {
-    let plain = |manifest| in_control_namespace(remote::object(manifest, provider_config));
+    let plain = |manifest: Tree| in_control_namespace(remote::Object::new(manifest, provider_config));
     out.compose(
         CA_KEY,
         plain(client_tls::client_ca()),
@@ -86,8 +86,7 @@ pub fn compose(
         plain(client_tls::client_ca_bundle()),
         remote::observed_ready(req, BUNDLE_KEY),
     );
-    let mut published = derived(client_tls::published_client_ca(), provider_config, CA_PUBLISHED);
-    remote::observe_only(&mut published);
+    let published = derived(client_tls::published_client_ca(), provider_config, CA_PUBLISHED).observe_only();
     out.compose(
         PUBLISHED_KEY,
         in_control_namespace(published),

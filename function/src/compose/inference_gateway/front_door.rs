@@ -2,7 +2,7 @@
 //! from control-plane Secrets by reference) and the certificate it presents (also copied by reference). Nothing
 //! here reads a Secret: the function only names them.
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Tree, fields, tree};
 
 use crate::{
     api::routing::{InferenceGatewaySpec, NameRef},
@@ -52,32 +52,35 @@ pub fn copies(spec: &InferenceGatewaySpec) -> (Vec<SecretToCopy>, Vec<SecretToCo
 }
 
 /// The reference that copies every key of a control-plane Secret (a caller list, or a certificate and its key).
-pub fn whole_secret(copy: &SecretToCopy) -> Value {
+pub fn whole_secret(copy: &SecretToCopy) -> Tree {
     secret_copy::reference(CONTROL_NAMESPACE, &copy.source, "data")
 }
 
 /// Who may call. With callers whose keys are on the cluster, Envoy Gateway's API-key auth over their Secrets: a
 /// request without one of those keys gets 401. With none (no `spec.auth`, or no key copied yet), every request is
 /// denied: the front door is never open while its keys are on their way.
-pub fn callers_policy(filled: &[&str]) -> Value {
-    let mut spec = json!({
+pub fn callers_policy(filled: &[&str]) -> Tree {
+    let mut spec = fields!({
         "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": GATEWAY_NAME}],
     });
     if filled.is_empty() {
-        spec["authorization"] = json!({"defaultAction": "Deny"});
+        spec.insert("authorization", tree!({"defaultAction": "Deny"}));
     } else {
-        let refs: Vec<Value> = filled
+        let refs: Vec<Tree> = filled
             .iter()
-            .map(|name| json!({"group": "", "kind": "Secret", "name": name}))
+            .map(|name| tree!({"group": "", "kind": "Secret", "name": *name}))
             .collect();
-        spec["apiKeyAuth"] = json!({
-            "credentialRefs": refs,
-            "extractFrom": [{"headers": KEY_HEADERS}],
-            "forwardClientIDHeader": CALLER_HEADER,
-            "sanitize": true,
-        });
+        spec.insert(
+            "apiKeyAuth",
+            tree!({
+                "credentialRefs": refs,
+                "extractFrom": [{"headers": KEY_HEADERS}],
+                "forwardClientIDHeader": CALLER_HEADER,
+                "sanitize": true,
+            }),
+        );
     }
-    json!({
+    tree!({
         "apiVersion": "gateway.envoyproxy.io/v1alpha1",
         "kind": "SecurityPolicy",
         "metadata": {"name": CALLERS_POLICY, "namespace": GATEWAY_NAMESPACE},
@@ -87,26 +90,32 @@ pub fn callers_policy(filled: &[&str]) -> Value {
 
 /// The gateway's listener: HTTPS only when it has a certificate (no plaintext listener at all, so no key ever
 /// crosses the network in the clear), else HTTP. Routes attach from the namespaces of the services they serve;
-/// which services a gateway serves is decided by its `serviceSelector` where routes are composed.
-pub fn gateway(hostname: Option<&str>, certificates: &[SecretToCopy]) -> Value {
+/// which services a gateway serves is decided by its `serviceSelector` where routes are composed. With
+/// `parameters_ref`, Envoy Gateway takes the proxy's settings from that object (the fleet's client certificate).
+pub fn gateway(hostname: Option<&str>, certificates: &[SecretToCopy], parameters_ref: Option<Tree>) -> Tree {
     let mut listener = if certificates.is_empty() {
-        json!({"name": "http", "protocol": "HTTP", "port": 80})
+        fields!({"name": "http", "protocol": "HTTP", "port": 80})
     } else {
-        let refs: Vec<Value> = certificates
+        let refs: Vec<Tree> = certificates
             .iter()
-            .map(|c| json!({"group": "", "kind": "Secret", "name": c.remote_name}))
+            .map(|c| tree!({"group": "", "kind": "Secret", "name": &c.remote_name}))
             .collect();
-        json!({"name": "https", "protocol": "HTTPS", "port": 443,
-               "tls": {"mode": "Terminate", "certificateRefs": refs}})
+        fields!({"name": "https", "protocol": "HTTPS", "port": 443,
+                 "tls": {"mode": "Terminate", "certificateRefs": refs}})
     };
-    listener["allowedRoutes"] = json!({"namespaces": {"from": "All"}});
+    listener.insert("allowedRoutes", tree!({"namespaces": {"from": "All"}}));
     if let Some(hostname) = hostname {
-        listener["hostname"] = json!(hostname);
+        listener.insert("hostname", hostname);
     }
-    json!({
+    let mut spec =
+        fields!({"gatewayClassName": crate::stack::cluster_gateway::GATEWAY_CLASS, "listeners": [listener]});
+    if let Some(parameters_ref) = parameters_ref {
+        spec.insert("infrastructure", tree!({"parametersRef": parameters_ref}));
+    }
+    tree!({
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "Gateway",
         "metadata": {"name": GATEWAY_NAME, "namespace": GATEWAY_NAMESPACE},
-        "spec": {"gatewayClassName": crate::stack::cluster_gateway::GATEWAY_CLASS, "listeners": [listener]},
+        "spec": spec,
     })
 }

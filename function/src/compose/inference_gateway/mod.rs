@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::{
     ComposeError, Output,
@@ -30,7 +29,7 @@ use crate::{
     proto::v1::{ResourceSelector, RunFunctionRequest, Status},
     schedule::ClusterView,
     sdk::request,
-    wire::RawStruct,
+    wire::{RawStruct, tree::Fields},
 };
 
 mod client_certificate;
@@ -186,7 +185,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     let policy_ready = ready(CALLERS_KEY);
     out.compose(
         CALLERS_KEY,
-        in_control_namespace(remote::object(front_door::callers_policy(&filled), &pc)),
+        in_control_namespace(remote::Object::new(front_door::callers_policy(&filled), &pc)),
         policy_ready,
     );
     let selector = gateway
@@ -220,13 +219,11 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     let gateway_exists = request::observed_composed(req, "gateway").is_some();
     let gateway_ready = address.is_some() && ready("gateway") && certificates_filled;
     if policy_ready || gateway_exists {
-        let mut manifest = front_door::gateway(gateway.spec.hostname.as_deref(), &certificates);
-        if client.proxy_ready || took_proxy {
-            manifest["spec"]["infrastructure"] = json!({"parametersRef": client_tls::parameters_ref()});
-        }
+        let proxy = (client.proxy_ready || took_proxy).then(client_tls::parameters_ref);
+        let manifest = front_door::gateway(gateway.spec.hostname.as_deref(), &certificates, proxy);
         out.compose(
             "gateway",
-            in_control_namespace(remote::object(manifest, &pc)),
+            in_control_namespace(remote::Object::new(manifest, &pc)),
             gateway_ready,
         );
     }
@@ -279,7 +276,11 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         }
     }
     for (key, manifest) in standby::objects() {
-        out.compose(key, in_control_namespace(remote::object(manifest, &pc)), true);
+        out.compose(
+            key,
+            in_control_namespace(remote::Object::new(manifest, &pc)),
+            true,
+        );
     }
     out.set_status(&status)?;
     out.ready = Some(gateway_ready && policy_ready);
@@ -320,9 +321,8 @@ fn compose_copy(
 
 /// An InferenceGateway is cluster-scoped, and Crossplane gives a namespaced composed resource of a cluster-scoped
 /// composite no namespace of its own: its Objects live in Modelplane's namespace on the control plane.
-fn in_control_namespace(mut object: Value) -> Value {
-    object["metadata"] = json!({"namespace": CONTROL_NAMESPACE});
-    object
+fn in_control_namespace(object: remote::Object) -> Fields {
+    object.in_namespace(CONTROL_NAMESPACE).build()
 }
 
 fn report_callers(out: &mut Output, listed: usize, filled: usize, waiting: &[String]) {

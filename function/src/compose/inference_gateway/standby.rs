@@ -6,7 +6,7 @@
 //!
 //! None of it holds the gateway's readiness: callers are served without it, only a model with no replica waits.
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Tree, tree};
 
 use crate::stack::{
     components::{ENVOY_GATEWAY, KUBE_PROMETHEUS_STACK},
@@ -17,25 +17,25 @@ use crate::stack::{
 const APP_LABEL: &str = "app.kubernetes.io/name";
 
 /// The standby server's objects, by composed-resource key.
-pub fn objects() -> [(&'static str, Value); 4] {
-    let selector = json!({APP_LABEL: STANDBY_SERVICE});
-    let metadata = json!({"name": STANDBY_SERVICE, "namespace": GATEWAY_NAMESPACE});
-    let from_namespace = |namespace: &str| json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}});
+pub fn objects() -> [(&'static str, Tree); 4] {
+    let selector = || tree!({APP_LABEL: STANDBY_SERVICE});
+    let metadata = || tree!({"name": STANDBY_SERVICE, "namespace": GATEWAY_NAMESPACE});
+    let from_namespace = |namespace: &'static str| tree!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}});
     [
-        ("standby-deployment", deployment(&selector)),
+        ("standby-deployment", deployment()),
         (
             "standby-service",
-            json!({
-                "apiVersion": "v1", "kind": "Service", "metadata": metadata,
-                "spec": {"selector": selector, "ports": [{"name": "http", "port": STANDBY_PORT, "targetPort": STANDBY_PORT}]},
+            tree!({
+                "apiVersion": "v1", "kind": "Service", "metadata": metadata(),
+                "spec": {"selector": selector(), "ports": [{"name": "http", "port": STANDBY_PORT, "targetPort": STANDBY_PORT}]},
             }),
         ),
         (
             "standby-monitor",
-            json!({
-                "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor", "metadata": metadata,
+            tree!({
+                "apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor", "metadata": metadata(),
                 "spec": {
-                    "selector": {"matchLabels": selector},
+                    "selector": {"matchLabels": selector()},
                     "podMetricsEndpoints": [{
                         "portNumber": STANDBY_PORT,
                         "path": "/metrics",
@@ -51,10 +51,10 @@ pub fn objects() -> [(&'static str, Value); 4] {
         ),
         (
             "standby-network-policy",
-            json!({
-                "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata,
+            tree!({
+                "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata(),
                 "spec": {
-                    "podSelector": {"matchLabels": selector},
+                    "podSelector": {"matchLabels": selector()},
                     "policyTypes": ["Ingress"],
                     "ingress": [{
                         "from": [from_namespace(ENVOY_GATEWAY.namespace), from_namespace(KUBE_PROMETHEUS_STACK.namespace)],
@@ -66,17 +66,18 @@ pub fn objects() -> [(&'static str, Value); 4] {
     ]
 }
 
-fn deployment(selector: &Value) -> Value {
-    let probe = json!({"httpGet": {"path": "/healthz", "port": STANDBY_PORT}, "periodSeconds": 10});
-    json!({
+fn deployment() -> Tree {
+    let selector = || tree!({APP_LABEL: STANDBY_SERVICE});
+    let probe = tree!({"httpGet": {"path": "/healthz", "port": STANDBY_PORT}, "periodSeconds": 10});
+    tree!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": STANDBY_SERVICE, "namespace": GATEWAY_NAMESPACE},
         "spec": {
             // One replica: a restart loses only when requests were last held, which callers' retries renew.
             "replicas": 1,
-            "selector": {"matchLabels": selector},
+            "selector": {"matchLabels": selector()},
             "template": {
-                "metadata": {"labels": selector},
+                "metadata": {"labels": selector()},
                 "spec": {
                     "automountServiceAccountToken": false,
                     "securityContext": {"runAsNonRoot": true, "runAsUser": 2000, "runAsGroup": 2000,
@@ -86,7 +87,7 @@ fn deployment(selector: &Value) -> Value {
                         "image": STANDBY_IMAGE,
                         "args": ["standby", "--address", format!("0.0.0.0:{STANDBY_PORT}")],
                         "ports": [{"name": "http", "containerPort": STANDBY_PORT}],
-                        "readinessProbe": probe,
+                        "readinessProbe": probe.clone(),
                         "livenessProbe": probe,
                         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
                         "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,

@@ -1,6 +1,6 @@
 //! The manifests that stage one cache on one cluster: the volume, the token, the download Job.
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Tree, tree};
 
 use crate::api::model_cache::{HuggingFace, MOUNT_PATH, pvc_name};
 
@@ -44,8 +44,8 @@ pub fn marker(hf: &HuggingFace) -> String {
     )
 }
 
-pub fn volume_claim(cache: &str, namespace: &str, size: &str, storage_class: &str) -> Value {
-    json!({
+pub fn volume_claim(cache: &str, namespace: &str, size: &str, storage_class: &str) -> Tree {
+    tree!({
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": pvc_name(cache), "namespace": namespace, "labels": labels(cache)},
@@ -60,8 +60,8 @@ pub fn volume_claim(cache: &str, namespace: &str, size: &str, storage_class: &st
 
 /// The cluster-side Secret holding the Hub token. Its data is filled by provider-kubernetes from the Secret on
 /// the control plane (see `token_reference`), so the token never passes through the function.
-pub fn token_secret(cache: &str, namespace: &str) -> Value {
-    json!({
+pub fn token_secret(cache: &str, namespace: &str) -> Tree {
+    tree!({
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": token_secret_name(cache), "namespace": namespace, "labels": labels(cache)},
@@ -70,8 +70,8 @@ pub fn token_secret(cache: &str, namespace: &str) -> Value {
 }
 
 /// A provider-kubernetes reference that copies `key` of the control-plane Secret into the token Secret.
-pub fn token_reference(source_namespace: &str, secret: &str, key: &str) -> Value {
-    json!({
+pub fn token_reference(source_namespace: &str, secret: &str, key: &str) -> Tree {
+    tree!({
         "patchesFrom": {
             "apiVersion": "v1", "kind": "Secret", "name": secret, "namespace": source_namespace,
             "fieldPath": format!("data.{key}"),
@@ -84,22 +84,22 @@ fn token_secret_name(cache: &str) -> String {
     format!("{}-hf-token", pvc_name(cache))
 }
 
-pub fn job(cache: &str, namespace: &str, hf: &HuggingFace) -> Value {
+pub fn job(cache: &str, namespace: &str, hf: &HuggingFace) -> Tree {
     let mut env = vec![
-        json!({"name": "HF_HUB_CACHE", "value": MOUNT_PATH}),
-        json!({"name": "REPO", "value": hf.repo}),
-        json!({"name": "REVISION", "value": hf.revision}),
-        json!({"name": "MARKER", "value": marker(hf)}),
-        json!({"name": "HUGGINGFACE_HUB", "value": HUGGINGFACE_HUB}),
-        json!({"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "1"}),
+        tree!({"name": "HF_HUB_CACHE", "value": MOUNT_PATH}),
+        tree!({"name": "REPO", "value": &hf.repo}),
+        tree!({"name": "REVISION", "value": &hf.revision}),
+        tree!({"name": "MARKER", "value": marker(hf)}),
+        tree!({"name": "HUGGINGFACE_HUB", "value": HUGGINGFACE_HUB}),
+        tree!({"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "1"}),
         // pip --user needs a writable home; the image's is root's.
-        json!({"name": "HOME", "value": "/tmp"}),
+        tree!({"name": "HOME", "value": "/tmp"}),
     ];
     if hf.auth_secret.is_some() {
-        env.push(json!({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
+        env.push(tree!({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
             "name": token_secret_name(cache), "key": TOKEN_KEY}}}));
     }
-    json!({
+    tree!({
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": format!("{}-hydrate", pvc_name(cache)), "namespace": namespace, "labels": labels(cache)},
@@ -125,6 +125,6 @@ pub fn job(cache: &str, namespace: &str, hf: &HuggingFace) -> Value {
     })
 }
 
-fn labels(cache: &str) -> Value {
-    json!({"modelplane.ai/model-cache": cache})
+fn labels(cache: &str) -> Tree {
+    tree!({"modelplane.ai/model-cache": cache})
 }

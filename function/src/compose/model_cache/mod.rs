@@ -9,10 +9,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{ComposeError, Output, remote};
 use crate::compose::conditions::{ConditionType, Reason};
+use crate::wire::tree::tree;
 use crate::{
     api::{
         ObjectMeta,
@@ -276,7 +277,7 @@ fn stage(
     // Staging ahead of any deployment may find no namespace yet on the cluster.
     out.compose(
         key("namespace"),
-        remote::namespace_object(namespace, pc),
+        remote::namespace(namespace, pc).build(),
         remote::observed_ready(req, &key("namespace")),
     );
     let volume = hydrate::volume_claim(
@@ -286,7 +287,11 @@ fn stage(
         &status.cache_storage_class,
     );
     let volume_ready = remote::observed_ready(req, &key("volume"));
-    out.compose(key("volume"), remote::object(volume, pc), volume_ready);
+    out.compose(
+        key("volume"),
+        remote::Object::new(volume, pc).build(),
+        volume_ready,
+    );
     if already_ready {
         return ClusterCache {
             cluster: name.to_owned(),
@@ -302,8 +307,9 @@ fn stage(
             secret,
             key: secret_key,
         } => {
-            let mut token = remote::object(hydrate::token_secret(cache_name, namespace), pc);
-            token["spec"]["references"] = json!([hydrate::token_reference(namespace, secret, secret_key)]);
+            let token = remote::Object::new(hydrate::token_secret(cache_name, namespace), pc)
+                .references(tree!([hydrate::token_reference(namespace, secret, secret_key)]))
+                .build();
             out.compose(key("token"), token, remote::observed_ready(req, &key("token")));
         }
     }
@@ -327,7 +333,7 @@ fn stage(
     }
     out.compose(
         key("hydrate"),
-        remote::object(hydrate::job(cache_name, namespace, &cache.spec.hugging_face), pc),
+        remote::Object::new(hydrate::job(cache_name, namespace, &cache.spec.hugging_face), pc).build(),
         false,
     );
     if let Some(failed) = condition("Failed") {

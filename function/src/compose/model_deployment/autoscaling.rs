@@ -17,7 +17,8 @@
 //! [`engine_metrics`]: crate::stack::engine_metrics
 
 use serde::de::IgnoredAny;
-use serde_json::{Value, json};
+
+use crate::wire::tree::{Fields, fields, tree};
 
 use crate::compose::{
     Output,
@@ -104,55 +105,54 @@ fn in_use_query(namespace: &str, deployment: &str) -> String {
 /// The longest scale-down window an HPA accepts (the XRD refuses a longer delay).
 const MAX_SCALE_DOWN_SECONDS: u64 = 3600;
 
-pub fn scaled_object(name: &str, namespace: &str, a: &Autoscaling) -> Value {
+pub fn scaled_object(name: &str, namespace: &str, a: &Autoscaling) -> Fields {
     let delay = seconds(&a.scale_down_delay).min(MAX_SCALE_DOWN_SECONDS);
-    let mut object = json!({
-        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": super::API_VERSION, "kind": "ModelDeployment", "name": name},
-            "minReplicaCount": a.min_replicas,
-            "maxReplicaCount": a.max_replicas,
-            "fallback": {
-                "failureThreshold": FAILURES_BEFORE_FALLBACK,
-                // Never 0: KEDA scales an idle deployment whose triggers fail to zero unless its fallback names
-                // replicas. Under `currentReplicas` the number itself is never applied.
-                "replicas": a.min_replicas.max(1),
-                "behavior": "currentReplicas",
-            },
-            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
-                "scaleDown": {"stabilizationWindowSeconds": delay},
-            }}},
-            "triggers": [{
-                "type": "prometheus",
-                "metricType": "AverageValue",
-                "metadata": {
-                    "serverAddress": a.metrics_server,
-                    "query": query(a.target.metric, namespace, name),
-                    "threshold": a.target.per_replica.to_string(),
-                    "ignoreNullValues": "false",
-                },
-            }],
+    let mut triggers = vec![tree!({
+        "type": "prometheus",
+        "metricType": "AverageValue",
+        "metadata": {
+            "serverAddress": &a.metrics_server,
+            "query": query(a.target.metric, namespace, name),
+            "threshold": a.target.per_replica.to_string(),
+            "ignoreNullValues": "false",
         },
+    })];
+    let mut spec = fields!({
+        "scaleTargetRef": {"apiVersion": super::API_VERSION, "kind": "ModelDeployment", "name": name},
+        "minReplicaCount": a.min_replicas,
+        "maxReplicaCount": a.max_replicas,
+        "fallback": {
+            "failureThreshold": FAILURES_BEFORE_FALLBACK,
+            // Never 0: KEDA scales an idle deployment whose triggers fail to zero unless its fallback names
+            // replicas. Under `currentReplicas` the number itself is never applied.
+            "replicas": a.min_replicas.max(1),
+            "behavior": "currentReplicas",
+        },
+        "advanced": {"horizontalPodAutoscalerConfig": {"behavior": {
+            "scaleDown": {"stabilizationWindowSeconds": delay},
+        }}},
     });
     if a.min_replicas == 0 {
-        object["spec"]["cooldownPeriod"] = json!(delay);
-        if let Some(triggers) = object["spec"]["triggers"].as_array_mut() {
-            triggers.push(json!({
-                "type": "prometheus",
-                "name": IN_USE_TRIGGER,
-                "metricType": "AverageValue",
-                "metadata": {
-                    "serverAddress": a.metrics_server,
-                    "query": in_use_query(namespace, name),
-                    "threshold": "1",
-                    "activationThreshold": "0",
-                    "ignoreNullValues": "false",
-                },
-            }));
-        }
+        spec.insert("cooldownPeriod", delay);
+        triggers.push(tree!({
+            "type": "prometheus",
+            "name": IN_USE_TRIGGER,
+            "metricType": "AverageValue",
+            "metadata": {
+                "serverAddress": &a.metrics_server,
+                "query": in_use_query(namespace, name),
+                "threshold": "1",
+                "activationThreshold": "0",
+                "ignoreNullValues": "false",
+            },
+        }));
     }
-    object
+    spec.insert("triggers", triggers);
+    fields!({
+        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    })
 }
 
 /// The name of the trigger that wakes a deployment at zero (KEDA lists triggers by name in its status).

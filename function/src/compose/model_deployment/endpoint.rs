@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Fields, fields};
 
 use crate::{
     api::{ledger::CLUSTER_LABEL, model_deployment::ModelDeploymentSpec, routing::STANDBY_LABEL},
@@ -118,22 +118,22 @@ pub fn labels(s: &Placement) -> BTreeMap<String, String> {
 
 /// The ModelEndpoint for a serving placement: the cluster gateway's address over HTTPS, checked against the
 /// cluster's own CA, under the replica's path prefix (which the gateway strips), speaking OpenAI under `/v1`.
-fn endpoint(s: &Placement, reach: &Reach) -> Value {
+fn endpoint(s: &Placement, reach: &Reach) -> Fields {
     let serving_name = replica_routing::serving_name(s.deployment, s.replica);
     let host = if reach.address.contains(':') {
         format!("[{}]", reach.address)
     } else {
         reach.address.to_owned()
     };
-    let mut spec = json!({
+    let mut spec = fields!({
         "origin": format!("https://{host}"),
         "api": {"schema": "OpenAI", "prefix": format!("{}v1", replica_routing::path_prefix(s.namespace, &serving_name))},
         "tls": {"serverName": reach.server_name, "caCertificate": reach.ca_certificate},
     });
     if let Some(model) = served_model_name(s.spec) {
-        spec["model"] = json!(model);
+        spec.insert("model", model);
     }
-    json!({
+    fields!({
         "apiVersion": API_VERSION,
         "kind": "ModelEndpoint",
         "metadata": {
@@ -153,7 +153,7 @@ pub fn standby(out: &mut Output, deployment: &str, namespace: &str, spec: &Model
     let mut labels = spec.template.metadata.labels.clone();
     labels.insert(DEPLOYMENT_LABEL.into(), deployment.into());
     labels.insert(STANDBY_LABEL.into(), "true".into());
-    let endpoint = json!({
+    let endpoint = fields!({
         "apiVersion": API_VERSION,
         "kind": "ModelEndpoint",
         "metadata": {

@@ -40,7 +40,7 @@ mod report;
 mod services;
 mod serving;
 use report::{engine_status, previous_engines, unplaced_status};
-mod validate;
+mod check;
 
 pub use fleet::{CLUSTERS, named as cluster_requirement};
 pub const CACHE: &str = "model-cache";
@@ -59,7 +59,7 @@ pub fn compose_with(
     metrics: impl FnOnce(&str, &str) -> fleet_metrics::Reading,
 ) -> Result<Output, ComposeError> {
     let md: Composite<ModelDeploymentSpec> = xr.parse()?;
-    validate::validate(&md.spec)?;
+    check::validate(&md.spec)?;
     let namespace = md.metadata.namespace.as_deref().unwrap_or_default();
     let name = md.metadata.name.as_str();
     let me = deployment_key(namespace, name);
@@ -73,7 +73,7 @@ pub fn compose_with(
     let moving = observed.replicas.values().any(|placements| placements.len() > 1);
     let mut out = Output {
         requirements: requirements(&md.spec, namespace, &placed_on, candidates, moving),
-        warnings: validate::warnings(&md.spec),
+        warnings: check::warnings(&md.spec),
         ..Output::default()
     };
     // From the first call on, whatever else waits: an autoscaler reads it through the scale subresource.
@@ -292,7 +292,7 @@ impl Replicas<'_> {
             let observed_ready = object_ready(request::observed_composed(self.req, &desired.key));
             let counts = observed_ready || !desired.gates_ready;
             ready &= counts;
-            out.compose_object(desired.key, desired.object, counts);
+            out.compose(desired.key, desired.object, counts);
         }
         ReplicaStatus {
             replica: index,

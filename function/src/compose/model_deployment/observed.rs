@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::replica::{CLUSTER_ANNOTATION, ENGINE_ANNOTATION, POOL_ANNOTATION, REPLICA_ANNOTATION};
+use crate::wire::tree::Fields;
 use crate::{
     api::model_deployment::RESERVED_PREFIX,
     compose::Output,
@@ -166,10 +167,10 @@ pub fn hand_over(
 
 /// An observed Object again as desired, marked retiring: kept exactly as it runs, so nothing about the old
 /// placement changes while the new one comes up.
-pub fn retained(observed: &Resource) -> Option<Value> {
+pub fn retained(observed: &Resource) -> Option<Fields> {
     let mut object = kept(observed)?;
-    object["metadata"]["annotations"][RETIRING_ANNOTATION] = json!("true");
-    Some(object)
+    object["metadata"]["annotations"][RETIRING_ANNOTATION] = Value::from("true");
+    as_composed(object)
 }
 
 /// Management policies of an Object that has handed its remote object over to another Object: it only watches,
@@ -178,11 +179,19 @@ const HANDED_OVER_POLICIES: [&str; 1] = ["Observe"];
 
 /// An observed Object whose remote object another composed Object now manages (its key has an older shape),
 /// kept as it runs but only observing, and orphaning on deletion for a provider without management policies.
-fn handed_over(observed: &Resource) -> Option<Value> {
+fn handed_over(observed: &Resource) -> Option<Fields> {
     let mut object = kept(observed)?;
     object["spec"]["managementPolicies"] = json!(HANDED_OVER_POLICIES);
-    object["spec"]["deletionPolicy"] = json!("Orphan");
-    Some(object)
+    object["spec"]["deletionPolicy"] = Value::from("Orphan");
+    as_composed(object)
+}
+
+/// An observed object, edited as JSON, composed again: moved into the tree composed objects are.
+fn as_composed(object: Value) -> Option<Fields> {
+    match object {
+        Value::Object(map) => Some(Fields::from(map)),
+        _ => None,
+    }
 }
 
 /// Whether an observed Object was handed over already, so that deleting it now deletes nothing remote.

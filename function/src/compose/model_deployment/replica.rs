@@ -84,7 +84,10 @@ fn routing_objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> 
             });
             let pc = &placement.cluster.status.provider_config_name;
             let ready_query = o.available.then_some(crate::stack::AVAILABLE_QUERY);
-            let object = remote::tree_object_with(o.manifest, pc, metadata, ready_query);
+            let object = remote::Object::new(o.manifest, pc)
+                .metadata(metadata)
+                .ready_on(ready_query)
+                .build();
             Desired {
                 key: [key_prefix.as_str(), o.suffix].concat(),
                 object: object.into(),
@@ -211,12 +214,10 @@ fn wrap(
             POOL_ANNOTATION: &at.pool.name,
         },
     });
-    remote::tree_object_with(
-        manifest,
-        &placement.cluster.status.provider_config_name,
-        metadata,
-        ready_query,
-    )
+    remote::Object::new(manifest, &placement.cluster.status.provider_config_name)
+        .metadata(metadata)
+        .ready_on(ready_query)
+        .build()
 }
 
 /// Nodes the replica's engines hold at `placement`, by pool.
@@ -234,7 +235,6 @@ fn held_nodes(spec: &ModelDeploymentSpec, placement: &Placement) -> BTreeMap<Str
 /// the replica's entry in its cluster's placement ledger (docs/scheduling.md), which exists as soon as the
 /// replica is placed, even while it waits for its cache.
 pub fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
-    let mut object = remote::namespace_tree(ctx.xr_namespace, &placement.cluster.status.provider_config_name);
     let cluster = &placement.cluster.metadata.name;
     let metadata = tree!({
         "namespace": ctx.xr_namespace,
@@ -246,7 +246,9 @@ pub fn namespace(ctx: &ReplicaContext, placement: &Placement) -> Desired {
             ledger::NODES_ANNOTATION: ledger::format_nodes(&held_nodes(ctx.spec, placement)),
         },
     });
-    object.insert("metadata", metadata);
+    let object = remote::namespace(ctx.xr_namespace, &placement.cluster.status.provider_config_name)
+        .metadata(metadata)
+        .build();
     Desired {
         key: namespace_key(ctx.replica, &placement.cluster.metadata.name),
         object: object.into(),

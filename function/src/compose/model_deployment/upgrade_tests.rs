@@ -29,7 +29,9 @@ fn an_upgrade_that_renames_composed_keys_hands_the_running_replica_over_without_
     assert!(before.resources.contains_key("replica-0-qwen3-coder"));
     // An Object of the replica whose remote object nothing composes any more (an engine since renamed).
     let mut renamed = before.resources["replica-0-qwen3-coder"].clone();
-    renamed.object["spec"]["forProvider"]["manifest"]["metadata"]["name"] = json!("qwen3-coder-0-old-engine");
+    let mut object = renamed.object.to_map();
+    object["spec"]["forProvider"]["manifest"]["metadata"]["name"] = json!("qwen3-coder-0-old-engine");
+    renamed.object = crate::wire::tree::Fields::from(object).into();
     before.resources.insert("replica-0-old-engine".into(), renamed);
 
     // 1: the upgraded function observes the running replica under the old keys, all ready. It composes the new

@@ -30,9 +30,9 @@ use crate::{
     wire::RawStruct,
 };
 
+mod check;
 mod report;
 pub mod route;
-mod validate;
 pub mod weights;
 
 const ENDPOINTS: &str = "endpoints";
@@ -77,7 +77,7 @@ struct GatewayView {
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let service: ModelService = xr.parse()?;
-    let names = validate::entry_names(&service.spec)?;
+    let names = check::entry_names(&service.spec)?;
     let namespace = service
         .metadata
         .namespace
@@ -200,7 +200,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 namespace: &found.namespace,
                 url,
                 prefix: prefix.clone(),
-                schema: view.spec.api.schema.as_deref().unwrap_or("OpenAI"),
+                schema: &view.spec.api.schema,
                 model_override: view.spec.model.as_deref(),
                 api_key: view
                     .spec
@@ -249,7 +249,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         let key = |what: &str| format!("{}-{what}", gateway.name);
         out.compose(
             key("namespace"),
-            remote::namespace_object(&namespace, pc),
+            remote::namespace(&namespace, pc).build(),
             remote::observed_ready(req, &key("namespace")),
         );
         let owner = routed
@@ -263,7 +263,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                     pc,
                     request::observed_composed(req, &owner_key),
                 );
-                out.compose(owner_key, object, owner.is_some());
+                out.compose(owner_key, object.build(), owner.is_some());
                 owner
             })
             .flatten();
@@ -287,7 +287,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 let k = key(&format!("{what}-{endpoint_key}"));
                 let ready = remote::observed_ready(req, &k);
                 routes_ready &= ready;
-                out.compose(k, remote::object(manifest, pc), ready);
+                out.compose(k, remote::Object::new(manifest, pc).build(), ready);
             }
             if let Some(api_key) = r.api_key {
                 let secret_key = key(&format!("api-key-{endpoint_key}"));
@@ -310,13 +310,13 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 }
                 let filled = copied == remote::secret_copy::CopyState::Filled;
                 routes_ready &= filled;
-                out.compose(secret_key, secret, filled);
+                out.compose(secret_key, secret.build(), filled);
                 let policy_key = key(&format!("credential-{endpoint_key}"));
                 let ready = remote::observed_ready(req, &policy_key);
                 routes_ready &= ready;
                 out.compose(
                     policy_key,
-                    remote::object(route::api_key_policy(&object_name, &namespace), pc),
+                    remote::Object::new(route::api_key_policy(&object_name, &namespace), pc).build(),
                     ready,
                 );
             }
@@ -329,10 +329,11 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         }
         out.compose(
             route_key,
-            remote::object(
+            remote::Object::new(
                 route::ai_gateway_route(&name, &namespace, &model, &routed, timeout),
                 pc,
-            ),
+            )
+            .build(),
             ready,
         );
     }

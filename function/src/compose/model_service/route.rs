@@ -4,13 +4,14 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::weights::Backend;
 use crate::{
     api::routing::{API_KEY_FIELD, EndpointTls, EndpointUrl},
     compose::shared::GATEWAY_NAME,
     proto::v1::Resource,
+    wire::tree::{Tree, fields, tree},
 };
 
 use crate::stack::well_known::GATEWAY_NAMESPACE;
@@ -47,13 +48,13 @@ pub fn secret_owner_name(service: &str) -> String {
 }
 
 /// `secret` is the endpoint's Secret in its namespace on the control plane; its `apiKey` is what is sent.
-pub fn api_key_reference(namespace: &str, secret: &str) -> Value {
+pub fn api_key_reference(namespace: &str, secret: &str) -> Tree {
     crate::compose::remote::secret_copy::reference(namespace, secret, &format!("data.{API_KEY_FIELD}"))
 }
 
 /// Makes the gateway send the endpoint's key (as `Authorization: Bearer`) on every request to it.
-pub fn api_key_policy(name: &str, namespace: &str) -> Value {
-    json!({
+pub fn api_key_policy(name: &str, namespace: &str) -> Tree {
+    tree!({
         "apiVersion": "aigateway.envoyproxy.io/v1beta1",
         "kind": "BackendSecurityPolicy",
         "metadata": {"name": name, "namespace": namespace},
@@ -95,49 +96,50 @@ pub fn ca_config_map_name(name: &str) -> String {
 }
 
 /// The CA of a backend with a private one, in the key Envoy Gateway reads a trust anchor from.
-pub fn ca_config_map(name: &str, namespace: &str, tls: &EndpointTls) -> Value {
-    json!({
+pub fn ca_config_map(name: &str, namespace: &str, tls: &EndpointTls) -> Tree {
+    tree!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": ca_config_map_name(name), "namespace": namespace},
-        "data": {crate::stack::cluster_gateway::tls::CA_KEY: tls.ca_certificate},
+        "data": {crate::stack::cluster_gateway::tls::CA_KEY: &tls.ca_certificate},
     })
 }
 
-pub fn backend(name: &str, namespace: &str, url: &EndpointUrl, private_ca: Option<&EndpointTls>) -> Value {
+pub fn backend(name: &str, namespace: &str, url: &EndpointUrl, private_ca: Option<&EndpointTls>) -> Tree {
     let endpoint = if url.is_ip() {
-        json!({"ip": {"address": url.host, "port": url.port}})
+        tree!({"ip": {"address": &url.host, "port": url.port}})
     } else {
-        json!({"fqdn": {"hostname": url.host, "port": url.port}})
+        tree!({"fqdn": {"hostname": &url.host, "port": url.port}})
     };
-    let mut object = json!({
-        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
-        "kind": "Backend",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"endpoints": [endpoint]},
-    });
+    let mut spec = fields!({"endpoints": [endpoint]});
     match (url.tls, private_ca) {
         // A cluster gateway: trusted only under its own cluster's CA, for the name that CA issued it.
         (true, Some(tls)) => {
-            object["spec"]["tls"] = json!({
+            let tls = tree!({
                 "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": ca_config_map_name(name)}],
-                "sni": tls.server_name,
+                "sni": &tls.server_name,
             });
+            spec.insert("tls", tls);
         }
         // An external provider presents a publicly trusted certificate for its own name.
         (true, None) => {
-            let mut tls = json!({"wellKnownCACertificates": "System"});
+            let mut tls = fields!({"wellKnownCACertificates": "System"});
             if !url.is_ip() {
-                tls["sni"] = json!(url.host);
+                tls.insert("sni", &url.host);
             }
-            object["spec"]["tls"] = tls;
+            spec.insert("tls", tls);
         }
         (false, _) => {}
     }
-    object
+    tree!({
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": "Backend",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    })
 }
 
-pub fn service_backend(name: &str, namespace: &str, schema: &str, prefix: &str) -> Value {
-    json!({
+pub fn service_backend(name: &str, namespace: &str, schema: &str, prefix: &str) -> Tree {
+    tree!({
         "apiVersion": "aigateway.envoyproxy.io/v1beta1",
         "kind": "AIServiceBackend",
         "metadata": {"name": name, "namespace": namespace},
@@ -176,22 +178,22 @@ pub fn ai_gateway_route(
     model: &str,
     routed: &[Routed<'_>],
     request_timeout: &str,
-) -> Value {
-    let backend_refs: Vec<Value> = routed
+) -> Tree {
+    let backend_refs: Vec<Tree> = routed
         .iter()
         .map(|r| {
-            let mut reference = json!({
+            let mut reference = fields!({
                 "name": backend_name(service, &r.backend.endpoint),
                 "priority": r.backend.priority,
                 "weight": r.backend.weight,
             });
             if let Some(model) = r.model_override {
-                reference["modelNameOverride"] = json!(model);
+                reference.insert("modelNameOverride", model);
             }
-            reference
+            Tree::from(reference)
         })
         .collect();
-    json!({
+    tree!({
         "apiVersion": "aigateway.envoyproxy.io/v1beta1",
         "kind": "AIGatewayRoute",
         "metadata": {"name": service, "namespace": namespace},

@@ -5,10 +5,8 @@
 //! `status.atProvider.manifest`. That is how Crossplane users already reach remote clusters; there is no
 //! transport of our own.
 
-use serde::{Deserialize, de::IgnoredAny};
-use serde_json::{Map, Value, json};
-
 use crate::wire::tree::{Fields, Text, Tree, fields, tree};
+use serde::{Deserialize, de::IgnoredAny};
 
 use crate::{
     proto::v1::{Resource, RunFunctionRequest},
@@ -19,83 +17,129 @@ pub mod secret_copy;
 
 pub const OBJECT_API_VERSION: &str = "kubernetes.m.crossplane.io/v1alpha1";
 
-/// Wraps `manifest` in an `Object` applied through the cluster-scoped provider config `provider_config`.
-/// The manifest is moved in, never interpolated: `json!` serializes an interpolated value into a copy.
-pub fn object(manifest: Value, provider_config: &str) -> Value {
-    let mut for_provider = Map::new();
-    for_provider.insert("manifest".to_owned(), manifest);
-    let mut spec = Map::new();
-    spec.insert("forProvider".to_owned(), Value::Object(for_provider));
-    spec.insert(
-        "providerConfigRef".to_owned(),
-        json!({"kind": "ClusterProviderConfig", "name": provider_config}),
-    );
-    let mut object = Map::new();
-    object.insert("apiVersion".to_owned(), Value::from(OBJECT_API_VERSION));
-    object.insert("kind".to_owned(), Value::from("Object"));
-    object.insert("spec".to_owned(), Value::Object(spec));
-    Value::Object(object)
+/// A provider-kubernetes `Object` applying a manifest through a cluster-scoped provider config, built in one
+/// go: `Object::new(manifest, provider_config)`, then what this Object says beyond that (its metadata, when it
+/// is ready, what it may do to the remote object), then [`Object::build`]. The manifest is moved in, never
+/// copied.
+#[must_use]
+pub struct Object {
+    manifest: Tree,
+    provider_config: Tree,
+    metadata: Option<Tree>,
+    readiness: Option<Tree>,
+    policies: Option<Tree>,
+    references: Option<Tree>,
 }
 
-/// [`object`] with its `metadata` set, built as a tree in one go: a placed replica composes a dozen of these per
-/// call. Ready once `ready_query` holds on the remote object (see [`ready_when`]), or once created without one.
-pub fn tree_object_with(
-    manifest: Tree,
-    provider_config: &str,
-    metadata: Tree,
-    ready_query: Option<&'static str>,
-) -> Fields {
-    let readiness = match ready_query {
-        Some(query) => tree!({"policy": "DeriveFromCelQuery", "celQuery": Text::Borrowed(query)}),
-        None => tree!({"policy": "SuccessfulCreate"}),
-    };
-    let mut object = object_tree(manifest, provider_config, fields!({"readiness": readiness}));
-    object.insert("metadata", metadata);
-    object
+impl Object {
+    /// `manifest` applied through the `ClusterProviderConfig` named `provider_config`; provider-kubernetes' own
+    /// readiness and every management policy until said otherwise.
+    pub fn new(manifest: impl Into<Tree>, provider_config: &str) -> Self {
+        Self {
+            manifest: manifest.into(),
+            provider_config: Tree::from(provider_config),
+            metadata: None,
+            readiness: None,
+            policies: None,
+            references: None,
+        }
+    }
+
+    pub fn metadata(mut self, metadata: Tree) -> Self {
+        self.metadata = Some(metadata);
+        self
+    }
+
+    /// In `namespace` on the control plane, named by Crossplane.
+    pub fn in_namespace(self, namespace: &'static str) -> Self {
+        self.metadata(tree!({"namespace": namespace}))
+    }
+
+    /// Named `name` in `namespace` on the control plane.
+    pub fn named(self, name: impl Into<Tree>, namespace: &'static str) -> Self {
+        let name: Tree = name.into();
+        self.metadata(tree!({"name": name, "namespace": namespace}))
+    }
+
+    /// Ready once the remote object is created: for objects with no status to wait on.
+    pub fn ready_once_created(mut self) -> Self {
+        self.readiness = Some(tree!({"policy": "SuccessfulCreate"}));
+        self
+    }
+
+    /// Ready once `query` (CEL over the remote object, as `object`) holds.
+    pub fn ready_when(mut self, query: impl Into<Text>) -> Self {
+        let query: Text = query.into();
+        self.readiness = Some(tree!({"policy": "DeriveFromCelQuery", "celQuery": query}));
+        self
+    }
+
+    /// Ready once `query` holds where there is one, else once created.
+    pub fn ready_on(self, query: Option<&'static str>) -> Self {
+        match query {
+            Some(query) => self.ready_when(query),
+            None => self.ready_once_created(),
+        }
+    }
+
+    /// Objects on the control plane whose fields the manifest is patched from (`spec.references`).
+    pub fn references(mut self, references: Tree) -> Self {
+        self.references = Some(references);
+        self
+    }
+
+    /// What provider-kubernetes may do to the remote object (`spec.managementPolicies`).
+    pub fn management_policies(mut self, policies: Tree) -> Self {
+        self.policies = Some(policies);
+        self
+    }
+
+    /// Deleting the Object (or its composite) leaves the remote object alone: management policies without
+    /// `Delete`.
+    pub fn keep_on_delete(self) -> Self {
+        self.management_policies(tree!(KEEP_ON_DELETE))
+    }
+
+    /// Only reads the remote object: never creates, changes or deletes it.
+    pub fn observe_only(self) -> Self {
+        self.management_policies(tree!(["Observe"]))
+    }
+
+    pub fn build(self) -> Fields {
+        let mut spec = Fields::with_capacity(5);
+        spec.insert("forProvider", tree!({"manifest": self.manifest}));
+        spec.insert(
+            "providerConfigRef",
+            tree!({"kind": "ClusterProviderConfig", "name": self.provider_config}),
+        );
+        if let Some(readiness) = self.readiness {
+            spec.insert("readiness", readiness);
+        }
+        if let Some(policies) = self.policies {
+            spec.insert("managementPolicies", policies);
+        }
+        if let Some(references) = self.references {
+            spec.insert("references", references);
+        }
+        let mut object = fields!({"apiVersion": OBJECT_API_VERSION, "kind": "Object", "spec": spec});
+        if let Some(metadata) = self.metadata {
+            object.insert("metadata", metadata);
+        }
+        object
+    }
 }
 
 /// A workload namespace on a cluster. Several composites share it (every deployment and cache of one team), so
-/// none may delete it: the Object leaves `Delete` out of its management policies, and it is ready once created.
-pub fn namespace_object(namespace: &str, provider_config: &str) -> Value {
-    Value::Object(namespace_tree(namespace, provider_config).to_json_map())
-}
-
-/// [`namespace_object`] as a tree, for a placed replica to add its metadata to.
-pub fn namespace_tree(namespace: &str, provider_config: &str) -> Fields {
-    object_tree(
-        tree!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
-        provider_config,
-        fields!({"managementPolicies": KEEP_ON_DELETE, "readiness": {"policy": "SuccessfulCreate"}}),
-    )
-}
-
-/// The Object's fields as a tree, `spec` holding `spec` besides the manifest and the provider config.
-fn object_tree(manifest: Tree, provider_config: &str, mut spec: Fields) -> Fields {
-    spec.insert("forProvider", tree!({"manifest": manifest}));
-    spec.insert(
-        "providerConfigRef",
-        tree!({"kind": "ClusterProviderConfig", "name": provider_config}),
-    );
-    fields!({"apiVersion": OBJECT_API_VERSION, "kind": "Object", "spec": spec})
+/// none may delete it: the Object keeps it on delete, and it is ready once created.
+pub fn namespace(namespace: &str, provider_config: &str) -> Object {
+    let manifest = tree!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+    Object::new(manifest, provider_config)
+        .keep_on_delete()
+        .ready_once_created()
 }
 
 /// Management policies without `Delete`: deleting the Object (or its composite) leaves the remote object alone.
 const KEEP_ON_DELETE: [&str; 4] = ["Observe", "Create", "Update", "LateInitialize"];
-
-/// Sets `KEEP_ON_DELETE` on an Object.
-pub fn keep_on_delete(object: &mut Value) {
-    object["spec"]["managementPolicies"] = json!(KEEP_ON_DELETE);
-}
-
-/// Only reads the remote object: never creates, changes or deletes it.
-pub fn observe_only(object: &mut Value) {
-    object["spec"]["managementPolicies"] = json!(["Observe"]);
-}
-
-/// The Object is ready once `query` (CEL over the remote object, as `object`) holds.
-pub fn ready_when(object: &mut Value, query: &str) {
-    object["spec"]["readiness"] = json!({"policy": "DeriveFromCelQuery", "celQuery": query});
-}
 
 /// Whether the composed resource observed under `key` is Ready (for an Object, as its readiness policy decides).
 pub fn observed_ready(req: &RunFunctionRequest, key: &str) -> bool {

@@ -6,10 +6,10 @@
 use serde_json::{Value, json};
 
 use super::digest;
+use crate::compose::crossplane::EXTERNAL_NAME;
 
 /// The subscription every simulated ID is in: the nil GUID, visibly not a real one.
 pub const SUBSCRIPTION: &str = "00000000-0000-0000-0000-000000000000";
-const EXTERNAL_NAME: &str = "crossplane.io/external-name";
 
 /// `status.atProvider` of a Ready `kind`; metadata the provider sets (an external name) goes on `observed`.
 pub fn observation(kind: &str, composed: &Value, observed: &mut Value) -> Value {

@@ -3,6 +3,8 @@
 
 use serde_json::{Value, json};
 
+use crate::compose::crossplane::EXTERNAL_NAME;
+
 /// The project every simulated resource is in.
 pub const PROJECT: &str = "modelplane-simulated";
 const COMPUTE_API: &str = "https://www.googleapis.com/compute/v1";
@@ -45,14 +47,14 @@ pub fn observation(kind: &str, composed: &Value, observed: &mut Value) -> Value 
     };
     if let Some(metadata) = observed.get_mut("metadata").and_then(Value::as_object_mut) {
         let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
-        annotations["crossplane.io/external-name"] = json!(name);
+        annotations[EXTERNAL_NAME] = json!(name);
     }
     at_provider
 }
 
 /// The name the provider creates the resource under: its external-name annotation, else its own name.
 fn external_name(composed: &Value) -> String {
-    composed["metadata"]["annotations"]["crossplane.io/external-name"]
+    composed["metadata"]["annotations"][EXTERNAL_NAME]
         .as_str()
         .or(composed["metadata"]["name"].as_str())
         .unwrap_or_default()

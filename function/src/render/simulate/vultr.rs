@@ -7,6 +7,7 @@
 use serde_json::{Value, json};
 
 use super::digest;
+use crate::compose::crossplane::EXTERNAL_NAME;
 
 /// `status.atProvider` of a Ready `kind`; metadata the provider sets (an external name) goes on `observed`.
 pub fn observation(kind: &str, composed: &Value, observed: &mut Value) -> Value {
@@ -56,7 +57,7 @@ pub fn observation(kind: &str, composed: &Value, observed: &mut Value) -> Value 
         }),
         _ => return json!({}),
     };
-    observed["metadata"]["annotations"]["crossplane.io/external-name"] = json!(id);
+    observed["metadata"]["annotations"][EXTERNAL_NAME] = json!(id);
     at_provider
 }
 

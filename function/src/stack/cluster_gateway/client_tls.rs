@@ -13,7 +13,7 @@
 //!   request the fleet gateway sends is refused while the trust spreads; before any InferenceGateway publishes a
 //!   CA, nothing is required (the cluster serves no fleet traffic yet).
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Tree, tree};
 
 use super::{
     CLUSTER_GATEWAY,
@@ -41,11 +41,11 @@ pub const CERTIFICATE_READY: &str = "has(object.status.conditions) && object.sta
 pub const CA_PUBLISHED: &str = "has(object.data) && 'ca.crt' in object.data";
 
 /// The fleet client CA's Certificate, made as each cluster's CA is (ten years, a new ECDSA key when reissued).
-pub fn client_ca() -> Value {
+pub fn client_ca() -> Tree {
     tls::ca_certificate(CLIENT_CA, "Modelplane fleet gateway client CA")
 }
 
-pub fn client_issuer() -> Value {
+pub fn client_issuer() -> Tree {
     tls::ca_issuer(CLIENT_CA)
 }
 
@@ -59,8 +59,8 @@ pub fn issued_under(ca_fingerprint: &str) -> String {
 
 /// The certificate the fleet gateway presents: client auth only, so it cannot serve as any gateway's. `ca` is
 /// [`issued_under`] of the CA it is to be issued under.
-pub fn client_certificate(ca: &str) -> Value {
-    json!({
+pub fn client_certificate(ca: &str) -> Tree {
+    tree!({
         "apiVersion": tls::CERT_MANAGER_API, "kind": "Certificate",
         "metadata": {"name": CLIENT_CERTIFICATE, "namespace": GATEWAY_NAMESPACE},
         "spec": {
@@ -75,19 +75,19 @@ pub fn client_certificate(ca: &str) -> Value {
 }
 
 /// Publishes the CA's public certificate alone into the gateway's namespace.
-pub fn client_ca_bundle() -> Value {
+pub fn client_ca_bundle() -> Tree {
     tls::publishing_bundle(CLIENT_CA)
 }
 
 /// The published CA, to observe.
-pub fn published_client_ca() -> Value {
-    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CLIENT_CA, "namespace": GATEWAY_NAMESPACE}})
+pub fn published_client_ca() -> Tree {
+    tree!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CLIENT_CA, "namespace": GATEWAY_NAMESPACE}})
 }
 
 /// The fleet Envoy's settings: present the client certificate on every TLS connection to a backend. A server
 /// that asks for none (a public provider's API) gets none.
-pub fn envoy_proxy() -> Value {
-    json!({
+pub fn envoy_proxy() -> Tree {
+    tree!({
         "apiVersion": "gateway.envoyproxy.io/v1alpha1", "kind": "EnvoyProxy",
         "metadata": {"name": FLEET_PROXY, "namespace": GATEWAY_NAMESPACE},
         "spec": {"backendTLS": {"clientCertificateRef": {"group": "", "kind": "Secret", "name": CLIENT_CERTIFICATE}}},
@@ -95,21 +95,21 @@ pub fn envoy_proxy() -> Value {
 }
 
 /// What the fleet Gateway names to take [`envoy_proxy`]'s settings.
-pub fn parameters_ref() -> Value {
-    json!({"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": FLEET_PROXY})
+pub fn parameters_ref() -> Tree {
+    tree!({"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": FLEET_PROXY})
 }
 
 /// On a cluster gateway: the ConfigMap of the CAs it trusts (one PEM bundle, in the key Envoy Gateway reads) and
 /// the policy that makes its listener require a client certificate under one of them.
-pub fn trust(cas: &[String]) -> [Value; 2] {
+pub fn trust(cas: &[String]) -> [Tree; 2] {
     let bundle = cas.join("\n");
     [
-        json!({
+        tree!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": TRUSTED_CLIENT_CAS, "namespace": GATEWAY_NAMESPACE},
             "data": {CA_KEY: bundle},
         }),
-        json!({
+        tree!({
             "apiVersion": "gateway.envoyproxy.io/v1alpha1", "kind": "ClientTrafficPolicy",
             "metadata": {"name": CLIENT_POLICY, "namespace": GATEWAY_NAMESPACE},
             "spec": {

@@ -4,7 +4,9 @@
 
 use std::sync::OnceLock;
 
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::wire::tree::{Tree, tree};
 
 use super::{StackObject, well_known::GATEWAY_NAMESPACE};
 
@@ -44,7 +46,7 @@ pub fn inference_extension_crds() -> Vec<StackObject> {
     ["inferencepools", "inferenceobjectives"]
         .into_iter()
         .zip(crds)
-        .map(|(suffix, crd)| StackObject::created(suffix, crd.clone()))
+        .map(|(suffix, crd)| StackObject::created(suffix, Tree::from(crd)))
         .collect()
 }
 
@@ -55,11 +57,11 @@ pub fn cluster_gateway() -> Vec<StackObject> {
     vec![
         StackObject::kept(
             "namespace",
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": GATEWAY_NAMESPACE}}),
+            tree!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": GATEWAY_NAMESPACE}}),
         ),
         StackObject::created(
             "class",
-            json!({
+            tree!({
                 "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
                 "metadata": {"name": GATEWAY_CLASS},
                 "spec": {"controllerName": ENVOY_GATEWAY_CONTROLLER},
@@ -69,7 +71,7 @@ pub fn cluster_gateway() -> Vec<StackObject> {
         // just not routed until the address appears in the cluster's status.
         StackObject::created(
             GATEWAY_SUFFIX,
-            json!({
+            tree!({
                 "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
                 "metadata": {"name": CLUSTER_GATEWAY, "namespace": GATEWAY_NAMESPACE},
                 "spec": {

@@ -8,7 +8,9 @@
 //! Why a ConfigMap and not the CA's Secret: observing the Secret would put its `tls.key` into an Object's status
 //! (provider-kubernetes redacts it only with `--sanitize-secrets`, and then `ca.crt` is gone too).
 
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::wire::tree::{Tree, tree};
 
 use crate::{
     api::ca::valid_ca,
@@ -37,13 +39,13 @@ pub const CA_SUFFIX: &str = "ca-published";
 const CA_DURATION: &str = "87600h";
 pub(super) const CERT_MANAGER_API: &str = "cert-manager.io/v1";
 
-pub(super) fn issuer_ref(name: &str) -> Value {
-    json!({"group": "cert-manager.io", "kind": "ClusterIssuer", "name": name})
+pub(super) fn issuer_ref(name: &str) -> Tree {
+    tree!({"group": "cert-manager.io", "kind": "ClusterIssuer", "name": name})
 }
 
 /// ECDSA P-256, a new key on every renewal.
-pub(super) fn private_key() -> Value {
-    json!({"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"})
+pub(super) fn private_key() -> Tree {
+    tree!({"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"})
 }
 
 /// The CA chain, the serving certificate, the Bundle that publishes the CA, and the published ConfigMap, read.
@@ -51,7 +53,7 @@ pub fn objects() -> Vec<StackObject> {
     vec![
         StackObject::created(
             "issuer-selfsigned",
-            json!({
+            tree!({
                 "apiVersion": CERT_MANAGER_API, "kind": "ClusterIssuer",
                 "metadata": {"name": SELF_SIGNED_ISSUER},
                 "spec": {"selfSigned": {}},
@@ -61,7 +63,7 @@ pub fn objects() -> Vec<StackObject> {
         StackObject::created("issuer-ca", ca_issuer(CA)),
         StackObject::created(
             "serving-certificate",
-            json!({
+            tree!({
                 "apiVersion": CERT_MANAGER_API, "kind": "Certificate",
                 "metadata": {"name": SERVING_SECRET, "namespace": GATEWAY_NAMESPACE},
                 "spec": {
@@ -76,7 +78,7 @@ pub fn objects() -> Vec<StackObject> {
         StackObject::created("ca-bundle", publishing_bundle(CA)),
         StackObject::observed(
             CA_SUFFIX,
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CA, "namespace": GATEWAY_NAMESPACE}}),
+            tree!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CA, "namespace": GATEWAY_NAMESPACE}}),
             "has(object.data) && 'ca.crt' in object.data",
         ),
     ]
@@ -84,8 +86,8 @@ pub fn objects() -> Vec<StackObject> {
 
 /// A self-signed CA Certificate `name` (its Secret of the same name in cert-manager's namespace, where a
 /// ClusterIssuer reads a CA from), living [`CA_DURATION`].
-pub fn ca_certificate(name: &str, common_name: &str) -> Value {
-    json!({
+pub fn ca_certificate(name: &str, common_name: &str) -> Tree {
+    tree!({
         "apiVersion": CERT_MANAGER_API, "kind": "Certificate",
         "metadata": {"name": name, "namespace": CERT_MANAGER.namespace},
         "spec": {
@@ -100,8 +102,8 @@ pub fn ca_certificate(name: &str, common_name: &str) -> Value {
 }
 
 /// The ClusterIssuer `name` signing with the CA [`ca_certificate`] made under that name.
-pub fn ca_issuer(name: &str) -> Value {
-    json!({
+pub fn ca_issuer(name: &str) -> Tree {
+    tree!({
         "apiVersion": CERT_MANAGER_API, "kind": "ClusterIssuer",
         "metadata": {"name": name},
         "spec": {"ca": {"secretName": name}},
@@ -111,8 +113,8 @@ pub fn ca_issuer(name: &str) -> Value {
 /// A trust-manager Bundle republishing `ca.crt` alone of the CA Secret `name` (in cert-manager's namespace, the
 /// trust namespace) as the ConfigMap `name` in the gateway's namespace: the public certificate travels, the key
 /// stays in its Secret.
-pub fn publishing_bundle(name: &str) -> Value {
-    json!({
+pub fn publishing_bundle(name: &str) -> Tree {
+    tree!({
         "apiVersion": "trust.cert-manager.io/v1alpha1", "kind": "Bundle",
         "metadata": {"name": name},
         "spec": {
@@ -126,8 +128,8 @@ pub fn publishing_bundle(name: &str) -> Value {
 }
 
 /// The HTTPS listener of the cluster gateway: the only one it has, so no replica is reachable in plaintext.
-pub fn listener() -> Value {
-    json!({
+pub fn listener() -> Tree {
+    tree!({
         "name": "https", "protocol": "HTTPS", "port": 443,
         "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret", "name": SERVING_SECRET}]},
         "allowedRoutes": {"namespaces": {"from": "All"}},

@@ -25,6 +25,10 @@ use crate::{
     servers::Spec,
 };
 
+// The in-process decode comparison (`micro`) runs on the server's allocator, as the server does.
+#[global_allocator]
+static ALLOCATOR: modelplane_function::memory::Mimalloc = modelplane_function::memory::Mimalloc;
+
 #[derive(Parser)]
 #[command(about = "Benchmark RunFunction against no-op functions on Crossplane's Rust and Python SDKs")]
 struct Cli {

@@ -6,16 +6,13 @@
 //! observed Ready), falls back to what the resource was last composed with once it exists, and composes only
 //! when every input is known.
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Fields, tree};
 
 use super::{
     AZURE_FILES_STORAGE_CLASS, Context, KEY_CLUSTER, KEY_IDENTITY, KEY_NETWORK, KEY_RESOURCE_GROUP,
     KEY_SUBNET, KEY_SUBNET_ROLE, external_name, node_pools, tags,
 };
-use crate::compose::{
-    Output,
-    inference_cluster::{provision, upjet},
-};
+use crate::compose::{Output, inference_cluster::provision};
 
 pub const RESOURCE_GROUP_API: &str = "azure.m.upbound.io/v1beta1";
 pub const NETWORK_API: &str = "network.azure.m.upbound.io/v1beta1";
@@ -73,9 +70,9 @@ pub fn resource_group(out: &mut Output, ctx: &Context) -> Option<String> {
         RESOURCE_GROUP_API,
         "ResourceGroup",
         ctx.name,
-        json!({"location": ctx.cluster.location, "tags": tags(ctx.name)}),
+        tree!({"location": &ctx.cluster.location, "tags": tags(ctx.name)}),
     );
-    out.compose(KEY_RESOURCE_GROUP, mr, false);
+    out.compose(KEY_RESOURCE_GROUP, mr.build(), false);
     external_name(ctx, KEY_RESOURCE_GROUP).or_else(|| {
         [KEY_CLUSTER, KEY_NETWORK, KEY_IDENTITY, KEY_SUBNET]
             .iter()
@@ -92,14 +89,14 @@ pub fn network(out: &mut Output, ctx: &Context, group: Option<&str>) -> Option<S
         NETWORK_API,
         "VirtualNetwork",
         ctx.name,
-        json!({
-            "location": ctx.cluster.location,
+        tree!({
+            "location": &ctx.cluster.location,
             "resourceGroupName": group,
             "addressSpace": [VNET_CIDR],
             "tags": tags(ctx.name),
         }),
     );
-    out.compose(KEY_NETWORK, mr, false);
+    out.compose(KEY_NETWORK, mr.build(), false);
     external_name(ctx, KEY_NETWORK)
         .or_else(|| ctx.spec_string(KEY_SUBNET, "/spec/forProvider/virtualNetworkName"))
 }
@@ -118,13 +115,13 @@ pub fn subnet(out: &mut Output, ctx: &Context, group: Option<&str>, network: Opt
             NETWORK_API,
             "Subnet",
             &format!("{}-nodes", ctx.name),
-            json!({
+            tree!({
                 "resourceGroupName": group,
                 "virtualNetworkName": network,
                 "addressPrefixes": [SUBNET_CIDR],
             }),
         );
-        out.compose(KEY_SUBNET, mr, false);
+        out.compose(KEY_SUBNET, mr.build(), false);
     }
     ctx.ready_string(KEY_SUBNET, "/status/atProvider/id")
         .or_else(|| ctx.spec_string(KEY_CLUSTER, "/spec/forProvider/defaultNodePool/vnetSubnetId"))
@@ -142,14 +139,14 @@ pub fn identity(out: &mut Output, ctx: &Context, group: Option<&str>) -> Identit
             IDENTITY_API,
             "UserAssignedIdentity",
             &name,
-            json!({
-                "name": name,
-                "location": ctx.cluster.location,
+            tree!({
+                "name": &name,
+                "location": &ctx.cluster.location,
                 "resourceGroupName": group,
                 "tags": tags(ctx.name),
             }),
         );
-        out.compose(KEY_IDENTITY, mr, false);
+        out.compose(KEY_IDENTITY, mr.build(), false);
     }
     Identity {
         id: ctx
@@ -176,7 +173,7 @@ pub fn subnet_role(out: &mut Output, ctx: &Context, subnet: Option<&str>, princi
         AUTHORIZATION_API,
         "RoleAssignment",
         &format!("{}-subnet", ctx.name),
-        json!({
+        tree!({
             "scope": subnet,
             "principalId": principal,
             "roleDefinitionName": SUBNET_ROLE,
@@ -186,7 +183,7 @@ pub fn subnet_role(out: &mut Output, ctx: &Context, subnet: Option<&str>, princi
             "skipServicePrincipalAadCheck": true,
         }),
     );
-    out.compose(KEY_SUBNET_ROLE, mr, false);
+    out.compose(KEY_SUBNET_ROLE, mr.build(), false);
     ctx.seen.ready(KEY_SUBNET_ROLE)
 }
 
@@ -202,14 +199,13 @@ pub fn cluster(
     let (Some(group), Some(subnet), Some(identity)) = (group, subnet, identity) else {
         return false;
     };
-    let mr = ctx.managed(
+    let mr = ctx.cluster_managed(
         CONTAINER_SERVICE_API,
         "KubernetesCluster",
-        ctx.name,
-        json!({
-            "location": ctx.cluster.location,
+        tree!({
+            "location": &ctx.cluster.location,
             "resourceGroupName": group,
-            "kubernetesVersion": ctx.cluster.kubernetes_version,
+            "kubernetesVersion": &ctx.cluster.kubernetes_version,
             "dnsPrefix": ctx.name,
             // Where AKS puts the nodes' scale sets, disks and load balancers. Named, since its default
             // MC_<group>_<cluster>_<location> outgrows Azure's 80-character limit for long cluster names.
@@ -234,18 +230,18 @@ pub fn cluster(
             "tags": tags(ctx.name),
         }),
     );
-    let mut mr = upjet::with_connection_secret(mr, &provision::kubeconfig_secret(ctx.name));
-    // The system pool's node count belongs to AKS's autoscaler, as a user pool's does.
-    mr["spec"]["managementPolicies"] = json!(node_pools::MANAGEMENT_POLICIES);
-    out.compose(KEY_CLUSTER, mr, false);
+    let mr = mr
+        // The system pool's node count belongs to AKS's autoscaler, as a user pool's does.
+        .management_policies(tree!(node_pools::MANAGEMENT_POLICIES));
+    out.compose(KEY_CLUSTER, mr.build(), false);
     true
 }
 
 /// The StorageClass ModelCaches stage on: an Azure Files share per volume, in a storage account the CSI driver
 /// creates in the node resource group on first use (as the cluster's identity, which AKS lets manage that
 /// group).
-pub fn storage_class(cluster: &str) -> Value {
-    let manifest = json!({
+pub fn storage_class(cluster: &str) -> Fields {
+    let manifest = tree!({
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": AZURE_FILES_STORAGE_CLASS},

@@ -26,17 +26,17 @@
 use std::collections::BTreeMap;
 
 use super::observed::Observed;
-use super::provision::{self, ClusterInput, Credentials, Progress, Provisioner};
+use super::provision::{self, ClusterInput, Credentials, Progress, Provisioned, Provisioner};
 use super::upjet;
 use crate::{
     api::inference_cluster::AksCluster,
-    compose::{ComposeError, Output},
+    compose::{ComposeError, Output, crossplane::EXTERNAL_NAME_POINTER},
     stack::Cloud,
 };
 
+mod check;
 mod infra;
 mod node_pools;
-mod validate;
 
 pub const KEY_RESOURCE_GROUP: &str = "aks-resource-group";
 pub const KEY_NETWORK: &str = "aks-network";
@@ -74,8 +74,8 @@ pub struct Aks<'a> {
     cluster: &'a AksCluster,
 }
 
-pub fn provisioner(cluster: &AksCluster) -> Result<Box<dyn Provisioner + '_>, ComposeError> {
-    Ok(Box::new(Aks { cluster }))
+pub fn provisioner(cluster: &AksCluster) -> Box<dyn Provisioner + '_> {
+    Box::new(Aks { cluster })
 }
 
 impl Provisioner for Aks<'_> {
@@ -92,16 +92,16 @@ impl Provisioner for Aks<'_> {
     }
 
     fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
-        validate::cluster(self.cluster, input.spec)?;
-        super::validate::each_pool_class(input, |p| p.aks.as_ref(), validate::pool)
+        check::cluster(self.cluster, input.spec)?;
+        super::check::each_pool_class(input, |p| p.aks.as_ref(), check::pool)
     }
 
-    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
-        compose(input, out, self.cluster)
+    /// With local accounts on, the kubeconfig carries a client certificate of the cluster's own, so
+    /// provider-kubernetes and provider-helm need no Azure identity to reach the API server.
+    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Provisioned, ComposeError> {
+        let progress = compose(input, out, self.cluster)?;
+        Ok(Provisioned::with_kubeconfig(input.name, progress))
     }
-
-    // The default workload credentials: with local accounts on, the kubeconfig carries a client certificate of
-    // the cluster's own, so provider-kubernetes and provider-helm need no Azure identity to reach the API server.
 
     /// Modelplane's Azure Files class, reported only once its StorageClass is observed on the cluster, so no
     /// cache volume waits on a class that does not exist yet.
@@ -188,10 +188,6 @@ pub type Context<'a> = upjet::Context<'a, AksCluster>;
 pub fn tags(cluster: &str) -> BTreeMap<&'static str, String> {
     BTreeMap::from([("modelplane-cluster", cluster.to_owned())])
 }
-
-/// Where Crossplane keeps a managed resource's name in the cloud.
-pub const EXTERNAL_NAME_ANNOTATION: &str = "crossplane.io/external-name";
-const EXTERNAL_NAME_POINTER: &str = "/metadata/annotations/crossplane.io~1external-name";
 
 /// The name Azure knows the Ready resource under `key` by: its external name, which the provider sets.
 pub fn external_name(ctx: &Context, key: &str) -> Option<String> {

@@ -3,16 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Tree, fields, tree};
 
-use super::{
-    Context, EXTERNAL_NAME_ANNOTATION, KEY_CLUSTER, infra::CONTAINER_SERVICE_API, node_pool_key, tags,
-};
+use super::{Context, KEY_CLUSTER, infra::CONTAINER_SERVICE_API, node_pool_key, tags};
 use crate::{
     api::{inference_class::InferenceClassSpec, inference_cluster::InferenceClusterSpec},
     compose::{
         Output,
-        inference_cluster::{upjet, validate::SYSTEM_POOL},
+        inference_cluster::{check::SYSTEM_POOL, upjet},
     },
 };
 
@@ -36,11 +34,11 @@ const GPU_DRIVER: &str = "Install";
 
 /// Every action but LateInitialize: the node count a pool starts with is given once (`initProvider`) and then
 /// belongs to AKS's autoscaler, which late initialization would copy back into the spec and so fight.
-pub const MANAGEMENT_POLICIES: &[&str] = &["Observe", "Create", "Update", "Delete"];
+pub const MANAGEMENT_POLICIES: [&str; 4] = ["Observe", "Create", "Update", "Delete"];
 
 /// The cluster's default pool, on `subnet`.
-pub fn system_pool(subnet: &str) -> Value {
-    json!({
+pub fn system_pool(subnet: &str) -> Tree {
+    tree!({
         "name": SYSTEM,
         "vmSize": SYSTEM_VM_SIZE,
         "autoScalingEnabled": true,
@@ -84,44 +82,47 @@ pub fn compose(
         let (Some(cluster_id), Some(subnet)) = (cluster_id, subnet) else {
             continue;
         };
-        let mut for_provider = json!({
+        let mut for_provider = fields!({
             "kubernetesClusterId": cluster_id,
             // Every pool of a cluster on its own network must be in that network; the one subnet serves all.
             "vnetSubnetId": subnet,
             "mode": "User",
-            "vmSize": class.vm_size,
+            "vmSize": &class.vm_size,
             "osDiskSizeGb": class.disk_size_gb,
             "gpuDriver": GPU_DRIVER,
             "nodeLabels": upjet::pool_labels(&pool.name, Some(&class.accelerator.type_)),
-            "nodeTaints": taints,
+            "nodeTaints": taints.clone(),
             "tags": tags(ctx.name),
         });
         if !pool.zones.is_empty() {
-            for_provider["zones"] = json!(pool.zones);
+            for_provider.insert("zones", pool.zones.clone());
         }
-        let mut mr = ctx.managed(
-            CONTAINER_SERVICE_API,
-            "KubernetesClusterNodePool",
-            &format!("{}-{}", ctx.name, pool.name),
-            for_provider,
-        );
         let (min, max) = upjet::node_range(pool);
-        if max > min {
+        let scaling = if max > min {
             // AKS's autoscaler moves the pool within the range; the count is only where it starts.
-            let scaling = &mut mr["spec"]["forProvider"];
-            scaling["autoScalingEnabled"] = json!(true);
-            scaling["minCount"] = json!(min);
-            scaling["maxCount"] = json!(max);
-            mr["spec"]["initProvider"] = json!({"nodeCount": pool.node_count});
+            for_provider.insert("autoScalingEnabled", true);
+            for_provider.insert("minCount", min);
+            for_provider.insert("maxCount", max);
+            Some(tree!({"nodeCount": pool.node_count}))
         } else {
-            let fixed = &mut mr["spec"]["forProvider"];
-            fixed["autoScalingEnabled"] = json!(false);
-            fixed["nodeCount"] = json!(pool.node_count);
+            for_provider.insert("autoScalingEnabled", false);
+            for_provider.insert("nodeCount", pool.node_count);
+            None
+        };
+        let mut mr = ctx
+            .managed(
+                CONTAINER_SERVICE_API,
+                "KubernetesClusterNodePool",
+                &format!("{}-{}", ctx.name, pool.name),
+                for_provider.into(),
+            )
+            .management_policies(tree!(MANAGEMENT_POLICIES))
+            // The agent pool's name in Azure is the pool's own (check::cluster holds it to AKS's 12 characters);
+            // the MR's name, `<cluster>-<pool>`, would not fit.
+            .external_name(&pool.name);
+        if let Some(initial) = scaling {
+            mr = mr.init_provider(initial);
         }
-        mr["spec"]["managementPolicies"] = json!(MANAGEMENT_POLICIES);
-        // The agent pool's name in Azure is the pool's own (validate::cluster holds it to AKS's 12 characters);
-        // the MR's name, `<cluster>-<pool>`, would not fit.
-        mr["metadata"]["annotations"] = json!({EXTERNAL_NAME_ANNOTATION: pool.name});
-        out.compose(key, mr, false);
+        out.compose(key, mr.build(), false);
     }
 }

@@ -9,6 +9,7 @@ use crate::{api::inference_class::Provider, compose::inference_cluster::provisio
 
 use super::super::compose;
 use super::*;
+use crate::compose::crossplane::EXTERNAL_NAME;
 use crate::{
     compose::{ComposeError, Output, fixtures},
     proto::v1::RunFunctionRequest,
@@ -141,7 +142,7 @@ fn every_stage_reads_the_names_and_ids_azure_reported_for_the_stage_before() {
     let group = compose_observed(&xr, &observed);
     // Azure knows the group by a name other than ours: the network must be put in Azure's.
     let mut rg = simulate::observe(&Value::Object(object(&group, KEY_RESOURCE_GROUP).clone()));
-    rg["metadata"]["annotations"][EXTERNAL_NAME_ANNOTATION] = json!("rg-in-azure");
+    rg["metadata"]["annotations"][EXTERNAL_NAME] = json!("rg-in-azure");
     observed.push((KEY_RESOURCE_GROUP.to_owned(), rg));
     let next = compose_observed(&xr, &observed);
     assert_eq!(
@@ -237,10 +238,7 @@ fn a_resource_that_exists_stays_composed_from_its_own_spec_when_its_source_is_no
 fn a_gpu_pool_carries_its_class_its_zones_labels_taints_and_the_autoscaler_range() {
     let (_, done) = run(&aks("Dynamo"));
     let pool = object(&done, "aks-nodepool-gpuh100");
-    assert_eq!(
-        pool["metadata"]["annotations"][EXTERNAL_NAME_ANNOTATION],
-        "gpuh100"
-    );
+    assert_eq!(pool["metadata"]["annotations"][EXTERNAL_NAME], "gpuh100");
     assert_eq!(pool["metadata"]["name"], "west-gpuh100");
     let spec = &pool["spec"];
     assert_eq!(spec["initProvider"], json!({"nodeCount": 2}));

@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 
 use modelplane_eks_api as eks_api;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{Context, KEY_CLUSTER, KEY_FILE_SYSTEM, KEY_NETWORK, to_value};
+use super::{Context, KEY_CLUSTER, KEY_FILE_SYSTEM, KEY_NETWORK, composed};
 use crate::compose::inference_cluster::provision::kubeconfig_secret;
+use crate::wire::tree::{Fields, tree};
 use crate::{
     api::inference_cluster::InferenceClusterSpec,
     compose::{
@@ -174,7 +175,7 @@ pub fn network(
             resource: ctx.resource_spec(),
         },
     );
-    out.compose(KEY_NETWORK, to_value(&mr)?, false);
+    out.compose(KEY_NETWORK, composed(&mr)?, false);
     let from_network = ctx
         .seen
         .ready_field(KEY_NETWORK, "/status/atProvider/privateSubnets")
@@ -284,7 +285,7 @@ fn role(out: &mut Output, ctx: &Context, def: &RoleDef) -> Result<Option<String>
             resource: ctx.resource_spec(),
         },
     );
-    out.compose(&key, to_value(&mr)?, false);
+    out.compose(&key, composed(&mr)?, false);
     Ok(ctx
         .seen
         .ready_field(&key, "/status/atProvider/arn")
@@ -320,7 +321,6 @@ pub fn cluster(
                 role_arn: role.to_owned(),
                 networking: eks_api::Networking {
                     subnet_ids: subnets.to_vec(),
-                    vpc: None,
                     security_group_ids,
                 },
                 endpoint_public_access: networking.endpoint_public_access,
@@ -334,7 +334,7 @@ pub fn cluster(
     mr.spec.resource.write_connection_secret_to_ref = Some(eks_api::SecretReference {
         name: kubeconfig_secret(ctx.name),
     });
-    out.compose(KEY_CLUSTER, to_value(&mr)?, false);
+    out.compose(KEY_CLUSTER, composed(&mr)?, false);
     Ok(())
 }
 
@@ -368,7 +368,7 @@ pub fn file_system(
             resource: ctx.resource_spec(),
         },
     );
-    out.compose(KEY_FILE_SYSTEM, to_value(&mr)?, false);
+    out.compose(KEY_FILE_SYSTEM, composed(&mr)?, false);
     let from_fs = ctx
         .seen
         .ready_field(KEY_FILE_SYSTEM, "/status/atProvider/fileSystemId")
@@ -398,7 +398,7 @@ pub fn addons(out: &mut Output, ctx: &Context) -> Result<(), ComposeError> {
                 resource: ctx.resource_spec(),
             },
         );
-        out.compose(addon_key(addon), to_value(&mr)?, false);
+        out.compose(addon_key(addon), composed(&mr)?, false);
     }
     Ok(())
 }
@@ -432,15 +432,15 @@ pub fn pod_identities(out: &mut Output, ctx: &Context, roles: &Roles) -> Result<
                 resource: ctx.resource_spec(),
             },
         );
-        out.compose(pod_identity_key(part), to_value(&mr)?, false);
+        out.compose(pod_identity_key(part), composed(&mr)?, false);
     }
     Ok(())
 }
 
 /// The StorageClass ModelCaches stage on: EFS access points carved from `file_system`, one directory per
 /// volume, through the EFS CSI driver.
-pub fn storage_class(cluster: &str, file_system: &str) -> Value {
-    let manifest = json!({
+pub fn storage_class(cluster: &str, file_system: &str) -> Fields {
+    let manifest = tree!({
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": super::EFS_STORAGE_CLASS},

@@ -30,20 +30,21 @@ use std::collections::BTreeMap;
 use kube::CustomResourceExt;
 use modelplane_eks_api as eks_api;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::observed::Observed;
-use super::provision::{self, ClusterInput, Progress, Provisioner};
+use super::provision::{self, ClusterInput, Progress, Provisioned, Provisioner};
 use crate::compose::shared::CONTROL_NAMESPACE;
+use crate::wire::tree::Fields;
 use crate::{
     api::inference_cluster::EksCluster,
     compose::{ComposeError, Output},
     stack::Cloud,
 };
 
+mod check;
 mod infra;
 mod node_pools;
-mod validate;
 
 pub const KEY_CLUSTER: &str = "eks-cluster";
 pub const KEY_NETWORK: &str = "eks-network";
@@ -79,12 +80,13 @@ impl Provisioner for Eks<'_> {
     }
 
     fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
-        validate::cluster(self.cluster, input.spec)?;
-        super::validate::each_pool_class(input, |p| p.eks.as_ref(), validate::pool)
+        check::cluster(self.cluster, input.spec)?;
+        super::check::each_pool_class(input, |p| p.eks.as_ref(), check::pool)
     }
 
-    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
-        compose(input, out, self.cluster)
+    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Provisioned, ComposeError> {
+        let progress = compose(input, out, self.cluster)?;
+        Ok(Provisioned::with_kubeconfig(input.name, progress))
     }
 
     /// Modelplane's own EFS class, once its StorageClass is observed on the cluster.
@@ -189,7 +191,7 @@ impl Context<'_> {
 }
 
 /// The ManagedResourceActivationPolicy that activates provider-eks's kinds.
-pub fn activation_policy(cluster: &str) -> Value {
+pub fn activation_policy(cluster: &str) -> Fields {
     provision::activation_policy(
         cluster,
         "provider-eks",
@@ -205,13 +207,19 @@ pub fn activation_policy(cluster: &str) -> Value {
     )
 }
 
-/// Serializes a typed MR into [`CONTROL_NAMESPACE`], without a status.
-pub fn to_value(object: &impl Serialize) -> Result<Value, ComposeError> {
-    let mut value = serde_json::to_value(object)
-        .map_err(|e| ComposeError::caused_by("spec", "cannot encode a provider-eks object", e))?;
-    value["metadata"]["namespace"] = json!(CONTROL_NAMESPACE);
-    if let Some(map) = value.as_object_mut() {
-        map.remove("status");
-    }
-    Ok(value)
+/// A typed provider-eks MR as it is composed: in [`CONTROL_NAMESPACE`], without a status. provider-eks' kinds
+/// are ours and typed (`modelplane-eks-api`), so they are built as their Rust types and moved into a tree here,
+/// where the upjet clouds' untyped kinds are built as trees from the start.
+pub fn composed(object: &impl Serialize) -> Result<Fields, ComposeError> {
+    let encode_error = |e| ComposeError::caused_by("spec", "cannot encode a provider-eks object", e);
+    let mut value = serde_json::to_value(object).map_err(encode_error)?;
+    value["metadata"]["namespace"] = Value::from(CONTROL_NAMESPACE);
+    let Value::Object(mut map) = value else {
+        return Err(ComposeError::new(
+            "spec",
+            "internal error: a provider-eks object must encode as an object",
+        ));
+    };
+    map.remove("status");
+    Ok(Fields::from(map))
 }

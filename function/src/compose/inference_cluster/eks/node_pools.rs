@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use modelplane_eks_api as eks_api;
 
-use super::{Context, infra, node_pool_key, to_value};
+use super::{Context, composed, infra, node_pool_key};
 use crate::{
     api::{
         inference_class::InferenceClassSpec,
@@ -13,9 +13,7 @@ use crate::{
             FabricType, GPU_TAINT_KEY, InferenceClusterSpec, NodePool, POOL_LABEL, TaintEffect,
         },
     },
-    compose::{
-        ComposeError, Output, inference_class::efa_interfaces, inference_cluster::validate::SYSTEM_POOL,
-    },
+    compose::{ComposeError, Output, inference_class::efa_interfaces, inference_cluster::check::SYSTEM_POOL},
 };
 
 pub const SYSTEM: &str = SYSTEM_POOL;
@@ -63,7 +61,7 @@ pub fn compose(
             .get(&pool.class_name)
             .and_then(|c| c.provisioning.eks.as_ref())
         else {
-            continue; // validate::pools_against_classes has already refused this.
+            continue; // check::pools_against_classes has already refused this.
         };
         let params = eks_api::NodePoolParameters {
             instance_types: vec![class.instance_type.clone()],
@@ -111,7 +109,7 @@ fn compose_pool(
         },
     );
     mr.spec.resource.provider_config_ref = ctx.provider_config_ref();
-    out.compose(key, to_value(&mr)?, false);
+    out.compose(key, composed(&mr)?, false);
     Ok(())
 }
 

@@ -5,26 +5,20 @@
 //! (a network's or subnetwork's `selfLink`, a service account's `id` or `email`, a cluster's `id`), from that
 //! resource's observed status once Ready; a resource that exists keeps what it was composed with.
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Fields, tree};
 
 use super::{
     Context, FILESTORE_STORAGE_CLASS, KEY_ADMIN_ACCOUNT, KEY_ADMIN_KEY, KEY_ADMIN_ROLE, KEY_CLUSTER,
     KEY_NETWORK, KEY_NODE_ACCOUNT, KEY_NODE_ROLE, KEY_SUBNET, admin_key_secret,
 };
 use crate::{
-    compose::{
-        Output,
-        inference_cluster::{provision, upjet},
-    },
+    compose::{Output, crossplane::EXTERNAL_NAME_POINTER, inference_cluster::provision},
     stack::names::child_name,
 };
 
 const COMPUTE: &str = "compute.gcp.m.upbound.io/v1beta1";
 const CONTAINER: &str = "container.gcp.m.upbound.io/v1beta1";
 const CLOUD_PLATFORM: &str = "cloudplatform.gcp.m.upbound.io/v1beta1";
-
-/// The annotation an upjet provider reads a resource's cloud name from (and writes it back to).
-const EXTERNAL_NAME: &str = "crossplane.io/external-name";
 
 /// The secondary ranges of the subnetwork, which the cluster's IP allocation names: pods and services get
 /// VPC-native addresses.
@@ -86,7 +80,7 @@ pub fn api_key(api: &str) -> String {
 }
 
 /// The ManagedResourceActivationPolicy that activates exactly the kinds a GKE cluster composes.
-pub fn activation_policy(cluster: &str) -> Value {
+pub fn activation_policy(cluster: &str) -> Fields {
     provision::activation_policy(
         cluster,
         "provider-upjet-gcp",
@@ -108,11 +102,12 @@ pub fn project_services(out: &mut Output, ctx: &Context) -> Apis {
         let key = api_key(api);
         // Left on when the cluster goes: other workloads of the project may use them.
         let for_provider =
-            json!({"service": api, "disableOnDestroy": false, "disableDependentServices": false});
+            tree!({"service": api, "disableOnDestroy": false, "disableDependentServices": false});
         let name = format!("{}-{}", ctx.name, key.trim_start_matches(super::API_PREFIX));
         out.compose(
             &key,
-            ctx.managed(CLOUD_PLATFORM, "ProjectService", &name, for_provider),
+            ctx.managed(CLOUD_PLATFORM, "ProjectService", &name, for_provider)
+                .build(),
             false,
         );
         ctx.seen.ready(&key)
@@ -128,19 +123,18 @@ pub fn project_services(out: &mut Output, ctx: &Context) -> Apis {
 
 /// The VPC, with no automatic subnetworks: the cluster gets one subnetwork of its own.
 pub fn network(out: &mut Output, ctx: &Context) {
-    let for_provider = json!({"autoCreateSubnetworks": false, "routingMode": "REGIONAL"});
+    let for_provider = tree!({"autoCreateSubnetworks": false, "routingMode": "REGIONAL"});
     out.compose(
         KEY_NETWORK,
-        ctx.managed(COMPUTE, "Network", ctx.name, for_provider),
+        ctx.managed(COMPUTE, "Network", ctx.name, for_provider).build(),
         false,
     );
 }
 
 /// The VPC's name in Google Cloud, once the provider has reported it.
 pub fn network_name(ctx: &Context) -> Option<String> {
-    let pointer = format!("/metadata/annotations/{}", EXTERNAL_NAME.replace('/', "~1"));
     ctx.input(
-        (KEY_NETWORK, &pointer),
+        (KEY_NETWORK, EXTERNAL_NAME_POINTER),
         (
             super::KEY_STORAGE_CLASS,
             "/spec/forProvider/manifest/parameters/network",
@@ -156,8 +150,8 @@ pub fn subnet(out: &mut Output, ctx: &Context) -> bool {
     ) else {
         return false;
     };
-    let for_provider = json!({
-        "region": ctx.cluster.region,
+    let for_provider = tree!({
+        "region": &ctx.cluster.region,
         "network": network,
         "ipCidrRange": NODE_CIDR,
         "secondaryIpRange": [
@@ -169,7 +163,7 @@ pub fn subnet(out: &mut Output, ctx: &Context) -> bool {
     });
     out.compose(
         KEY_SUBNET,
-        ctx.managed(COMPUTE, "Subnetwork", ctx.name, for_provider),
+        ctx.managed(COMPUTE, "Subnetwork", ctx.name, for_provider).build(),
         false,
     );
     true
@@ -183,14 +177,15 @@ pub fn account_id(cluster: &str, part: &str) -> String {
 
 pub fn service_account(out: &mut Output, ctx: &Context, account: &Account) {
     let name = format!("{}-{}", ctx.name, account.part);
-    let mut mr = ctx.managed(
-        CLOUD_PLATFORM,
-        "ServiceAccount",
-        &name,
-        json!({"displayName": format!("{} ({})", account.display, ctx.name)}),
-    );
-    mr["metadata"]["annotations"] = json!({EXTERNAL_NAME: account_id(ctx.name, account.part)});
-    out.compose(account.key, mr, false);
+    let mr = ctx
+        .managed(
+            CLOUD_PLATFORM,
+            "ServiceAccount",
+            &name,
+            tree!({"displayName": format!("{} ({})", account.display, ctx.name)}),
+        )
+        .external_name(account_id(ctx.name, account.part));
+    out.compose(account.key, mr.build(), false);
 }
 
 /// The account's `email` once Ready, else what `own` (a resource composed with it) was composed with.
@@ -213,10 +208,11 @@ pub fn role_binding(out: &mut Output, ctx: &Context, account: &Account) -> bool 
         return false;
     };
     let name = format!("{}-{}", ctx.name, account.part);
-    let for_provider = json!({"role": account.role, "member": member});
+    let for_provider = tree!({"role": account.role, "member": member});
     out.compose(
         account.role_key,
-        ctx.managed(CLOUD_PLATFORM, "ProjectIAMMember", &name, for_provider),
+        ctx.managed(CLOUD_PLATFORM, "ProjectIAMMember", &name, for_provider)
+            .build(),
         false,
     );
     true
@@ -235,11 +231,11 @@ pub fn admin_key(out: &mut Output, ctx: &Context) -> bool {
         CLOUD_PLATFORM,
         "ServiceAccountKey",
         &name,
-        json!({"serviceAccountId": account}),
+        tree!({"serviceAccountId": account}),
     );
     out.compose(
         KEY_ADMIN_KEY,
-        upjet::with_connection_secret(mr, &admin_key_secret(ctx.name)),
+        mr.connection_secret(admin_key_secret(ctx.name)).build(),
         false,
     );
     true
@@ -261,9 +257,9 @@ pub fn cluster(out: &mut Output, ctx: &Context) -> bool {
     let (Some(network), Some(subnetwork), Some(email)) = (network, subnetwork, email) else {
         return false;
     };
-    let for_provider = json!({
-        "location": ctx.cluster.region,
-        "minMasterVersion": ctx.cluster.kubernetes_version,
+    let for_provider = tree!({
+        "location": &ctx.cluster.region,
+        "minMasterVersion": &ctx.cluster.kubernetes_version,
         "releaseChannel": {"channel": RELEASE_CHANNEL},
         "network": network,
         "subnetwork": subnetwork,
@@ -276,12 +272,8 @@ pub fn cluster(out: &mut Output, ctx: &Context) -> bool {
         // Deletion is Modelplane's to order (the InferenceCluster going is the intent); GKE's guard would wedge it.
         "deletionProtection": false,
     });
-    let mr = ctx.managed(CONTAINER, "Cluster", ctx.name, for_provider);
-    out.compose(
-        KEY_CLUSTER,
-        upjet::with_connection_secret(mr, &provision::kubeconfig_secret(ctx.name)),
-        false,
-    );
+    let mr = ctx.cluster_managed(CONTAINER, "Cluster", for_provider);
+    out.compose(KEY_CLUSTER, mr.build(), false);
     true
 }
 
@@ -295,8 +287,8 @@ pub fn cluster_id(ctx: &Context, pool_key: &str) -> Option<String> {
 
 /// The caches' StorageClass: regional Filestore (its Enterprise tier, so volumes survive a zone and serve pools
 /// in any zone of the region) on the cluster's own VPC, which Filestore would otherwise look for as `default`.
-pub fn storage_class(cluster: &str, vpc: &str) -> Value {
-    let manifest = json!({
+pub fn storage_class(cluster: &str, vpc: &str) -> Fields {
+    let manifest = tree!({
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": FILESTORE_STORAGE_CLASS},

@@ -22,10 +22,10 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use crate::wire::tree::tree;
 
 use super::observed::Observed;
-use super::provision::{self, ClusterInput, Credentials, Progress, Provisioner};
+use super::provision::{self, ClusterInput, Credentials, Progress, Provisioned, Provisioner};
 use super::upjet;
 use crate::compose::shared::CONTROL_NAMESPACE;
 use crate::{
@@ -37,9 +37,9 @@ use crate::{
     stack::Cloud,
 };
 
+mod check;
 mod infra;
 mod node_pools;
-mod validate;
 
 pub const KEY_NETWORK: &str = "gke-network";
 pub const KEY_SUBNET: &str = "gke-subnet";
@@ -72,8 +72,8 @@ pub struct Gke<'a> {
     cluster: &'a GkeCluster,
 }
 
-pub fn provisioner(cluster: &GkeCluster) -> Result<Box<dyn Provisioner + '_>, ComposeError> {
-    Ok(Box::new(Gke { cluster }))
+pub fn provisioner(cluster: &GkeCluster) -> Box<dyn Provisioner + '_> {
+    Box::new(Gke { cluster })
 }
 
 impl Provisioner for Gke<'_> {
@@ -90,31 +90,24 @@ impl Provisioner for Gke<'_> {
     }
 
     fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
-        validate::cluster(self.cluster, input.spec)?;
-        super::validate::each_pool_class(input, |p| p.gke.as_ref(), validate::pool)
-    }
-
-    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
-        validate::cluster_name(input.name)?;
-        let seen = Observed::new(input.req);
-        let ctx = Context::new(input, self.cluster, &seen);
-        compose(out, &ctx, input.spec, input.classes)
+        check::cluster(self.cluster, input.spec)?;
+        super::check::each_pool_class(input, |p| p.gke.as_ref(), check::pool)
     }
 
     /// GKE's kubeconfig names the cluster and its CA but no user: provider-kubernetes and provider-helm
     /// exchange the admin account's key for a Google token each time they connect.
-    fn workload_credentials(&self, name: &str) -> Value {
-        let mut spec = provision::kubeconfig_credentials(
-            &provision::kubeconfig_secret(name),
-            CONTROL_NAMESPACE,
-            provision::KUBECONFIG_KEY,
-        );
-        spec["identity"] = json!({
+    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Provisioned, ComposeError> {
+        check::cluster_name(input.name)?;
+        let seen = Observed::new(input.req);
+        let ctx = Context::new(input, self.cluster, &seen);
+        let progress = compose(out, &ctx, input.spec, input.classes)?;
+        let mut reached = Provisioned::with_kubeconfig(input.name, progress);
+        reached.workload_credentials.insert("identity", tree!({
             "type": IDENTITY_TYPE,
             "source": "Secret",
-            "secretRef": {"name": admin_key_secret(name), "namespace": CONTROL_NAMESPACE, "key": PRIVATE_KEY},
-        });
-        spec
+            "secretRef": {"name": admin_key_secret(input.name), "namespace": CONTROL_NAMESPACE, "key": PRIVATE_KEY},
+        }));
+        Ok(reached)
     }
 
     fn cache_storage_class(&self, out: &Output) -> Option<String> {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Fields, Tree, fields, tree};
 
 use super::{Context, infra, node_pool_key};
 use crate::{
@@ -13,7 +13,7 @@ use crate::{
     },
     compose::{
         ComposeError, Output,
-        inference_cluster::{upjet, validate::SYSTEM_POOL},
+        inference_cluster::{check::SYSTEM_POOL, upjet},
     },
 };
 
@@ -36,10 +36,6 @@ const GPU_DRIVER_VERSION: &str = "DEFAULT";
 /// node would publish: without it a pool at zero nodes never scales up for a pod whose GPUs are claimed by DRA.
 const DRA_DRIVER_LABEL: &str = "cloud.google.com/gke-nvidia-gpu-dra-driver";
 
-/// The external name the provider creates a pool under: the pool's own name (GKE allows 40 characters, which
-/// `<cluster>-<pool>` may exceed; pool names are unique within their cluster).
-const EXTERNAL_NAME: &str = "crossplane.io/external-name";
-
 pub fn compose(
     out: &mut Output,
     ctx: &Context,
@@ -47,7 +43,7 @@ pub fn compose(
     classes: &BTreeMap<String, InferenceClassSpec>,
 ) -> Result<(), ComposeError> {
     let (count, min, max) = SYSTEM_NODES;
-    let system = json!({
+    let system = fields!({
         "machineType": SYSTEM_MACHINE_TYPE,
         "imageType": IMAGE_TYPE,
         "labels": upjet::pool_labels(SYSTEM, None),
@@ -59,22 +55,22 @@ pub fn compose(
             .get(&pool.class_name)
             .and_then(|c| c.provisioning.gke.as_ref())
         else {
-            continue; // validate::pools_against_classes has already refused this.
+            continue; // check::pools_against_classes has already refused this.
         };
         let mut labels = upjet::pool_labels(&pool.name, Some(&class.accelerator.type_));
         labels.insert(DRA_DRIVER_LABEL.to_owned(), "true".to_owned());
-        let taints: Vec<Value> = upjet::gpu_taints(spec)
+        let taints: Vec<Tree> = upjet::gpu_taints(spec)
             .into_iter()
-            .map(|t| json!({"key": t.key, "value": t.value, "effect": effect(t.effect)}))
+            .map(|t| tree!({"key": t.key, "value": t.value, "effect": effect(t.effect)}))
             .collect();
-        let node_config = json!({
-            "machineType": class.machine_type,
+        let node_config = fields!({
+            "machineType": &class.machine_type,
             "diskSizeGb": class.disk_size_gb,
             "imageType": IMAGE_TYPE,
             "labels": labels,
             "taint": taints,
             "guestAccelerator": [{
-                "type": class.accelerator.type_,
+                "type": &class.accelerator.type_,
                 "count": class.accelerator.count,
                 "gpuDriverInstallationConfig": {"gpuDriverVersion": GPU_DRIVER_VERSION},
             }],
@@ -97,7 +93,7 @@ fn compose_pool(
     out: &mut Output,
     ctx: &Context,
     pool: &str,
-    mut node_config: Value,
+    mut node_config: Fields,
     nodes: (u32, u32, u32),
     zones: &[String],
 ) {
@@ -112,8 +108,8 @@ fn compose_pool(
     let (Some(cluster), Some(email)) = (cluster, email) else {
         return;
     };
-    node_config["serviceAccount"] = json!(email);
-    node_config["oauthScopes"] = json!([OAUTH_SCOPE]);
+    node_config.insert("serviceAccount", email);
+    node_config.insert("oauthScopes", tree!([OAUTH_SCOPE]));
     let (count, min, max) = nodes;
     // The pool's own counts are totals; GKE's initial count is per zone. A regional pool without zones spreads
     // over the region's zones (three for every GPU region), so its total is split the same way.
@@ -122,8 +118,8 @@ fn compose_pool(
     } else {
         zones.len() as u32
     };
-    let mut for_provider = json!({
-        "location": ctx.cluster.region,
+    let mut for_provider = fields!({
+        "location": &ctx.cluster.region,
         "cluster": cluster,
         "initialNodeCount": count.div_ceil(spread),
         "autoscaling": {"totalMinNodeCount": min, "totalMaxNodeCount": max, "locationPolicy": "ANY"},
@@ -131,16 +127,19 @@ fn compose_pool(
         "nodeConfig": node_config,
     });
     if !zones.is_empty() {
-        for_provider["nodeLocations"] = json!(zones);
+        for_provider.insert("nodeLocations", zones.to_vec());
     }
-    let mut mr = ctx.managed(
-        CONTAINER,
-        "NodePool",
-        &format!("{}-{pool}", ctx.name),
-        for_provider,
-    );
-    mr["metadata"]["annotations"] = json!({EXTERNAL_NAME: pool});
-    out.compose(key, mr, false);
+    let mr = ctx
+        .managed(
+            CONTAINER,
+            "NodePool",
+            &format!("{}-{pool}", ctx.name),
+            for_provider.into(),
+        )
+        // The provider creates the pool under its own name: GKE allows 40 characters, which `<cluster>-<pool>`
+        // may exceed, and pool names are unique within their cluster.
+        .external_name(pool);
+    out.compose(key, mr.build(), false);
 }
 
 /// The Compute Engine spelling of a taint's effect.

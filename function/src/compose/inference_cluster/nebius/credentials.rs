@@ -6,7 +6,9 @@
 //! provider config the cluster names, read from that config (a required resource), and layered on the
 //! kubeconfig as a `NebiusServiceAccountCredentials` identity.
 
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::wire::tree::{Tree, tree};
 
 use super::super::{
     components::KEY_KUBERNETES_PROVIDER_CONFIG, observed::Observed, provision, upjet::UpjetCluster,
@@ -35,9 +37,9 @@ pub struct SecretRef {
 
 impl SecretRef {
     /// The `identity` block of a provider-kubernetes or provider-helm ClusterProviderConfig.
-    pub fn as_identity(&self) -> Value {
-        json!({"type": IDENTITY_TYPE, "source": "Secret",
-               "secretRef": {"name": self.name, "namespace": self.namespace, "key": self.key}})
+    pub fn as_identity(&self) -> Tree {
+        tree!({"type": IDENTITY_TYPE, "source": "Secret",
+               "secretRef": {"name": &self.name, "namespace": &self.namespace, "key": &self.key}})
     }
 }
 

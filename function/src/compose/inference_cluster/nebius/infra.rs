@@ -4,8 +4,6 @@
 //! Every MR carries `forProvider.name`: the Nebius API requires a name, and the provider does not derive one
 //! from the object's.
 
-use serde_json::{Value, json};
-
 use super::{
     API_COMPUTE, API_MK8S, API_VPC, Context, FS_STORAGE_CLASS, KEY_CLOUD_INIT, KEY_CLUSTER, KEY_FILESYSTEM,
     KEY_NETWORK, KEY_SUBNET, gpu_cluster_key, id_input,
@@ -14,9 +12,11 @@ use crate::{
     api::inference_cluster::{FabricType, InferenceClusterSpec},
     compose::Output,
     compose::{
-        inference_cluster::{components::provider_config_name, provision, upjet},
+        crossplane::{self, Chart},
+        inference_cluster::{components::provider_config_name, provision},
         shared::CONTROL_NAMESPACE,
     },
+    wire::tree::{Fields, fields, tree},
 };
 
 /// Nebius shared filesystems have a fixed size (nothing elastic like EFS): 1 TiB holds the weights of several
@@ -38,11 +38,10 @@ const CSI_CHART: &str = "csi-mounted-fs-path";
 const CSI_CHART_VERSION: &str = "0.1.6";
 const CSI_NAMESPACE: &str = "kube-system";
 pub const CSI_DRIVER_NAME: &str = "mounted-fs-path.csi.nebius.ai";
-const HELM_API_VERSION: &str = "helm.m.crossplane.io/v1beta1";
 
 pub fn network(out: &mut Output, ctx: &Context) {
-    let mr = ctx.managed(API_VPC, "Network", ctx.name, json!({"name": ctx.name}));
-    out.compose(KEY_NETWORK, mr, false);
+    let mr = ctx.managed(API_VPC, "Network", ctx.name, tree!({"name": ctx.name}));
+    out.compose(KEY_NETWORK, mr.build(), false);
 }
 
 /// The subnet, once the network has an ID; its addresses come from the network's default private pools, so
@@ -55,10 +54,10 @@ pub fn subnet(out: &mut Output, ctx: &Context) -> bool {
         API_VPC,
         "Subnet",
         ctx.name,
-        json!({"name": ctx.name, "networkId": network,
+        tree!({"name": ctx.name, "networkId": network,
                "ipv4PrivatePools": {"useNetworkPools": true}}),
     );
-    out.compose(KEY_SUBNET, mr, false);
+    out.compose(KEY_SUBNET, mr.build(), false);
     true
 }
 
@@ -73,19 +72,14 @@ pub fn cluster(out: &mut Output, ctx: &Context) -> bool {
     ) else {
         return false;
     };
-    let mr = ctx.managed(
+    let mr = ctx.cluster_managed(
         API_MK8S,
         "Cluster",
-        ctx.name,
-        json!({"name": ctx.name,
-               "controlPlane": {"version": ctx.cluster.kubernetes_version, "subnetId": subnet,
+        tree!({"name": ctx.name,
+               "controlPlane": {"version": &ctx.cluster.kubernetes_version, "subnetId": subnet,
                                 "endpoints": {"publicEndpoint": {}}}}),
     );
-    out.compose(
-        KEY_CLUSTER,
-        upjet::with_connection_secret(mr, &provision::kubeconfig_secret(ctx.name)),
-        false,
-    );
+    out.compose(KEY_CLUSTER, mr.build(), false);
     true
 }
 
@@ -95,9 +89,9 @@ pub fn filesystem(out: &mut Output, ctx: &Context) {
         API_COMPUTE,
         "Filesystem",
         &name,
-        json!({"name": name, "type": FS_TYPE, "sizeGibibytes": FS_SIZE_GIB}),
+        tree!({"name": &name, "type": FS_TYPE, "sizeGibibytes": FS_SIZE_GIB}),
     );
-    out.compose(KEY_FILESYSTEM, mr, false);
+    out.compose(KEY_FILESYSTEM, mr.build(), false);
 }
 
 pub fn cloud_init_secret(cluster: &str) -> String {
@@ -111,7 +105,7 @@ pub fn cloud_init(out: &mut Output, ctx: &Context) {
         "#cloud-config\nruncmd:\n  - mkdir -p {FS_MOUNT_POINT}\n  - mount -t virtiofs {FS_MOUNT_TAG} \
          {FS_MOUNT_POINT}\n  - echo '{FS_MOUNT_TAG} {FS_MOUNT_POINT} virtiofs defaults,nofail 0 2' >> /etc/fstab\n"
     );
-    let secret = json!({
+    let secret = fields!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": cloud_init_secret(ctx.name), "namespace": CONTROL_NAMESPACE},
         "type": "Opaque",
@@ -133,41 +127,33 @@ pub fn gpu_clusters(out: &mut Output, ctx: &Context, spec: &InferenceClusterSpec
             API_COMPUTE,
             "GpuCluster",
             &name,
-            json!({"name": name, "infinibandFabric": fabric.fabric}),
+            tree!({"name": &name, "infinibandFabric": &fabric.fabric}),
         );
-        out.compose(gpu_cluster_key(&fabric.fabric), mr, false);
+        out.compose(gpu_cluster_key(&fabric.fabric), mr.build(), false);
     }
 }
 
 /// The CSI driver on the cluster, through the cluster's own provider-helm config.
-pub fn csi_driver(cluster: &str) -> Value {
-    json!({
-        "apiVersion": HELM_API_VERSION, "kind": "Release",
-        "metadata": {
-            "name": format!("{cluster}-{CSI_CHART}"),
-            "namespace": CONTROL_NAMESPACE,
-            "annotations": {"crossplane.io/external-name": CSI_CHART},
-        },
-        "spec": {
-            "forProvider": {
-                "chart": {"name": CSI_CHART, "repository": CSI_CHART_REPOSITORY, "version": CSI_CHART_VERSION},
-                "namespace": CSI_NAMESPACE,
-                "values": {
-                    "dataDir": format!("{FS_MOUNT_POINT}/csi-mounted-fs-path-data/"),
-                    // The node plugin must register on every node whose pods mount a cache, GPU nodes (the GPU
-                    // taint, the cluster's own taints) included; the chart tolerates nothing by default.
-                    "tolerations": [{"operator": "Exists"}],
-                },
-            },
-            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config_name(cluster)},
-        },
-    })
+pub fn csi_driver(cluster: &str) -> Fields {
+    let chart = Chart {
+        name: CSI_CHART,
+        repository: CSI_CHART_REPOSITORY,
+        version: CSI_CHART_VERSION,
+    };
+    let values = tree!({
+        "dataDir": format!("{FS_MOUNT_POINT}/csi-mounted-fs-path-data/"),
+        // The node plugin must register on every node whose pods mount a cache, GPU nodes (the GPU taint, the
+        // cluster's own taints) included; the chart tolerates nothing by default.
+        "tolerations": [{"operator": "Exists"}],
+    });
+    let config = provider_config_name(cluster);
+    crossplane::release(cluster, CSI_CHART, &config, chart, CSI_NAMESPACE, values)
 }
 
 /// The StorageClass ModelCaches stage on: directories of the shared filesystem, through the CSI driver. Bound
 /// where the first consumer is scheduled, since the driver serves volumes from the node's own mount.
-pub fn storage_class(cluster: &str) -> Value {
-    let manifest = json!({
+pub fn storage_class(cluster: &str) -> Fields {
+    let manifest = tree!({
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": FS_STORAGE_CLASS},

@@ -26,14 +26,12 @@
 //! cluster, its subnet, its network. Node groups hold the filesystem (Nebius will not delete one still
 //! attached), their GPU cluster, and the cloud-init Secret the provider reads for as long as a group exists.
 
-use std::{cell::RefCell, collections::BTreeMap};
-
-use serde_json::Value;
+use std::collections::BTreeMap;
 
 use super::observed::Observed;
-use super::provision::{self, ClusterInput, Credentials, Progress, Provisioner};
+use super::provision::{self, ClusterInput, Credentials, Progress, Provisioned, Provisioner};
 use super::upjet;
-use crate::compose::shared::CONTROL_NAMESPACE;
+use crate::wire::tree::Fields;
 use crate::{
     api::{
         inference_class::InferenceClassSpec,
@@ -43,10 +41,10 @@ use crate::{
     stack::Cloud,
 };
 
+mod check;
 mod credentials;
 mod infra;
 mod node_pools;
-mod validate;
 
 /// Every composed key of provider-upjet-nebius's kinds starts so.
 pub const KEY_PREFIX: &str = "nebius-";
@@ -61,9 +59,6 @@ pub const KEY_STORAGE_CLASS: &str = "object-storageclass-fs";
 /// The ReadWriteMany StorageClass every Nebius cluster gets for model caches, served from the shared filesystem
 /// (upstream Modelplane's name, so manifests written for it keep working).
 pub const FS_STORAGE_CLASS: &str = "modelplane-rwx-fs";
-
-/// The key provider-upjet-nebius writes the kubeconfig under (it targets the public endpoint when there is one).
-pub const KUBECONFIG_KEY: &str = "kubeconfig";
 
 const API_VPC: &str = "vpc.nebius.m.upbound.io/v1beta1";
 const API_MK8S: &str = "mk8s.nebius.m.upbound.io/v1beta1";
@@ -87,29 +82,22 @@ pub fn gpu_cluster_key(fabric: &str) -> String {
     format!("{KEY_PREFIX}gpucluster-{fabric}")
 }
 
-pub fn provisioner(cluster: &NebiusCluster) -> Result<Box<dyn Provisioner + '_>, ComposeError> {
-    Ok(Box::new(Nebius::new(cluster)))
+pub fn provisioner<'a>(cluster: &'a NebiusCluster, spec: &InferenceClusterSpec) -> Box<dyn Provisioner + 'a> {
+    Box::new(Nebius::new(cluster, node_pools::gpu_clusters_of(spec)))
 }
 
 /// A mk8s cluster provider-upjet-nebius provisions.
 pub struct Nebius<'a> {
     cluster: &'a NebiusCluster,
-    /// What `compose` read from the request that later calls of the trait need and are not given: the
-    /// identity provider-kubernetes authenticates as, and which GPU cluster each node group joins.
-    learned: RefCell<Learned>,
-}
-
-#[derive(Debug, Default)]
-struct Learned {
-    identity: Option<credentials::SecretRef>,
+    /// The GPU cluster each node group joins, by node group key: it must outlive the group.
     gpu_cluster_of: BTreeMap<String, String>,
 }
 
 impl<'a> Nebius<'a> {
-    pub fn new(cluster: &'a NebiusCluster) -> Self {
+    pub fn new(cluster: &'a NebiusCluster, gpu_cluster_of: BTreeMap<String, String>) -> Self {
         Self {
             cluster,
-            learned: RefCell::default(),
+            gpu_cluster_of,
         }
     }
 }
@@ -126,35 +114,26 @@ impl Provisioner for Nebius<'_> {
     // No region: it is the project's, which only the provider config knows.
 
     fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
-        validate::cluster(self.cluster, input.spec)?;
-        super::validate::each_pool_class(input, |p| p.nebius.as_ref(), validate::pool)
+        check::cluster(self.cluster, input.spec)?;
+        super::check::each_pool_class(input, |p| p.nebius.as_ref(), check::pool)
     }
 
-    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
+    /// The workload providers reach the cluster through the kubeconfig in its connection secret, which carries
+    /// only the endpoint and CA (Nebius authenticates every client through its IAM), plus the provider config's
+    /// own service account as the identity, read from the request.
+    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Provisioned, ComposeError> {
         let seen = Observed::new(input.req);
         // Read first: a provider config that cannot lend its identity is refused before anything is composed.
         let identity = credentials::identity(input.req, &seen, &self.cluster.credentials)?;
         let ctx = Context::new(input, self.cluster, &seen);
         let progress = compose(out, &ctx, input.spec, input.classes)?;
-        let mut learned = self.learned.borrow_mut();
-        learned.identity = identity;
-        learned.gpu_cluster_of = node_pools::gpu_clusters_of(input.spec);
-        Ok(progress)
-    }
-
-    /// The kubeconfig from the cluster's connection secret, which carries only the endpoint and CA (Nebius
-    /// authenticates every client through its IAM), plus the provider config's own service account as the
-    /// identity, once compose has read it.
-    fn workload_credentials(&self, name: &str) -> Value {
-        let mut spec = provision::kubeconfig_credentials(
-            &provision::kubeconfig_secret(name),
-            CONTROL_NAMESPACE,
-            KUBECONFIG_KEY,
-        );
-        if let Some(identity) = &self.learned.borrow().identity {
-            spec["identity"] = identity.as_identity();
+        let mut reached = Provisioned::with_kubeconfig(input.name, progress);
+        if let Some(identity) = identity {
+            reached
+                .workload_credentials
+                .insert("identity", identity.as_identity());
         }
-        spec
+        Ok(reached)
     }
 
     /// Modelplane's own class, reported only once its StorageClass is observed on the cluster, so no cache
@@ -177,7 +156,7 @@ impl Provisioner for Nebius<'_> {
         };
         let mut used = provision::keys(uses);
         if kind == "NodeGroup"
-            && let Some(gpu_cluster) = self.learned.borrow().gpu_cluster_of.get(key)
+            && let Some(gpu_cluster) = self.gpu_cluster_of.get(key)
         {
             used.push(gpu_cluster.clone());
         }
@@ -239,7 +218,7 @@ pub fn id_input(ctx: &Context, source: &str, taker: &str, taker_pointer: &str) -
 }
 
 /// The ManagedResourceActivationPolicy that activates provider-upjet-nebius's kinds.
-pub fn activation_policy(cluster: &str) -> Value {
+pub fn activation_policy(cluster: &str) -> Fields {
     provision::activation_policy(cluster, "provider-upjet-nebius", CRDS)
 }
 

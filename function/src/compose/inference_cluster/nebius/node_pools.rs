@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Fields, Tree, fields, tree};
 
 use super::{
     API_MK8S, Context, KEY_CLUSTER, KEY_FILESYSTEM, KEY_SUBNET, gpu_cluster_key, id_input, infra,
@@ -17,7 +17,7 @@ use crate::{
     },
     compose::{
         Output,
-        inference_cluster::{upjet, validate::SYSTEM_POOL},
+        inference_cluster::{check::SYSTEM_POOL, upjet},
     },
 };
 
@@ -63,7 +63,7 @@ pub fn compose(
     classes: &BTreeMap<String, InferenceClassSpec>,
 ) -> Vec<&'static str> {
     let mut waiting = Vec::new();
-    let system = json!({
+    let system = fields!({
         "resources": {"platform": SYSTEM_PLATFORM, "preset": SYSTEM_PRESET},
         "bootDisk": {"sizeGibibytes": SYSTEM_DISK_GIB, "type": BOOT_DISK_TYPE},
         "metadata": {"labels": upjet::pool_labels(SYSTEM, None)},
@@ -73,23 +73,23 @@ pub fn compose(
         None => waiting.push("the system node group's subnet, cluster and filesystem IDs"),
     }
 
-    let taints: Vec<Value> = upjet::gpu_taints(spec)
+    let taints: Vec<Tree> = upjet::gpu_taints(spec)
         .into_iter()
-        .map(|t| json!({"key": t.key, "value": t.value, "effect": effect(t.effect)}))
+        .map(|t| tree!({"key": t.key, "value": t.value, "effect": effect(t.effect)}))
         .collect();
     for pool in &spec.node_pools {
         let Some(class) = classes
             .get(&pool.class_name)
             .and_then(|c| c.provisioning.nebius.as_ref())
         else {
-            continue; // validate::pools_against_classes has already refused this.
+            continue; // check::pools_against_classes has already refused this.
         };
-        let template = json!({
-            "resources": {"platform": class.platform, "preset": class.preset},
+        let template = fields!({
+            "resources": {"platform": &class.platform, "preset": &class.preset},
             "bootDisk": {"sizeGibibytes": class.disk_size_gb, "type": BOOT_DISK_TYPE},
-            "gpuSettings": {"driversPreset": class.drivers_preset},
+            "gpuSettings": {"driversPreset": &class.drivers_preset},
             "metadata": {"labels": upjet::pool_labels(&pool.name, Some(&class.accelerator.type_))},
-            "taints": taints,
+            "taints": taints.clone(),
         });
         match placement(ctx, &pool.name, fabric(pool)) {
             Some(at) => compose_group(
@@ -141,35 +141,40 @@ fn compose_group(
     out: &mut Output,
     ctx: &Context,
     pool: &str,
-    mut template: Value,
+    mut template: Fields,
     (min, max): (u32, u32),
     node_count: Option<u32>,
     at: &Placement,
 ) {
-    template["networkInterfaces"] = json!([{"subnetId": at.subnet}]);
-    template["filesystems"] = json!([{"attachMode": "READ_WRITE", "mountTag": infra::FS_MOUNT_TAG,
-                                      "existingFilesystem": {"id": at.filesystem}}]);
-    template["cloudInitUserDataSecretRef"] =
-        json!({"name": infra::cloud_init_secret(ctx.name), "key": infra::CLOUD_INIT_KEY});
+    template.insert("networkInterfaces", tree!([{"subnetId": &at.subnet}]));
+    template.insert(
+        "filesystems",
+        tree!([{"attachMode": "READ_WRITE", "mountTag": infra::FS_MOUNT_TAG,
+                "existingFilesystem": {"id": &at.filesystem}}]),
+    );
+    template.insert(
+        "cloudInitUserDataSecretRef",
+        tree!({"name": infra::cloud_init_secret(ctx.name), "key": infra::CLOUD_INIT_KEY}),
+    );
     if let Some(gpu_cluster) = &at.gpu_cluster {
-        template["gpuCluster"] = json!({"id": gpu_cluster});
+        template.insert("gpuCluster", tree!({"id": gpu_cluster}));
     }
     let name = format!("{}-{pool}", ctx.name);
-    let mut for_provider = json!({
-        "name": name,
-        "parentId": at.parent,
-        "version": ctx.cluster.kubernetes_version,
+    let mut for_provider = fields!({
+        "name": &name,
+        "parentId": &at.parent,
+        "version": &ctx.cluster.kubernetes_version,
         "template": template,
     });
     // mk8s scales a group itself between the bounds of its autoscaling block, and a group is either autoscaled
     // or of fixed size, never both: a pool without a range keeps its node count.
     if max > min {
-        for_provider["autoscaling"] = json!({"minNodeCount": min, "maxNodeCount": max});
+        for_provider.insert("autoscaling", tree!({"minNodeCount": min, "maxNodeCount": max}));
     } else {
-        for_provider["fixedNodeCount"] = json!(node_count.unwrap_or(min));
+        for_provider.insert("fixedNodeCount", node_count.unwrap_or(min));
     }
-    let mr = ctx.managed(API_MK8S, "NodeGroup", &name, for_provider);
-    out.compose(node_group_key(pool), mr, false);
+    let mr = ctx.managed(API_MK8S, "NodeGroup", &name, for_provider.into());
+    out.compose(node_group_key(pool), mr.build(), false);
 }
 
 /// Nebius spells taint effects in its API's enum style.

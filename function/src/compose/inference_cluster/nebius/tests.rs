@@ -306,7 +306,7 @@ fn deletion_runs_pools_and_workloads_then_cluster_then_subnet_then_network() {
 #[test]
 fn the_deletion_table_by_kind() {
     let cluster = NebiusCluster::default();
-    let nebius = Nebius::new(&cluster);
+    let nebius = Nebius::new(&cluster, BTreeMap::new());
     assert_eq!(nebius.uses("Subnet", KEY_SUBNET), [KEY_NETWORK]);
     assert_eq!(nebius.uses("Cluster", KEY_CLUSTER), [KEY_SUBNET]);
     assert_eq!(nebius.uses("Release", "release-x"), [KEY_CLUSTER]);

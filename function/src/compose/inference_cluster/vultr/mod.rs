@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 
 use super::observed::Observed;
-use super::provision::{self, ClusterInput, Credentials, Progress, Provisioner};
+use super::provision::{self, ClusterInput, Credentials, Progress, Provisioned, Provisioner};
 use super::upjet;
 use crate::{
     api::{
@@ -34,10 +34,10 @@ use crate::{
     stack::Cloud,
 };
 
+mod check;
 mod infra;
 mod node_pools;
 mod storage;
-mod validate;
 
 /// Every composed resource of provider-upjet-vultr or of the NFS stack is keyed `vultr-...`, so one observed
 /// key of the prefix says the activation policy has done its work.
@@ -60,8 +60,8 @@ pub fn node_pool_key(pool: &str) -> String {
     format!("{KEY_PREFIX}nodepool-{pool}")
 }
 
-pub fn provisioner(cluster: &VultrCluster) -> Result<Box<dyn Provisioner + '_>, ComposeError> {
-    Ok(Box::new(Vultr { cluster }))
+pub fn provisioner(cluster: &VultrCluster) -> Box<dyn Provisioner + '_> {
+    Box::new(Vultr { cluster })
 }
 
 /// A VKE cluster provider-upjet-vultr provisions.
@@ -83,18 +83,18 @@ impl Provisioner for Vultr<'_> {
     }
 
     fn check(&self, input: &ClusterInput) -> Result<(), ComposeError> {
-        validate::cluster(self.cluster)?;
-        validate::pools(input.spec)?;
-        super::validate::each_pool_class(input, |p| p.vultr.as_ref(), validate::pool)
+        check::cluster(self.cluster)?;
+        check::pools(input.spec)?;
+        super::check::each_pool_class(input, |p| p.vultr.as_ref(), check::pool)
     }
 
-    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Progress, ComposeError> {
+    /// The VKE kubeconfig authenticates with the client certificate it embeds.
+    fn compose(&self, input: &ClusterInput, out: &mut Output) -> Result<Provisioned, ComposeError> {
         let seen = Observed::new(input.req);
         let ctx = Context::new(input, self.cluster, &seen);
-        Ok(compose(out, &ctx, input.spec, input.classes))
+        let progress = compose(out, &ctx, input.spec, input.classes);
+        Ok(Provisioned::with_kubeconfig(input.name, progress))
     }
-
-    // The default workload credentials: the VKE kubeconfig authenticates with the client certificate it embeds.
 
     /// Modelplane's NFS class, once its StorageClass is observed on the cluster.
     fn cache_storage_class(&self, out: &Output) -> Option<String> {

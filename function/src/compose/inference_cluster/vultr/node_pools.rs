@@ -3,14 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Value, json};
+use crate::wire::tree::{Tree, fields, tree};
 
 use super::{Context, VKE_API_VERSION, node_pool_key};
 use crate::{
     api::{inference_class::InferenceClassSpec, inference_cluster::InferenceClusterSpec},
     compose::{
         Output,
-        inference_cluster::{upjet, validate::SYSTEM_POOL},
+        inference_cluster::{check::SYSTEM_POOL, upjet},
     },
 };
 
@@ -25,8 +25,8 @@ const SYSTEM_NODES: u32 = 2;
 const SYSTEM_MAX_NODES: u32 = 3;
 
 /// The cluster's inline pool, as `forProvider.nodePools` takes it.
-pub fn system_pool() -> Value {
-    json!({
+pub fn system_pool() -> Tree {
+    tree!({
         "label": SYSTEM,
         "plan": SYSTEM_PLAN,
         "nodeQuantity": SYSTEM_NODES,
@@ -46,9 +46,9 @@ pub fn compose(
     classes: &BTreeMap<String, InferenceClassSpec>,
     cluster_id: Option<&str>,
 ) {
-    let taints: Vec<Value> = upjet::gpu_taints(spec)
+    let taints: Vec<Tree> = upjet::gpu_taints(spec)
         .into_iter()
-        .map(|t| json!({"key": t.key, "value": t.value, "effect": t.effect.as_str()}))
+        .map(|t| tree!({"key": t.key, "value": t.value, "effect": t.effect.as_str()}))
         .collect();
     for pool in &spec.node_pools {
         let key = node_pool_key(&pool.name);
@@ -65,36 +65,36 @@ pub fn compose(
             continue; // The composer has refused a class without provisioning.vultr by name.
         };
         let (min, max) = upjet::node_range(pool);
-        let mut for_provider = json!({
+        let mut for_provider = fields!({
             "clusterId": cluster_id,
-            "label": pool.name,
-            "plan": class.plan,
+            "label": &pool.name,
+            "plan": &class.plan,
             "nodeQuantity": pool.node_count,
             "labels": labels(&upjet::pool_labels(&pool.name, Some(&class.accelerator.type_))),
-            "taints": taints,
+            "taints": taints.clone(),
         });
         // VKE's own autoscaler moves the pool within the range; a pool with none stays at its node count.
         if max > min {
-            for_provider["autoScaler"] = json!(true);
-            for_provider["minNodes"] = json!(min);
-            for_provider["maxNodes"] = json!(max);
+            for_provider.insert("autoScaler", true);
+            for_provider.insert("minNodes", min);
+            for_provider.insert("maxNodes", max);
         } else {
-            for_provider["autoScaler"] = json!(false);
+            for_provider.insert("autoScaler", false);
         }
         let mr = ctx.managed(
             VKE_API_VERSION,
             "KubernetesNodePool",
             &format!("{}-{}", ctx.name, pool.name),
-            for_provider,
+            for_provider.into(),
         );
-        out.compose(key, mr, false);
+        out.compose(key, mr.build(), false);
     }
 }
 
 /// Node labels as VKE takes them: a list of key/value pairs.
-fn labels(labels: &BTreeMap<String, String>) -> Vec<Value> {
+fn labels(labels: &BTreeMap<String, String>) -> Vec<Tree> {
     labels
         .iter()
-        .map(|(key, value)| json!({"key": key, "value": value}))
+        .map(|(key, value)| tree!({"key": key, "value": value}))
         .collect()
 }

@@ -10,17 +10,20 @@
 //! cache reads stall and resume. A cache holds weights that can always be downloaded again, so that is traded
 //! for a class that exists on every stock cluster.
 
-use serde_json::{Value, json};
-
 use super::Context;
 use crate::{
     api::inference_cluster::POOL_LABEL,
     compose::{
         Output,
-        inference_cluster::{components::provider_config_name, provision, validate::SYSTEM_POOL},
+        crossplane::{self, Chart},
+        inference_cluster::{
+            check::SYSTEM_POOL,
+            components::{self, provider_config_name},
+            provision,
+        },
         remote,
-        shared::CONTROL_NAMESPACE,
     },
+    wire::tree::{Fields, Tree, tree},
 };
 
 pub const KEY_NAMESPACE: &str = "vultr-object-nfs-namespace";
@@ -65,7 +68,6 @@ const DRIVER_VERSION: &str = "v4.11.0";
 const DRIVER_NAMESPACE: &str = "kube-system";
 const DRIVER_PROVISIONER: &str = "nfs.csi.k8s.io";
 
-const HELM_API_VERSION: &str = "helm.m.crossplane.io/v1beta1";
 /// provider-kubernetes reports the server's Deployment ready once this holds on the remote object.
 const DEPLOYMENT_AVAILABLE: &str =
     "object.status.conditions.exists(c, c.type == 'Available' && c.status == 'True')";
@@ -94,29 +96,24 @@ pub fn compose(out: &mut Output, ctx: &Context) -> bool {
     true
 }
 
-/// `manifest` on the cluster as a provider-kubernetes Object named `<cluster>-<part>`, with `readiness`.
-fn object(cluster: &str, part: &str, manifest: Value, readiness: Value) -> Value {
-    let mut object = remote::object(manifest, &provider_config_name(cluster));
-    object["metadata"] = json!({"name": format!("{cluster}-{part}"), "namespace": CONTROL_NAMESPACE});
-    object["spec"]["readiness"] = readiness;
-    object
+/// `manifest` on the cluster as a provider-kubernetes Object named `<cluster>-<part>`.
+fn object(cluster: &str, part: &str, manifest: Tree) -> remote::Object {
+    components::cluster_object(cluster, part, manifest)
 }
 
-fn created() -> Value {
-    json!({"policy": "SuccessfulCreate"})
+fn labels() -> Tree {
+    tree!({"app.kubernetes.io/name": SERVER, "app.kubernetes.io/part-of": "modelplane"})
 }
 
-fn labels() -> Value {
-    json!({"app.kubernetes.io/name": SERVER, "app.kubernetes.io/part-of": "modelplane"})
+fn namespace(cluster: &str) -> Fields {
+    let manifest = tree!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
+    object(cluster, "nfs-namespace", manifest)
+        .ready_once_created()
+        .build()
 }
 
-fn namespace(cluster: &str) -> Value {
-    let manifest = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
-    object(cluster, "nfs-namespace", manifest, created())
-}
-
-fn volume(cluster: &str) -> Value {
-    let manifest = json!({
+fn volume(cluster: &str) -> Fields {
+    let manifest = tree!({
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": SERVER, "namespace": NAMESPACE, "labels": labels()},
@@ -126,11 +123,13 @@ fn volume(cluster: &str) -> Value {
             "resources": {"requests": {"storage": VOLUME_SIZE}},
         },
     });
-    object(cluster, "nfs-volume", manifest, created())
+    object(cluster, "nfs-volume", manifest)
+        .ready_once_created()
+        .build()
 }
 
-fn server(cluster: &str) -> Value {
-    let manifest = json!({
+fn server(cluster: &str) -> Fields {
+    let manifest = tree!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": SERVER, "namespace": NAMESPACE, "labels": labels()},
@@ -158,16 +157,13 @@ fn server(cluster: &str) -> Value {
             },
         },
     });
-    object(
-        cluster,
-        "nfs-server",
-        manifest,
-        json!({"policy": "DeriveFromCelQuery", "celQuery": DEPLOYMENT_AVAILABLE}),
-    )
+    object(cluster, "nfs-server", manifest)
+        .ready_when(DEPLOYMENT_AVAILABLE)
+        .build()
 }
 
-fn service(cluster: &str) -> Value {
-    let manifest = json!({
+fn service(cluster: &str) -> Fields {
+    let manifest = tree!({
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": SERVER, "namespace": NAMESPACE, "labels": labels()},
@@ -176,44 +172,37 @@ fn service(cluster: &str) -> Value {
             "ports": [{"name": "nfs", "port": NFS_PORT, "targetPort": NFS_PORT, "protocol": "TCP"}],
         },
     });
-    object(cluster, "nfs-service", manifest, created())
+    object(cluster, "nfs-service", manifest)
+        .ready_once_created()
+        .build()
 }
 
 /// csi-driver-nfs, its controller on the system pool and its node plugin on every node (the GPU taint and the
 /// cluster's taints included, since caches mount on GPU nodes). Both run on the host network and resolve the
 /// server's Service name through the cluster's DNS.
-fn driver(cluster: &str) -> Value {
-    json!({
-        "apiVersion": HELM_API_VERSION,
-        "kind": "Release",
-        "metadata": {
-            "name": format!("{cluster}-{DRIVER_CHART}"),
-            "namespace": CONTROL_NAMESPACE,
-            "annotations": {"crossplane.io/external-name": DRIVER_CHART},
+fn driver(cluster: &str) -> Fields {
+    let chart = Chart {
+        name: DRIVER_CHART,
+        repository: DRIVER_REPOSITORY,
+        version: DRIVER_VERSION,
+    };
+    let values = tree!({
+        "controller": {
+            "nodeSelector": {POOL_LABEL: SYSTEM_POOL},
+            "dnsPolicy": "ClusterFirstWithHostNet",
         },
-        "spec": {
-            "forProvider": {
-                "chart": {"name": DRIVER_CHART, "repository": DRIVER_REPOSITORY, "version": DRIVER_VERSION},
-                "namespace": DRIVER_NAMESPACE,
-                "values": {
-                    "controller": {
-                        "nodeSelector": {POOL_LABEL: SYSTEM_POOL},
-                        "dnsPolicy": "ClusterFirstWithHostNet",
-                    },
-                    "node": {
-                        "tolerations": [{"operator": "Exists"}],
-                        "dnsPolicy": "ClusterFirstWithHostNet",
-                    },
-                },
-            },
-            "providerConfigRef": {"kind": "ClusterProviderConfig", "name": provider_config_name(cluster)},
+        "node": {
+            "tolerations": [{"operator": "Exists"}],
+            "dnsPolicy": "ClusterFirstWithHostNet",
         },
-    })
+    });
+    let config = provider_config_name(cluster);
+    crossplane::release(cluster, DRIVER_CHART, &config, chart, DRIVER_NAMESPACE, values)
 }
 
 /// The class caches stage on: a directory of the server's export per volume, deleted with the volume.
-fn storage_class(cluster: &str) -> Value {
-    let manifest = json!({
+fn storage_class(cluster: &str) -> Fields {
+    let manifest = tree!({
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": STORAGE_CLASS},

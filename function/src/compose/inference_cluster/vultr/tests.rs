@@ -436,12 +436,12 @@ fn plans_match_their_accelerators_by_model() {
             count: 1,
         },
     };
-    assert!(super::validate::plan_fits(&class("vcg-l40s-16c-180g-48vram", "nvidia-l40s")).is_ok());
-    assert!(super::validate::plan_fits(&class("vcg-h100-1c-10g-80vram", "nvidia-h100-sxm")).is_ok());
-    assert!(super::validate::plan_fits(&class("vcg-a16-2c-8g-2vram", "nvidia-l40s")).is_err());
-    assert!(super::validate::plan_fits(&class("vbm-8c-132gb", "nvidia-l40s")).is_err());
-    assert!(super::validate::vke_version("v1.36.1+3"));
+    assert!(super::check::plan_fits(&class("vcg-l40s-16c-180g-48vram", "nvidia-l40s")).is_ok());
+    assert!(super::check::plan_fits(&class("vcg-h100-1c-10g-80vram", "nvidia-h100-sxm")).is_ok());
+    assert!(super::check::plan_fits(&class("vcg-a16-2c-8g-2vram", "nvidia-l40s")).is_err());
+    assert!(super::check::plan_fits(&class("vbm-8c-132gb", "nvidia-l40s")).is_err());
+    assert!(super::check::vke_version("v1.36.1+3"));
     for bad in ["1.36.1+3", "v1.36.1", "v1.36+3", "v1.36.1+", "v1.x.1+3"] {
-        assert!(!super::validate::vke_version(bad), "{bad}");
+        assert!(!super::check::vke_version(bad), "{bad}");
     }
 }

@@ -30,9 +30,10 @@
 //!   References wait until the remote Secret carries that owner, so no key lands on a cluster without one.
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use super::{ConditionView, object};
+use super::{ConditionView, Object};
+use crate::wire::tree::{Fields, Tree, fields, tree};
 use crate::{
     compose::Output,
     proto::v1::{Resource, RunFunctionRequest},
@@ -82,8 +83,8 @@ impl CopyState {
 /// One `patchesFrom` reference: `field` (`data` for every key, or `data.<key>`) of the control-plane Secret
 /// `namespace/name`, into the same field of the remote Secret (provider-kubernetes reads `toFieldPath` inside the
 /// manifest).
-pub fn reference(namespace: &str, name: &str, field: &str) -> Value {
-    json!({
+pub fn reference(namespace: &str, name: &str, field: &str) -> Tree {
+    tree!({
         "patchesFrom": {"apiVersion": "v1", "kind": "Secret", "name": name, "namespace": namespace, "fieldPath": field},
         "toFieldPath": field,
     })
@@ -97,8 +98,8 @@ pub struct CopyOwner {
 }
 
 impl CopyOwner {
-    fn reference(&self) -> Value {
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "name": self.name, "uid": self.uid})
+    fn reference(&self) -> Tree {
+        tree!({"apiVersion": "v1", "kind": "ConfigMap", "name": &self.name, "uid": &self.uid})
     }
 }
 
@@ -125,8 +126,8 @@ pub fn copy_owner(
     namespace: &str,
     provider_config: &str,
     observed: Option<&Resource>,
-) -> (Value, Option<CopyOwner>) {
-    let manifest = json!({
+) -> (Object, Option<CopyOwner>) {
+    let manifest = tree!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": namespace},
         "data": {"purpose": "owns the Secrets Modelplane copies into this namespace for one composite; \
@@ -144,7 +145,7 @@ pub fn copy_owner(
             name: meta.name,
             uid: meta.uid,
         });
-    (object(manifest, provider_config), owner)
+    (Object::new(manifest, provider_config), owner)
 }
 
 /// The Object for the remote Secret `name` in `namespace` (of `secret_type`, which cannot change later), owned
@@ -154,18 +155,16 @@ pub fn secret_copy(
     namespace: &str,
     secret_type: &str,
     provider_config: &str,
-    references: Vec<Value>,
+    references: Vec<Tree>,
     owner: Option<&CopyOwner>,
     observed: Option<&Resource>,
-) -> (Value, CopyState) {
-    let mut manifest = json!({
-        "apiVersion": "v1", "kind": "Secret", "type": secret_type,
-        "metadata": {"name": name, "namespace": namespace},
-    });
+) -> (Object, CopyState) {
+    let mut metadata = fields!({"name": name, "namespace": namespace});
     if let Some(owner) = owner {
-        manifest["metadata"]["ownerReferences"] = json!([owner.reference()]);
+        metadata.insert("ownerReferences", tree!([owner.reference()]));
     }
-    let mut wrapped = object(manifest, provider_config);
+    let manifest = tree!({"apiVersion": "v1", "kind": "Secret", "type": secret_type, "metadata": metadata});
+    let wrapped = Object::new(manifest, provider_config);
     let seen = observed
         .and_then(|r| r.resource.as_ref())
         .and_then(|r| r.parse::<ObservedCopy>().ok());
@@ -178,8 +177,9 @@ pub fn secret_copy(
     if !owner.is_some_and(|o| seen.owned_by(o)) {
         return (wrapped, CopyState::AwaitingOwner);
     }
-    wrapped["spec"]["references"] = Value::Array(references);
-    wrapped["spec"]["managementPolicies"] = json!(FILL_POLICIES);
+    let wrapped = wrapped
+        .references(Tree::from(references))
+        .management_policies(tree!(FILL_POLICIES));
     let state = if seen.filled() {
         CopyState::Filled
     } else {
@@ -198,7 +198,7 @@ pub fn retire_dropped(out: &mut Output, req: &RunFunctionRequest, reachable: &[&
         return;
     };
     // Collected first: the filter reads `out.resources`, which composing writes (a BTreeMap, so order is moot).
-    let retired: Vec<(String, Value)> = observed
+    let retired: Vec<(String, Fields)> = observed
         .resources
         .iter()
         .filter(|(key, _)| !out.resources.contains_key(*key))
@@ -212,7 +212,7 @@ pub fn retire_dropped(out: &mut Output, req: &RunFunctionRequest, reachable: &[&
 /// What to compose in place of an observed copy in its fill step; None for any other object, including a copy
 /// already retired (every policy), which is then left out and deleted along with its remote Secret, and for a
 /// copy on a cluster not `reachable` now.
-fn retired(observed: &RawStruct, reachable: &[&str]) -> Option<Value> {
+fn retired(observed: &RawStruct, reachable: &[&str]) -> Option<Fields> {
     // Most dropped objects are not copies: only one shaped like a copy is read whole.
     if !observed
         .parse::<CopyShape>()
@@ -223,23 +223,22 @@ fn retired(observed: &RawStruct, reachable: &[&str]) -> Option<Value> {
     let observed = observed.to_json().ok()?;
     let spec = observed.get("spec")?;
     let manifest = spec.pointer("/forProvider/manifest")?;
-    let mut secret = json!({
+    let mut secret = fields!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": manifest.pointer("/metadata/name")?, "namespace": manifest.pointer("/metadata/namespace")?},
     });
     if let Some(secret_type) = manifest.get("type") {
-        secret["type"] = secret_type.clone();
+        secret.insert("type", secret_type);
     }
     let provider_config = spec.pointer("/providerConfigRef/name")?.as_str()?;
     if !reachable.contains(&provider_config) {
         return None;
     }
-    let mut retired = object(secret, provider_config);
-    retired["spec"]["managementPolicies"] = json!(["*"]);
+    let mut retired = Object::new(secret, provider_config).management_policies(tree!(["*"]));
     if let Some(namespace) = observed.pointer("/metadata/namespace") {
-        retired["metadata"] = json!({"namespace": namespace});
+        retired = retired.metadata(tree!({"namespace": namespace}));
     }
-    Some(retired)
+    Some(retired.build())
 }
 
 /// What tells an observed copy in its fill step from any other object, read without the rest of it.

@@ -1,13 +1,21 @@
 use serde_json::{Value, json};
 
-use super::{CopyOwner, CopyState, copy_owner, reference, retire_dropped, secret_copy};
-use crate::compose::{
-    Output,
-    fixtures::{OWNER_UID, request, resource, sanitized_owned_secret},
+use super::{CopyOwner, CopyState, Object, copy_owner, reference, retire_dropped, secret_copy};
+use crate::{
+    compose::{
+        Output,
+        fixtures::{OWNER_UID, request, resource, sanitized_owned_secret},
+    },
+    wire::tree::Tree,
 };
 
 fn refs() -> Vec<Value> {
-    vec![reference("modelplane-system", "callers", "data")]
+    vec![reference("modelplane-system", "callers", "data").to_json()]
+}
+
+/// The Object as it is composed, read as JSON.
+fn composed(object: Object) -> Value {
+    Value::Object(object.build().to_json_map())
 }
 
 fn owner() -> CopyOwner {
@@ -33,15 +41,16 @@ fn created(data: Value) -> Value {
 
 fn copy_owned_by(owner: Option<&CopyOwner>, observed: Option<&Value>) -> (Value, CopyState) {
     let observed = observed.map(resource);
-    secret_copy(
+    let (object, state) = secret_copy(
         "callers",
         "modelplane-system",
         "Opaque",
         "use1",
-        refs(),
+        refs().into_iter().map(Tree::from).collect(),
         owner,
         observed.as_ref(),
-    )
+    );
+    (composed(object), state)
 }
 
 fn copy(observed: Option<&Value>) -> (Value, CopyState) {
@@ -57,6 +66,7 @@ fn observed_owner(name: &str, uid: Value) -> Value {
 #[test]
 fn the_owner_is_a_configmap_deleted_with_its_composite_and_known_by_its_observed_uid() {
     let (object, known) = copy_owner("gw-secret-owner", "modelplane-system", "use1", None);
+    let object = composed(object);
     assert_eq!(known, None, "no UID before the ConfigMap is observed");
     assert_eq!(object["spec"]["forProvider"]["manifest"]["kind"], "ConfigMap");
     assert!(
@@ -168,7 +178,7 @@ fn a_copy_is_filled_once_ready_for_the_generation_that_carries_the_references() 
 
 #[test]
 fn references_name_a_field_inside_the_manifest() {
-    let r = reference("ml-team", "together-api-key", "data.apiKey");
+    let r = reference("ml-team", "together-api-key", "data.apiKey").to_json();
     assert_eq!(r["patchesFrom"]["fieldPath"], "data.apiKey");
     assert_eq!(r["toFieldPath"], "data.apiKey");
     assert_eq!(r["patchesFrom"]["namespace"], "ml-team");
@@ -201,7 +211,7 @@ fn retire(observed: &[(&str, Value)], desired: &[&str]) -> Output {
     }
     let mut out = Output::default();
     for key in desired {
-        out.compose(*key, json!({"kind": "Object"}), true);
+        out.compose(*key, crate::wire::tree::fields!({"kind": "Object"}), true);
     }
     retire_dropped(&mut out, &req, &["use1"]);
     out

@@ -6,7 +6,7 @@ use crate::{
         inference_class::EksProvisioning,
         inference_cluster::{EksCluster, FabricType, InferenceClusterSpec, NodePool},
     },
-    compose::{ComposeError, inference_class::efa_interfaces, inference_cluster::validate::PoolRefusal},
+    compose::{ComposeError, inference_class::efa_interfaces, inference_cluster::check::PoolRefusal},
 };
 
 pub fn cluster(cluster: &EksCluster, spec: &InferenceClusterSpec) -> Result<(), ComposeError> {

@@ -8,11 +8,11 @@ use crate::{
         inference_class::GkeProvisioning,
         inference_cluster::{GkeCluster, InferenceClusterSpec, NodePool},
     },
-    compose::{ComposeError, inference_cluster::validate::PoolRefusal},
+    compose::{ComposeError, inference_cluster::check::PoolRefusal},
 };
 
 /// GKE cluster names are DNS labels of at most 40 characters that start with a letter; the rest is already
-/// held by `validate::cluster_name`.
+/// held by `check::cluster_name`.
 pub fn cluster_name(name: &str) -> Result<(), ComposeError> {
     if name.starts_with(|c: char| c.is_ascii_lowercase()) {
         return Ok(());

@@ -7,7 +7,7 @@ use crate::{
         inference_class::AksProvisioning,
         inference_cluster::{AksCluster, FabricType, InferenceClusterSpec, NodePool},
     },
-    compose::{ComposeError, inference_cluster::validate::PoolRefusal},
+    compose::{ComposeError, inference_cluster::check::PoolRefusal},
 };
 
 /// AKS names a Linux agent pool with at most 12 lowercase letters and digits, starting with a letter.

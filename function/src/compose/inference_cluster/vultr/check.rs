@@ -8,7 +8,7 @@ use crate::{
         inference_class::VultrProvisioning,
         inference_cluster::{InferenceClusterSpec, NodePool, VultrCluster},
     },
-    compose::{ComposeError, inference_cluster::validate::PoolRefusal},
+    compose::{ComposeError, inference_cluster::check::PoolRefusal},
 };
 
 /// Vultr's GPU plans (`vcg-l40s-16c-180g-48vram`, `vcg-a100-1c-6g-4vram`) all start so; VKE pools take no

@@ -10,7 +10,7 @@ use crate::{
         inference_class::NebiusProvisioning,
         inference_cluster::{FabricType, InferenceClusterSpec, NebiusCluster, NodePool},
     },
-    compose::{ComposeError, inference_cluster::validate::PoolRefusal},
+    compose::{ComposeError, inference_cluster::check::PoolRefusal},
 };
 
 /// Nebius GPU clusters (InfiniBand) take whole 8-GPU hosts of the SXM platforms.
