@@ -47,14 +47,14 @@ def play_envoy_gateway(kube: Kube) -> bool:
     return bool(gateways)
 
 
-def existing_cluster(kube: Kube) -> dict:
+def existing_cluster(kube: Kube, name: str = CLUSTER_NAME) -> dict:
     """The Existing example cluster under a name of its own, its kubeconfig pointing back at this API server."""
     cluster = copy.deepcopy(load_yaml_documents(EXAMPLES / "clusters" / "existing-onprem.yaml")[0])
-    cluster["metadata"]["name"] = CLUSTER_NAME
+    cluster["metadata"]["name"] = name
     cache_class = cluster["spec"]["cluster"]["existing"]["cache"]["storageClassName"]
     assert cache_class, "the example cluster names no cache storage class"
     secret_ref = cluster["spec"]["cluster"]["existing"]["secretRef"]
-    secret_ref["name"] = f"{CLUSTER_NAME}-kubeconfig"
+    secret_ref["name"] = f"{name}-kubeconfig"
     namespace = secret_ref.get("namespace", "modelplane-system")
     kube.ensure_namespace(namespace)
     kube.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret_ref["name"], "namespace": namespace},
@@ -82,6 +82,29 @@ def standalone_deployment(cluster: dict) -> dict:
     return deployment
 
 
+def apply_until_serving(kube: Kube, cluster: dict) -> None:
+    """Applies the InferenceCluster and waits until it is Ready with its gateway's address, playing provider-helm,
+    trust-manager and Envoy Gateway, which cannot run here."""
+    name = cluster["metadata"]["name"]
+    kube.apply(cluster)
+
+    def cluster_now() -> dict:
+        return kube.get(API, "InferenceCluster", name) or {}
+
+    wait_for("the InferenceCluster's helm Releases", lambda: composed_by(kube, RELEASE_API, "Release", name),
+             CONVERGE_SECONDS, lambda: str(conditions(cluster_now())))
+    play_trust_manager(kube)
+
+    def serving() -> bool:
+        play_provider_helm(kube, name)
+        play_envoy_gateway(kube)
+        status = cluster_now().get("status") or {}
+        return conditions(cluster_now()).get("Ready") == "True" and bool((status.get("gateway") or {}).get("address"))
+
+    wait_for("the InferenceCluster Ready with its gateway's address", serving, CONVERGE_SECONDS,
+             lambda: str(cluster_now().get("status")))
+
+
 @pytest.fixture(scope="module")
 def kwok_cluster(nodes_running) -> Iterator[dict]:
     """The Existing example cluster, Ready on its simulated nodes with its gateway's address; deleted, with its
@@ -93,24 +116,11 @@ def kwok_cluster(nodes_running) -> Iterator[dict]:
     for obj in classes:
         kube.apply(obj)
     apply_simulated(kube, simulated)
-    kube.apply(cluster)
+    apply_until_serving(kube, cluster)
+    yield cluster
 
     def cluster_now() -> dict:
         return kube.get(API, "InferenceCluster", CLUSTER_NAME) or {}
-
-    wait_for("the InferenceCluster's helm Releases", lambda: composed_by(kube, RELEASE_API, "Release", CLUSTER_NAME),
-             CONVERGE_SECONDS, lambda: str(conditions(cluster_now())))
-    play_trust_manager(kube)
-
-    def serving() -> bool:
-        play_provider_helm(kube, CLUSTER_NAME)
-        play_envoy_gateway(kube)
-        status = cluster_now().get("status") or {}
-        return conditions(cluster_now()).get("Ready") == "True" and bool((status.get("gateway") or {}).get("address"))
-
-    wait_for("the InferenceCluster Ready with its gateway's address", serving, CONVERGE_SECONDS,
-             lambda: str(cluster_now().get("status")))
-    yield cluster
 
     kube.delete(API, "InferenceCluster", CLUSTER_NAME)
     wait_for("the InferenceCluster removed", lambda: not cluster_now(), CONVERGE_SECONDS)

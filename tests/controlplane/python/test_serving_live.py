@@ -1,0 +1,404 @@
+"""A Standalone deployment serves on real nodes (`controlplane.sh run --crossplane --nodes --kubelets 2`, with the
+nodes labelled and tainted as the example cluster's GPU pool: tests/run.sh's real-node step).
+
+Through Crossplane and our function, the Existing example cluster (its kubeconfig pointing back at this API server)
+whose GPU pool's nodes are the real kubelets, and the small example deployment with one replica of one copy (the
+composed anti-affinity gives each engine pod a node; the bad input needs the other), its engine image
+replaced by the mock engine (tests/controlplane/modules/mock-engine), everything else as the user wrote it:
+provider-kubernetes applies the composed workload, the kubelets start the engine pods and run the composed startup
+and readiness probes against the engine's /health (so a pod is Ready only once the engine is), the ModelDeployment
+becomes Ready from the workload's observed status, and a pod in the cluster gets a completion, and a streamed one
+ending in `[DONE]`, through the engine's composed Service. The standby server runs from the function's own image,
+as the fleet gateway composes it, and answers 503 with Retry-After. An engine image that is absent, and an engine
+that never becomes healthy, leave their deployments not Ready, and the serving one serving.
+
+Stand-ins left, as in test_scheduling.py: provider-helm (the cluster's charts are marked installed), trust-manager
+and Envoy Gateway (the cluster gateway is given an address), and the replica's endpoint picker (llm-d's image is out
+of reach), which runs on a system node kwok simulates, where it is Ready without starting. No GPU: the devices are
+the test DRA driver's, the engine is the mock.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+
+import images
+from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
+from real_nodes import (KUBELET_LABEL, POD_SECONDS, TOLERATE_ALL, condition, events, load_shell_image, pod,
+                        pod_log, pod_status, require_kubelets, shell_container, wait_finished)
+from simulated_nodes import GPU_TAINT, POOL_LABEL, RESOURCE_API, SYSTEM_POOL, apply_simulated, node
+from test_fleet_metrics import composed, manifest_of
+from test_scheduling import apply_until_serving, existing_cluster
+from workload import API, conditions, tolerating
+
+EXAMPLES = REPO_ROOT / "examples"
+CLUSTER_NAME = "onprem-live"
+CLIENTS = "serving-clients"
+ENGINE_IMAGE = images.MOCK_ENGINE_IMAGE
+# The engine's /health answers 503 this long after it starts: longer than one probe period (10 s), so the kubelet
+# runs the composed startup probe against a not-yet-ready engine at least once.
+STARTUP_SECONDS = 15
+# An engine that never becomes healthy within any test's bounds.
+NEVER_SECONDS = 86400
+# Crossplane reconciles on watch events; provider-kubernetes polls every 10 s; pods start on a loaded machine.
+CONVERGE_SECONDS = 240
+SERVING_PORT = 8000  # function/src/stack/well_known.rs
+FLEET_GATEWAY = EXAMPLES / "services" / "fleet-gateway.yaml"
+FLEET = REPO_ROOT / "tests" / "fixtures" / "services" / "fleet.yaml"
+
+
+# --- the cluster -----------------------------------------------------------------------------------------------
+
+def gpu_pool_nodes(kube: Kube, cluster: dict) -> list[str]:
+    """The real nodes, each checked to carry what a node of the cluster's GPU pool carries: the pool label, the GPU
+    taint and the cluster's taints (tests/run.sh gives them through CONTROLPLANE_KUBELET_LABELS and _TAINTS)."""
+    [pool] = [p["name"] for p in cluster["spec"]["nodePools"]]
+    wanted = [dict(GPU_TAINT)] + [dict(t) for t in cluster["spec"].get("taints") or []]
+    names = require_kubelets()
+    for name in names:
+        node = kube.get("v1", "Node", name) or {}
+        labels, taints = node["metadata"].get("labels") or {}, node["spec"].get("taints") or []
+        missing = [t for t in wanted if t not in [{k: t2[k] for k in ("key", "value", "effect") if k in t2}
+                                                  for t2 in taints]]
+        if labels.get(POOL_LABEL) != pool or missing:
+            pytest.fail(f"real node {name} is not a node of {CLUSTER_NAME}'s pool {pool!r} (label {POOL_LABEL}="
+                        f"{labels.get(POOL_LABEL)!r}, taints {taints}, missing {missing}): start it with "
+                        f"CONTROLPLANE_KUBELET_LABELS={POOL_LABEL}={pool} and CONTROLPLANE_KUBELET_TAINTS naming "
+                        "those taints, as tests/run.sh does")
+    return names
+
+
+@pytest.fixture(scope="module")
+def live_cluster(platform, nodes, tmp_path_factory) -> Iterator[dict]:
+    """The Existing example cluster Ready, its GPU pool the real nodes, the test images in their containerd."""
+    kube = platform
+    cluster = existing_cluster(kube, CLUSTER_NAME)
+    gpu_pool_nodes(kube, cluster)
+    scratch = tmp_path_factory.mktemp("images")
+    load_shell_image(scratch)
+    images.load_test_image(ENGINE_IMAGE, scratch)
+    kube.ensure_namespace(CLIENTS)
+    classes = load_yaml_documents(EXAMPLES / "classes")
+    # The DeviceClass is the harness's, installed with the nodes' DRA drivers.
+    for obj in classes:
+        kube.apply(obj)
+    # The endpoint picker each replica's routing runs (llm-d's image, out of reach here) goes to an untainted node,
+    # as a cluster's system pool has: kwok simulates one, and runs the picker there without starting it.
+    system = [node(f"{CLUSTER_NAME}-{SYSTEM_POOL}-0", SYSTEM_POOL, [])]
+    apply_simulated(kube, system)
+    apply_until_serving(kube, cluster)
+    yield cluster
+
+    kube.delete("v1", "Namespace", CLIENTS)
+    kube.delete(API, "InferenceCluster", CLUSTER_NAME)
+    wait_for("the InferenceCluster removed", lambda: not kube.get(API, "InferenceCluster", CLUSTER_NAME),
+             CONVERGE_SECONDS)
+    for obj in system:
+        kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+
+
+# --- deployments -----------------------------------------------------------------------------------------------
+
+def live_deployment(cluster: dict, name: str, *, image: str = ENGINE_IMAGE, startup_seconds: int = STARTUP_SECONDS,
+                    copies: int | None = None) -> dict:
+    """The small example as its user wrote it for this cluster (one replica, tolerating the cluster's taints), the
+    engine's image the mock engine's (run as present: `imagePullPolicy: Never`) with its startup delay in its env."""
+    deployment = copy.deepcopy(load_yaml_documents(EXAMPLES / "deployments" / "qwen3-small.yaml")[0])
+    deployment["metadata"]["name"] = name
+    deployment["spec"]["replicas"] = 1
+    spec = deployment["spec"]["template"]["spec"]
+    spec.pop("clusterSelector", None)
+    spec["tolerations"] = tolerating(cluster)
+    [engine] = spec["engines"]
+    if copies is not None:
+        engine["copies"] = copies
+    [member] = engine["members"]
+    [container] = member["template"]["spec"]["containers"]
+    container["image"], container["imagePullPolicy"] = image, "Never"
+    container.setdefault("env", []).append({"name": "MOCK_ENGINE_STARTUP_SECONDS", "value": str(startup_seconds)})
+    return deployment
+
+
+def engine_pods(kube: Kube, namespace: str, deployment: str) -> list[dict]:
+    return [p for p in kube.list("v1", "Pod", namespace) if (p["metadata"].get("labels") or {}).get(
+        "modelplane.ai/workload", "").startswith(f"{deployment}-0-")]
+
+
+def deployment_now(kube: Kube, namespace: str, name: str) -> dict:
+    return kube.get(API, "ModelDeployment", name, namespace) or {}
+
+
+def describe_pods(kube: Kube, pods: list[dict]) -> str:
+    return str([pod_status(kube, p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods])
+
+
+def probe_failures(kube: Kube, pod: dict, probe: str) -> list[str]:
+    """The kubelet's events for `probe` failing on `pod` (`Startup`, `Readiness`, `Liveness`)."""
+    return [e["message"] for e in events(kube, pod["metadata"]["namespace"], pod["metadata"]["name"])
+            if e["reason"] == "Unhealthy" and e["message"].startswith(f"{probe} probe failed")]
+
+
+def remove_deployment(kube: Kube, deployment: dict) -> None:
+    namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    kube.delete(API, "ModelDeployment", name, namespace)
+    wait_for(f"the engine pods of {name} gone", lambda: not engine_pods(kube, namespace, name), CONVERGE_SECONDS,
+             lambda: describe_pods(kube, engine_pods(kube, namespace, name)))
+
+
+class Serving:
+    """The serving deployment: its object, its pods once Ready, and every moment it was seen Ready before they
+    were (none, if its readiness follows theirs)."""
+
+    def __init__(self, deployment: dict, pods: list[dict], early: list[str]):
+        self.deployment, self.pods, self.early = deployment, pods, early
+        self.namespace, self.name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+
+
+@pytest.fixture(scope="module")
+def serving(kube, live_cluster) -> Iterator[Serving]:
+    # One copy: the composed anti-affinity gives every engine pod a node of its own, and the bad input below needs
+    # the other real node.
+    deployment = live_deployment(live_cluster, "qwen3-small", copies=1)
+    namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    copies = deployment["spec"]["template"]["spec"]["engines"][0]["copies"]
+    kube.ensure_namespace(namespace)
+    kube.apply(deployment)
+    early: list[str] = []
+
+    def all_ready() -> list[dict] | None:
+        pods = engine_pods(kube, namespace, name)
+        ready = len(pods) == copies and all(condition(p, "Ready") == "True" for p in pods)
+        if not ready and conditions(deployment_now(kube, namespace, name)).get("Ready") == "True":
+            early.append(describe_pods(kube, pods))
+        return pods if ready else None
+
+    pods = wait_for(f"{copies} engine pods Ready", all_ready, CONVERGE_SECONDS,
+                    lambda: describe_pods(kube, engine_pods(kube, namespace, name)))
+    yield Serving(deployment, pods, early)
+    remove_deployment(kube, deployment)
+    wait_for("the ResourceClaims released", lambda: not kube.list(RESOURCE_API, "ResourceClaim", namespace),
+             CONVERGE_SECONDS)
+
+
+def test_the_engine_pods_run_on_the_real_gpu_nodes_with_their_devices(kube, live_cluster, serving):
+    nodes = set(gpu_pool_nodes(kube, live_cluster))
+    claims = {c["metadata"]["name"]: c for c in kube.list(RESOURCE_API, "ResourceClaim", serving.namespace)}
+    for pod in serving.pods:
+        assert pod["spec"]["nodeName"] in nodes, (pod["metadata"]["name"], pod["spec"]["nodeName"])
+        [container] = pod["status"]["containerStatuses"]
+        assert container["image"].endswith(ENGINE_IMAGE) and container["started"] and container["restartCount"] == 0
+        # The composed claim, allocated by kube-scheduler from the node's ResourceSlice and prepared there by the
+        # test DRA driver before the kubelet started the container.
+        (claim_status,) = pod["status"]["resourceClaimStatuses"]
+        allocated = claims[claim_status["resourceClaimName"]]["status"]["allocation"]["devices"]["results"]
+        assert [r["driver"] for r in allocated] == ["gpu.nvidia.com"], allocated
+
+
+def test_the_kubelet_holds_readiness_until_the_engine_is_healthy(kube, serving):
+    for pod in serving.pods:
+        [container] = pod["spec"]["containers"]
+        # The probes are the function's (the user wrote none), on the engine's /health.
+        for probe in ("startupProbe", "readinessProbe"):
+            assert container[probe]["httpGet"]["path"] == "/health", container[probe]
+            assert container[probe]["httpGet"]["port"] == SERVING_PORT, container[probe]
+        # The kubelet ran the startup probe while the engine still answered 503: the pod was not Ready then.
+        failures = probe_failures(kube, pod, "Startup")
+        assert any("statuscode: 503" in f for f in failures), (failures, events(kube, serving.namespace,
+                                                                                pod["metadata"]["name"]))
+    assert serving.early == [], "the ModelDeployment was Ready before its engine pods were"
+
+
+def wait_deployment_ready(kube: Kube, serving: Serving) -> dict:
+    return wait_for("the ModelDeployment Ready",
+                    lambda: (d := deployment_now(kube, serving.namespace, serving.name))
+                    and conditions(d).get("Ready") == "True" and d,
+                    CONVERGE_SECONDS, lambda: str(deployment_now(kube, serving.namespace, serving.name).get("status")))
+
+
+def test_the_model_deployment_is_ready_from_the_pods_status(kube, serving):
+    ready = wait_deployment_ready(kube, serving)
+    assert ready["status"]["readyReplicas"] == 1, ready["status"]
+
+
+def engine_service(kube: Kube, namespace: str, deployment: str) -> dict:
+    return wait_for(f"the composed Service of {deployment}", lambda: [
+        s for s in kube.list("v1", "Service", namespace)
+        if (s["metadata"].get("labels") or {}).get("modelplane.ai/workload", "").startswith(f"{deployment}-0-")],
+        CONVERGE_SECONDS)[0]
+
+
+def http_request(method: str, host: str, port: int, path: str, body: dict | None = None) -> str:
+    """An HTTP/1.0 request (the server closes the connection after its answer), as bytes for a shell variable."""
+    data = json.dumps(body) if body is not None else ""
+    headers = [f"{method} {path} HTTP/1.0", f"Host: {host}", "Content-Type: application/json",
+               f"Content-Length: {len(data.encode())}"]
+    return "\r\n".join(headers) + "\r\n\r\n" + data
+
+
+def from_a_pod(kube: Kube, name: str, host: str, port: int, request: str) -> str:
+    """Sends `request` to host:port with busybox's nc from a pod on a real node (its wget crashes in a container);
+    returns the whole answer, headers and body. nc's input stays open until the server closes the connection (at
+    most 60 s): nc shuts its side down at the end of its input, which the mock engine takes for a caller gone (it
+    stops generating) and the standby server for a connection to drop unanswered."""
+    script = (f'mkfifo /tmp/in && {{ nc -w 10 {host} {port} </tmp/in & n=$!; '
+              '{ printf "%s" "$REQUEST"; sleep 60; } >/tmp/in & w=$!; wait $n; s=$?; kill $w; exit $s; }')
+    kube.apply(pod(CLIENTS, name, [shell_container(
+        "client", script, env=[{"name": "REQUEST", "value": request}])], restartPolicy="Never"))
+    finished = wait_finished(kube, CLIENTS, name)
+    log = pod_log(kube, CLIENTS, name)
+    assert finished["status"]["phase"] == "Succeeded", f"{pod_status(kube, CLIENTS, name)}\n{log}"
+    return log
+
+
+def split_answer(answer: str) -> tuple[int, dict[str, str], str]:
+    head, _, body = answer.replace("\r\n", "\n").partition("\n\n")
+    status_line, *header_lines = head.splitlines()
+    match = re.match(r"HTTP/1\.[01] (\d{3})", status_line)
+    assert match, answer
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in header_lines)}
+    return int(match.group(1)), headers, body
+
+
+def test_a_pod_gets_a_completion_and_a_stream_through_the_engines_service(kube, serving):
+    service = engine_service(kube, serving.namespace, serving.name)
+    host = f"{service['metadata']['name']}.{serving.namespace}.svc.cluster.local"
+    [port] = [p["port"] for p in service["spec"]["ports"]]
+    chat = {"model": "qwen3-small", "messages": [{"role": "user", "content": "hello from a pod"}], "max_tokens": 16}
+
+    status, _, body = split_answer(from_a_pod(kube, "chat", host, port,
+                                              http_request("POST", host, port, "/v1/chat/completions", chat)))
+    assert status == 200, body
+    answer = json.loads(body)
+    assert answer["model"] == "qwen3-small", answer
+    assert "heard: hello from a pod" in answer["choices"][0]["message"]["content"], answer
+
+    status, _, body = split_answer(from_a_pod(kube, "stream", host, port, http_request(
+        "POST", host, port, "/v1/chat/completions", chat | {"stream": True})))
+    assert status == 200, body
+    events_ = [line.removeprefix("data: ") for line in body.splitlines() if line.startswith("data: ")]
+    assert events_ and events_[-1] == "[DONE]", body
+    words = "".join(json.loads(e)["choices"][0]["delta"].get("content") or "" for e in events_[:-1]
+                    if json.loads(e).get("choices"))
+    assert "hello from a pod" in words, body
+
+
+# --- the standby server ----------------------------------------------------------------------------------------
+
+def test_the_standby_server_runs_from_the_functions_image_and_asks_callers_to_retry(kube, live_cluster,
+                                                                                    tmp_path_factory):
+    function_image = images.load_test_image(images.FUNCTION_IMAGE, tmp_path_factory.mktemp("function-image"))
+    gateway = composed(FLEET_GATEWAY, FLEET)
+    deployment, service = copy.deepcopy(manifest_of(gateway, "Deployment")), manifest_of(gateway, "Service")
+    assert deployment["metadata"]["name"] == service["metadata"]["name"] == "modelplane-standby"
+    spec = deployment["spec"]["template"]["spec"]
+    [container] = spec["containers"]
+    assert container["image"].startswith("ghcr.io/modelplaneai/function-modelplane:"), container["image"]
+    # The one change: the image, built here from the binary under test. The fleet gateway's cluster runs it on its
+    # untainted nodes; every real node here is tainted, so it tolerates them.
+    container["image"], container["imagePullPolicy"] = function_image, "Never"
+    spec["nodeSelector"], spec["tolerations"] = dict(KUBELET_LABEL), list(TOLERATE_ALL)
+    kube.ensure_namespace(deployment["metadata"]["namespace"])
+    kube.apply(deployment)
+    kube.apply(service)
+    namespace = deployment["metadata"]["namespace"]
+    try:
+        def ready() -> list[dict] | None:
+            pods = [p for p in kube.list("v1", "Pod", namespace)
+                    if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/name") == "modelplane-standby"]
+            return pods if pods and all(condition(p, "Ready") == "True" for p in pods) else None
+
+        # Ready is the kubelet's readiness probe of /healthz, as composed, passing.
+        wait_for("the standby server's pod Ready", ready, POD_SECONDS,
+                 lambda: str([p.get("status") for p in kube.list("v1", "Pod", namespace)]))
+        host = f"modelplane-standby.{namespace}.svc.cluster.local"
+        port = service["spec"]["ports"][0]["port"]
+        status, headers, body = split_answer(from_a_pod(kube, "standby", host, port, http_request(
+            "POST", host, port, "/ml-team/qwen3-small/v1/chat/completions",
+            {"model": "ml-team/qwen3-small", "messages": [{"role": "user", "content": "hi"}]})))
+        assert status == 503, body
+        assert headers.get("retry-after") == "30", headers
+        error = json.loads(body)["error"]
+        assert error["type"] == "model_starting" and "ml-team/qwen3-small" in error["message"], error
+    finally:
+        kube.delete("apps/v1", "Deployment", "modelplane-standby", namespace)
+        kube.delete("v1", "Service", "modelplane-standby", namespace)
+
+
+# --- bad input -------------------------------------------------------------------------------------------------
+
+def waiting_reason(pod: dict) -> str | None:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return statuses and (statuses[0]["state"].get("waiting") or {}).get("reason")
+
+
+def image_never_pulled(kube: Kube, pod: dict) -> bool:
+    return waiting_reason(pod) == "ErrImageNeverPull"
+
+
+def startup_probe_failing(kube: Kube, pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and any(
+        "statuscode: 503" in m for m in probe_failures(kube, pod, "Startup"))
+
+
+# One copy each: the composed anti-affinity puts at most one engine pod on a node, and the serving deployment holds
+# the other real node.
+BAD_INPUT = {
+    "absent-image": (dict(image="modelplane.test/absent-engine:local"), image_never_pulled),
+    "never-healthy": (dict(startup_seconds=NEVER_SECONDS), startup_probe_failing),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_a_broken_engine_leaves_its_deployment_not_ready_and_breaks_nothing(kube, live_cluster, serving, case):
+    changes, failing = BAD_INPUT[case]
+    wait_deployment_ready(kube, serving)
+    deployment = live_deployment(live_cluster, f"qwen3-{case}", copies=1, **changes)
+    namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    kube.apply(deployment)
+    ever_ready: list[dict] = []
+
+    def watched() -> dict:
+        now = deployment_now(kube, namespace, name)
+        if conditions(now).get("Ready") == "True":
+            ever_ready.append(now.get("status"))
+        return now
+
+    try:
+        # The kubelet's own failure: the image is not there (and may not be pulled), or the engine's /health
+        # answers 503 to the composed startup probe.
+        wait_for(f"the kubelet failing {name}'s pod ({failing.__name__})",
+                 lambda: watched() is not None and (pods := engine_pods(kube, namespace, name))
+                 and all(failing(kube, p) for p in pods), CONVERGE_SECONDS,
+                 lambda: describe_pods(kube, engine_pods(kube, namespace, name)))
+
+        # Everything else the replica composes becomes Ready; the engine's workload, which provider-kubernetes
+        # observes unavailable, never does. That is all the ModelDeployment says: Crossplane's "Creating" naming the
+        # composed workload, not the pod's own failure (the function reads the workload's status, not its pods').
+        workload = f"replica-0-{CLUSTER_NAME}-{deployment['spec']['template']['spec']['engines'][0]['name']}"
+
+        def settled() -> dict | None:
+            now = watched()
+            ready = [c for c in (now.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"]
+            return now if ready and ready[0]["status"] == "False" and ready[0].get(
+                "message") == f"Unready resources: {workload}" else None
+
+        said = wait_for(f"{name} not Ready, waiting only on its engine's workload", settled, CONVERGE_SECONDS,
+                        lambda: str(deployment_now(kube, namespace, name).get("status")))
+        [ready] = [c for c in said["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready["reason"] == "Creating", ready
+        assert [r["ready"] for r in said["status"]["replicas"]] == [False], said["status"]
+        assert not said["status"].get("readyReplicas"), said["status"]
+        for pod in engine_pods(kube, namespace, name):
+            assert condition(pod, "Ready") == "False", pod_status(kube, namespace, pod["metadata"]["name"])
+            assert failing(kube, pod), pod_status(kube, namespace, pod["metadata"]["name"])
+        assert ever_ready == [], f"{name} was Ready: {ever_ready}"
+        # Nothing else broke: the serving deployment and its engines are still Ready.
+        assert conditions(deployment_now(kube, serving.namespace, serving.name)).get("Ready") == "True"
+        assert all(condition(p, "Ready") == "True" for p in engine_pods(kube, serving.namespace, serving.name))
+    finally:
+        remove_deployment(kube, deployment)
