@@ -32,8 +32,8 @@ use modelplane_function::{
     render::RequestBuilder,
     run_function,
     schedule::{ClusterView, Input, devices, schedule},
-    stack::cluster_gateway::tls,
     validate,
+    workload::cluster_gateway::tls,
 };
 use prost::Message;
 use serde_json::{Value, json};

@@ -20,8 +20,9 @@
 //! - [`api`]: typed views of the composites (and of the InferenceCluster status the scheduler reads), decoded
 //!   from the request.
 //! - [`schedule`]: the fleet scheduler, which places every replica on a cluster and each engine on a pool.
-//! - [`stack`]: the Standard and Dynamo serving stacks behind one trait, the version-locked component table,
-//!   the cluster gateway with its TLS, a replica's routing, and the names other software knows (`well_known`).
+//! - [`stack`]: the Standard and Dynamo serving stacks behind one trait, and the version-locked component table.
+//! - [`workload`]: what runs on a workload cluster the same way on both stacks: engine pods, flags and metrics,
+//!   disaggregation, a replica's routing, the cluster gateway with its TLS, and the names other software knows.
 //! - [`error`]: the error composers, the scheduler and the stacks report bad input with.
 //! - [`sdk`]: request readers and response writers named as in Crossplane's function SDKs.
 //! - [`wire`]: `google.protobuf.Struct` kept as bytes and decoded straight into typed views; [`proto`]: the
@@ -34,7 +35,7 @@
 //!   not, so the tests crate and the fuzz targets keep their own).
 //!
 //! Imports run one way, types below behaviour: [`error`], [`api`], [`wire`] and [`limits`] import none of the
-//! layers above them; [`validate`], [`cel`], [`schedule`], [`stack`] and [`fleet_metrics`] import types only; [`compose`] uses all of
+//! layers above them; [`validate`], [`cel`], [`schedule`], [`stack`], [`workload`] and [`fleet_metrics`] import types only; [`compose`] uses all of
 //! those, and [`dispatch`], [`server`] and [`render`] sit on top (tests build requests with `render`'s builder).
 //! Vocabulary several composers share is in `compose::shared` and `compose::conditions`, not in one composer
 //! that the others reach into.
@@ -57,5 +58,6 @@ pub mod stack;
 pub mod standby;
 pub mod validate;
 pub mod wire;
+pub mod workload;
 
 pub use dispatch::run_function;

@@ -284,7 +284,7 @@ pub const KUBE_PROMETHEUS_STACK: Component = Component {
 const NVIDIA_PCI_NODE_LABEL: &str = "feature.node.kubernetes.io/pci-10de.present";
 
 /// GPU utilisation and memory per device, attributed to the pod holding it, for the `modelplane_gpu_*` series
-/// ([`super::engine_metrics`]). EKS only: its AL2023 NVIDIA AMI runs containers under the NVIDIA runtime, which
+/// ([`crate::workload::engine_metrics`]). EKS only: its AL2023 NVIDIA AMI runs containers under the NVIDIA runtime, which
 /// gives the exporter every GPU of its node (its image asks for all); the other clouds' images do not, and GKE
 /// collects DCGM itself.
 pub const DCGM_EXPORTER: Component = Component {
@@ -312,7 +312,7 @@ pub const DCGM_EXPORTER: Component = Component {
           attributes them, scraped by the kube-prometheus-stack above",
 };
 
-/// The recording rules that give every engine's figures one name ([`super::engine_metrics`]), loaded by the
+/// The recording rules that give every engine's figures one name ([`crate::workload::engine_metrics`]), loaded by the
 /// Prometheus above (its values select PrometheusRules from every namespace).
 pub const ENGINE_METRICS: Component = Component {
     name: "engine-metrics",
@@ -386,7 +386,7 @@ pub const INFERENCE_EXTENSION_CRDS: Component = Component {
 pub const CLUSTER_GATEWAY: Component = Component {
     name: "cluster-gateway",
     version: ENVOY_GATEWAY.version,
-    namespace: super::well_known::GATEWAY_NAMESPACE,
+    namespace: crate::workload::well_known::GATEWAY_NAMESPACE,
     install: Install::Objects,
     needs: Needs::Always,
     why: "the one Gateway every replica's route attaches to, served by this table's Envoy Gateway",
@@ -397,14 +397,17 @@ pub fn common_objects() -> Vec<(&'static str, Vec<super::StackObject>)> {
     vec![
         (
             INFERENCE_EXTENSION_CRDS.name,
-            super::cluster_gateway::inference_extension_crds(),
+            crate::workload::cluster_gateway::inference_extension_crds(),
         ),
-        (CLUSTER_GATEWAY.name, super::cluster_gateway::cluster_gateway()),
+        (
+            CLUSTER_GATEWAY.name,
+            crate::workload::cluster_gateway::cluster_gateway(),
+        ),
         (
             ENGINE_METRICS.name,
             vec![super::StackObject::created(
                 "rules",
-                super::engine_metrics::recording_rules(ENGINE_METRICS.namespace),
+                crate::workload::engine_metrics::recording_rules(ENGINE_METRICS.namespace),
             )],
         ),
     ]
@@ -504,7 +507,7 @@ pub const KAI_QUEUES: Component = Component {
 pub const MODEL_EXPRESS: Component = Component {
     name: "modelexpress-server",
     version: super::model_express::VERSION,
-    namespace: super::well_known::MODEL_EXPRESS_NAMESPACE,
+    namespace: crate::workload::well_known::MODEL_EXPRESS_NAMESPACE,
     install: Install::Objects,
     needs: Needs::Always,
     why: "brokers GPU-to-GPU weight transfer between replicas; the release whose CRDs the server's Kubernetes \

@@ -2,8 +2,9 @@
 
 use crate::wire::tree::{Tree, tree};
 
-use super::{EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, pod, well_known::WORKLOAD_LABEL};
+use super::{EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV};
 use crate::api::model_deployment::Role;
+use crate::workload::{pod, well_known::WORKLOAD_LABEL};
 
 pub fn leader_worker_set(w: &EngineWorkload) -> Tree {
     let engine = w.engine;

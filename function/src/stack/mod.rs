@@ -3,7 +3,7 @@
 //!
 //! Two halves: what a stack installs on a cluster (its rows of the component table and their objects, read by
 //! the InferenceCluster composer), and how it runs an engine (read by the ModelDeployment composer). A
-//! Standalone engine is a Deployment everywhere ([`pod::deployment`]); a Leader + Worker gang is where stacks
+//! Standalone engine is a Deployment everywhere ([`crate::workload::pod::deployment`]); a Leader + Worker gang is where stacks
 //! differ: a LeaderWorkerSet on Standard, a Grove PodCliqueSet gang-scheduled by KAI on Dynamo. So is how a
 //! gang's pods learn their leader's address and their rank, and what else an engine is told (the ModelExpress
 //! server on Dynamo).
@@ -16,20 +16,12 @@ use crate::api::{
     model_deployment::{Engine, Phase, TemplateMetadata},
 };
 
-pub mod cluster_gateway;
 pub mod components;
-pub mod disaggregation;
 pub mod dynamo;
-pub mod engine_flags;
-pub mod engine_metrics;
 mod leader_worker_set;
 pub mod model_express;
-pub mod names;
-pub mod pod;
 mod pod_clique_set;
-pub mod replica_routing;
 pub mod standard;
-pub mod well_known;
 
 pub use components::{Cloud, ClusterFacts, Component, Install, Needs, RemoteWriteTarget};
 

@@ -4,11 +4,9 @@
 
 use crate::wire::tree::{Fields, Text, Tree, tree};
 
-use super::{
-    CacheUse, EngineAdditions, StackObject,
-    well_known::{MODEL_EXPRESS_GRPC_PORT, MODEL_EXPRESS_IMAGE, MODEL_EXPRESS_NAMESPACE},
-};
+use super::{CacheUse, EngineAdditions, StackObject};
 use crate::api::inference_cluster::PoolStatus;
+use crate::workload::well_known::{MODEL_EXPRESS_GRPC_PORT, MODEL_EXPRESS_IMAGE, MODEL_EXPRESS_NAMESPACE};
 
 pub const VERSION: &str = "0.4.1";
 pub const NAME: &str = "modelexpress-server";

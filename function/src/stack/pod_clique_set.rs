@@ -13,8 +13,9 @@
 
 use crate::wire::tree::{Tree, tree};
 
-use super::{EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV, pod, well_known::WORKLOAD_LABEL};
+use super::{EngineWorkload, LEADER_ADDRESS_ENV, RANK_ENV};
 use crate::api::model_deployment::{Engine, Role};
+use crate::workload::{pod, well_known::WORKLOAD_LABEL};
 
 pub const SCALING_GROUP: &str = "gang";
 const LEADER_CLIQUE: &str = "leader";

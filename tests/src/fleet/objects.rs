@@ -5,7 +5,7 @@
 //!
 //! Everything is derived from indices, so the same call always builds the same object.
 
-use modelplane_function::stack::cluster_gateway::tls;
+use modelplane_function::workload::cluster_gateway::tls;
 use serde_json::{Value, json};
 
 /// A GPU node shape, as an InferenceClass describes it.

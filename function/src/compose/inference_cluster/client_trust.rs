@@ -18,7 +18,7 @@ use crate::{
     compose::Output,
     proto::v1::{ResourceSelector, RunFunctionRequest},
     sdk::request,
-    stack::cluster_gateway::{
+    workload::cluster_gateway::{
         client_tls::{self, MAX_TRUSTED_CAS},
         tls::CA_KEY,
     },

@@ -22,11 +22,8 @@ use crate::{
     compose::{Output, remote},
     proto::v1::{RunFunctionRequest, Status},
     sdk::request,
-    stack::{
-        ServingStack,
-        cluster_gateway::{GATEWAY_SUFFIX, tls},
-        components::CLUSTER_GATEWAY,
-    },
+    stack::{ServingStack, components::CLUSTER_GATEWAY},
+    workload::cluster_gateway::{GATEWAY_SUFFIX, tls},
 };
 
 /// Kinds that never report conditions: existing is as ready as they get. A Secret is one a cloud composes on

@@ -29,7 +29,7 @@ use crate::{
     compose::{Output, remote},
     proto::v1::{RunFunctionRequest, Status},
     sdk::request,
-    stack::cluster_gateway::{
+    workload::cluster_gateway::{
         client_tls::{self, CA_PUBLISHED, CERTIFICATE_READY, MAX_TRUSTED_CAS},
         tls::published_ca,
     },

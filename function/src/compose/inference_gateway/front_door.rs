@@ -9,7 +9,7 @@ use crate::{
     compose::{remote::secret_copy, shared::CONTROL_NAMESPACE},
 };
 
-use crate::{compose::shared::GATEWAY_NAME, stack::well_known::GATEWAY_NAMESPACE};
+use crate::{compose::shared::GATEWAY_NAME, workload::well_known::GATEWAY_NAMESPACE};
 
 /// The header Envoy Gateway stamps the authenticated caller's identity onto (the key's name in its Secret), so
 /// engines and usage records can tell tenants apart. It is removed from the request before anything else can set
@@ -107,8 +107,7 @@ pub fn gateway(hostname: Option<&str>, certificates: &[SecretToCopy], parameters
     if let Some(hostname) = hostname {
         listener.insert("hostname", hostname);
     }
-    let mut spec =
-        fields!({"gatewayClassName": crate::stack::cluster_gateway::GATEWAY_CLASS, "listeners": [listener]});
+    let mut spec = fields!({"gatewayClassName": crate::workload::cluster_gateway::GATEWAY_CLASS, "listeners": [listener]});
     if let Some(parameters_ref) = parameters_ref {
         spec.insert("infrastructure", tree!({"parametersRef": parameters_ref}));
     }

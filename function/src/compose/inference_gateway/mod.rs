@@ -36,7 +36,7 @@ mod client_certificate;
 mod front_door;
 mod standby;
 
-use crate::stack::{cluster_gateway::client_tls, well_known::GATEWAY_NAMESPACE};
+use crate::workload::{cluster_gateway::client_tls, well_known::GATEWAY_NAMESPACE};
 
 const CLUSTERS: &str = "clusters";
 

@@ -8,10 +8,8 @@
 
 use crate::wire::tree::{Tree, tree};
 
-use crate::stack::{
-    components::{ENVOY_GATEWAY, KUBE_PROMETHEUS_STACK},
-    well_known::{GATEWAY_NAMESPACE, STANDBY_IMAGE, STANDBY_PORT, STANDBY_SERVICE},
-};
+use crate::stack::components::{ENVOY_GATEWAY, KUBE_PROMETHEUS_STACK};
+use crate::workload::well_known::{GATEWAY_NAMESPACE, STANDBY_IMAGE, STANDBY_PORT, STANDBY_SERVICE};
 
 /// The pod label the Service, the PodMonitor and the NetworkPolicy select.
 const APP_LABEL: &str = "app.kubernetes.io/name";

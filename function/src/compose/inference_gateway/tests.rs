@@ -5,7 +5,7 @@ use crate::compose::fixtures::{
     self, observed_owner, request, run, sanitized_owned_secret, with_observed, with_required,
 };
 use crate::proto::v1::Status;
-use crate::stack::cluster_gateway::client_tls;
+use crate::workload::cluster_gateway::client_tls;
 
 fn gateway(spec: Value, status: Value) -> Value {
     json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceGateway",

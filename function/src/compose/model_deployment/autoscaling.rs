@@ -14,7 +14,7 @@
 //! KEDA is the control plane's to install. Its CRD is read as a requirement, so a control plane without it gets
 //! a condition that says so instead of a composed resource Crossplane could not apply.
 //!
-//! [`engine_metrics`]: crate::stack::engine_metrics
+//! [`engine_metrics`]: crate::workload::engine_metrics
 
 use serde::de::IgnoredAny;
 

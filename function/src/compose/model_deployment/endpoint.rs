@@ -11,7 +11,7 @@ use crate::{
     compose::{API_VERSION, Output, remote},
     proto::v1::RunFunctionRequest,
     schedule::ClusterView,
-    stack::{
+    workload::{
         names::child_name,
         replica_routing,
         well_known::{GATEWAY_NAMESPACE, STANDBY_PORT, STANDBY_SERVICE},

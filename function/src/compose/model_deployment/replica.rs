@@ -12,10 +12,8 @@ use crate::{
     },
     compose::remote,
     schedule::{self, EnginePlacement, Placement, cluster},
-    stack::{
-        CacheUse, EngineWorkload, ServingStack, engine_metrics, names::child_name, pod, replica_routing,
-        serving_stack, well_known::SERVING_LABEL,
-    },
+    stack::{CacheUse, EngineWorkload, ServingStack, serving_stack},
+    workload::{engine_metrics, names::child_name, pod, replica_routing, well_known::SERVING_LABEL},
 };
 
 pub use crate::api::ledger::{CLUSTER_ANNOTATION, REPLICA_ANNOTATION};

@@ -14,7 +14,7 @@ use crate::{
     wire::tree::{Tree, fields, tree},
 };
 
-use crate::stack::well_known::GATEWAY_NAMESPACE;
+use crate::workload::well_known::GATEWAY_NAMESPACE;
 /// Envoy AI Gateway copies the body's `model` into this header before routing.
 pub const MODEL_HEADER: &str = "x-ai-eg-model";
 
@@ -100,7 +100,7 @@ pub fn ca_config_map(name: &str, namespace: &str, tls: &EndpointTls) -> Tree {
     tree!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": ca_config_map_name(name), "namespace": namespace},
-        "data": {crate::stack::cluster_gateway::tls::CA_KEY: &tls.ca_certificate},
+        "data": {crate::workload::cluster_gateway::tls::CA_KEY: &tls.ca_certificate},
     })
 }
 

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::composition_key;
 use crate::{
     compose::remote::OBJECT_API_VERSION,
-    stack::cluster_gateway::{client_tls, tls},
+    workload::cluster_gateway::{client_tls, tls},
 };
 
 /// The account every simulated ARN is in.

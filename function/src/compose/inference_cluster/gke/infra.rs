@@ -13,7 +13,7 @@ use super::{
 };
 use crate::{
     compose::{Output, crossplane::EXTERNAL_NAME_POINTER, inference_cluster::provision},
-    stack::names::child_name,
+    workload::names::child_name,
 };
 
 const COMPUTE: &str = "compute.gcp.m.upbound.io/v1beta1";

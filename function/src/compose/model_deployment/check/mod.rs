@@ -10,7 +10,7 @@ use crate::{
     api::model_deployment::{ModelDeploymentSpec, Phase, ReplicaSpec, Role, TemplateMetadata},
     compose::ComposeError,
     limits::quote,
-    stack::{
+    workload::{
         disaggregation::PORT_FLAG,
         engine_flags,
         well_known::{DEFAULT_DECODE_ENGINE_PORT, SERVING_PORT},

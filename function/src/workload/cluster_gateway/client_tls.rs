@@ -19,7 +19,7 @@ use super::{
     CLUSTER_GATEWAY,
     tls::{self, CA_KEY},
 };
-use crate::stack::well_known::GATEWAY_NAMESPACE;
+use crate::workload::well_known::GATEWAY_NAMESPACE;
 
 /// The fleet client CA: its Certificate and Secret (in cert-manager's namespace, where trust-manager reads sources
 /// and a ClusterIssuer its CA), its ClusterIssuer, its Bundle, and the ConfigMap the Bundle writes.

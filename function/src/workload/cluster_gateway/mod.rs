@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use crate::wire::tree::{Tree, tree};
 
-use super::{StackObject, well_known::GATEWAY_NAMESPACE};
+use super::well_known::GATEWAY_NAMESPACE;
+use crate::stack::StackObject;
 
 pub mod client_tls;
 pub mod tls;

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use crate::wire::tree::{Fields, Text, Tree, tree};
 
 use super::{
-    EngineWorkload, disaggregation,
+    disaggregation,
     well_known::{INFERENCE_POOL_LABEL, ROLE_LABEL, SERVING_LABEL, SERVING_PORT, WORKLOAD_LABEL},
 };
 use crate::api::{
@@ -21,6 +21,7 @@ use crate::api::{
     model_cache,
     model_deployment::{Member, Phase, Role},
 };
+use crate::stack::EngineWorkload;
 
 /// The pod's one claim, covering every device request of its member.
 const CLAIM_NAME: &str = "devices";

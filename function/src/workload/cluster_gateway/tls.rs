@@ -14,7 +14,8 @@ use crate::wire::tree::{Tree, tree};
 
 use crate::{
     api::ca::valid_ca,
-    stack::{StackObject, components::CERT_MANAGER, well_known::GATEWAY_NAMESPACE},
+    stack::{StackObject, components::CERT_MANAGER},
+    workload::well_known::GATEWAY_NAMESPACE,
 };
 
 /// The name the cluster gateway's certificate is issued for and the fleet gateway asks for. It resolves
