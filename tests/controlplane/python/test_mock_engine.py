@@ -21,7 +21,7 @@ from installs import CONTROLPLANE, built_component
 from kube import REPO_ROOT, wait_for
 
 MODULE = CONTROLPLANE / "modules" / "mock-engine"
-ENGINE_METRICS = REPO_ROOT / "function" / "src" / "stack" / "engine_metrics.rs"
+ENGINE_METRICS = REPO_ROOT / "function" / "src" / "workload" / "engine_metrics.rs"
 # Every wait here is on a local process that starts in milliseconds.
 START_SECONDS = 20
 
@@ -203,7 +203,7 @@ def test_streams_end_with_done(start):
 
 def vllm_sources() -> dict[str, list[str]]:
     """Each `modelplane_*` figure the composed rules record, with the vLLM metric names they read it from (the
-    function's own table, function/src/stack/engine_metrics.rs)."""
+    function's own table, function/src/workload/engine_metrics.rs)."""
     source = ENGINE_METRICS.read_text()
     figures = {record: re.findall(r'"(vllm:[a-z_]+)"', sources) for record, sources in
                re.findall(r'record:\s*"([^"]+)",.*?sources:\s*&\[(.*?)\]', source, re.DOTALL)}

@@ -28,7 +28,7 @@ from workload import (API, OBJECT_API, RELEASE_API, composed_by, conditions, kub
 EXAMPLES = REPO_ROOT / "examples"
 CONVERGE_SECONDS = 180
 GATEWAY_API = "gateway.networking.k8s.io/v1"
-# Where our cluster gateway lives on every workload cluster (function/src/stack/well_known.rs).
+# Where our cluster gateway lives on every workload cluster (function/src/workload/well_known.rs).
 GATEWAY_NAMESPACE = "modelplane-system"
 CLUSTER_NAME = "onprem-kwok"
 

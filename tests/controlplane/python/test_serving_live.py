@@ -47,7 +47,7 @@ STARTUP_SECONDS = 15
 NEVER_SECONDS = 86400
 # Crossplane reconciles on watch events; provider-kubernetes polls every 10 s; pods start on a loaded machine.
 CONVERGE_SECONDS = 240
-SERVING_PORT = 8000  # function/src/stack/well_known.rs
+SERVING_PORT = 8000  # function/src/workload/well_known.rs
 FLEET_GATEWAY = EXAMPLES / "services" / "fleet-gateway.yaml"
 FLEET = REPO_ROOT / "tests" / "fixtures" / "services" / "fleet.yaml"
 
