@@ -91,6 +91,13 @@ def events(kube: Kube, namespace: str, name: str) -> list[dict]:
     return listing.get("items", [])
 
 
+def probe_failures(kube: Kube, namespace: str, name: str, probe: str | None = None) -> list[str]:
+    """The kubelet's messages for failed probes of pod `name`: of one probe (`Startup`, `Readiness`, `Liveness`), or
+    of any."""
+    return [e["message"] for e in events(kube, namespace, name) if e["reason"] == "Unhealthy"
+            and (probe is None or e["message"].startswith(f"{probe} probe failed"))]
+
+
 def pod_log(kube: Kube, namespace: str, name: str) -> str:
     """The pod's log, read through kube-apiserver from the kubelet (its client certificate, the kubelet's
     serving certificate checked against the test CA)."""

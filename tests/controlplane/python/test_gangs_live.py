@@ -20,7 +20,7 @@ import requests
 
 import images
 from kube import Kube, wait_for
-from real_nodes import POD_SECONDS, condition, events, on_real_node, pod_status, require_kubelets
+from real_nodes import POD_SECONDS, condition, on_real_node, pod_status, probe_failures, require_kubelets
 from test_gangs import LEADER_ADDRESS, composed, gang_fleet, grove_pods, host_address, lws_pods, one
 
 RESOURCE_API = "resource.k8s.io/v1"
@@ -48,10 +48,6 @@ def running(kube: Kube, namespace: str, name: str) -> dict:
     return wait_for(f"pod {namespace}/{name} Running", lambda: (
         p := kube.get("v1", "Pod", name, namespace)) and (p.get("status") or {}).get("phase") == "Running"
         and p["status"].get("podIP") and p, POD_SECONDS, lambda: pod_status(kube, namespace, name))
-
-
-def probe_failures(kube: Kube, namespace: str, name: str) -> list[str]:
-    return [e["message"] for e in events(kube, namespace, name) if e["reason"] == "Unhealthy"]
 
 
 @pytest.fixture(scope="module")

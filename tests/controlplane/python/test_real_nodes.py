@@ -20,7 +20,7 @@ import images
 import installs
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
 from real_nodes import (POD_SECONDS, condition, events, load_shell_image, on_real_node, pod, pod_log, pod_status,
-                        require_kubelets, shell_container, wait_finished, wait_ready)
+                        probe_failures, require_kubelets, shell_container, wait_finished, wait_ready)
 
 NAMESPACE = "real-nodes"
 EXAMPLES = REPO_ROOT / "examples"
@@ -49,11 +49,6 @@ def probed(name: str, script: str) -> dict:
         livenessProbe={"tcpSocket": {"port": HTTP_PORT}, "periodSeconds": 2})])
 
 
-def probe_failures(kube: Kube, name: str, probe: str) -> list[str]:
-    return [e["message"] for e in events(kube, NAMESPACE, name)
-            if e["reason"] == "Unhealthy" and e["message"].startswith(f"{probe} probe failed")]
-
-
 def test_a_readiness_probe_gates_ready_and_a_failing_one_never_passes(real):
     # Two pods alike but for the file their readiness probe asks for: one writes it after a while, one never.
     real.apply(probed("late", f"mkdir -p /www; (sleep 4; echo ok >/www/ready) & {SERVE}"))
@@ -63,7 +58,7 @@ def test_a_readiness_probe_gates_ready_and_a_failing_one_never_passes(real):
     assert late["status"]["podIP"].startswith("10.244."), late["status"]
     # The kubelet ran the HTTP probe against the container: it failed (404) until the file was there.
     failures = wait_for("the kubelet's failed readiness probes of `never`",
-                        lambda: probe_failures(real, "never", "Readiness"), POD_SECONDS,
+                        lambda: probe_failures(real, NAMESPACE, "never", "Readiness"), POD_SECONDS,
                         lambda: str(events(real, NAMESPACE, "never")))
     assert any("statuscode: 404" in f for f in failures), failures
     never = real.get("v1", "Pod", "never", NAMESPACE)
@@ -72,7 +67,7 @@ def test_a_readiness_probe_gates_ready_and_a_failing_one_never_passes(real):
     assert never["status"]["containerStatuses"][0]["started"] is True
     # Its liveness (TCP) probe passes: it is never restarted for being unready.
     assert never["status"]["containerStatuses"][0]["restartCount"] == 0
-    assert not probe_failures(real, "never", "Liveness")
+    assert not probe_failures(real, NAMESPACE, "never", "Liveness")
 
 
 def test_a_failing_exec_liveness_probe_restarts_the_container(real):
@@ -87,7 +82,7 @@ def test_a_failing_exec_liveness_probe_restarts_the_container(real):
         return statuses and statuses[0]["restartCount"] >= 1
     wait_for("the container restarted for its failed liveness probe", restarted, POD_SECONDS,
              lambda: pod_status(real, NAMESPACE, "liveness"))
-    assert probe_failures(real, "liveness", "Liveness"), events(real, NAMESPACE, "liveness")
+    assert probe_failures(real, NAMESPACE, "liveness", "Liveness"), events(real, NAMESPACE, "liveness")
 
 
 def test_the_memory_limit_is_the_containers_cgroup_limit(real):

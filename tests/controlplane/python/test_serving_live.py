@@ -30,7 +30,7 @@ import pytest
 import images
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
 from real_nodes import (KUBELET_LABEL, POD_SECONDS, TOLERATE_ALL, condition, events, load_shell_image, pod,
-                        pod_log, pod_status, require_kubelets, shell_container, wait_finished)
+                        pod_log, pod_status, probe_failures, require_kubelets, shell_container, wait_finished)
 from simulated_nodes import GPU_TAINT, POOL_LABEL, RESOURCE_API, SYSTEM_POOL, apply_simulated, node
 from test_fleet_metrics import composed, manifest_of
 from test_scheduling import apply_until_serving, existing_cluster
@@ -137,12 +137,6 @@ def describe_pods(kube: Kube, pods: list[dict]) -> str:
     return str([pod_status(kube, p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods])
 
 
-def probe_failures(kube: Kube, pod: dict, probe: str) -> list[str]:
-    """The kubelet's events for `probe` failing on `pod` (`Startup`, `Readiness`, `Liveness`)."""
-    return [e["message"] for e in events(kube, pod["metadata"]["namespace"], pod["metadata"]["name"])
-            if e["reason"] == "Unhealthy" and e["message"].startswith(f"{probe} probe failed")]
-
-
 def remove_deployment(kube: Kube, deployment: dict) -> None:
     namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
     kube.delete(API, "ModelDeployment", name, namespace)
@@ -207,7 +201,7 @@ def test_the_kubelet_holds_readiness_until_the_engine_is_healthy(kube, serving):
             assert container[probe]["httpGet"]["path"] == "/health", container[probe]
             assert container[probe]["httpGet"]["port"] == SERVING_PORT, container[probe]
         # The kubelet ran the startup probe while the engine still answered 503: the pod was not Ready then.
-        failures = probe_failures(kube, pod, "Startup")
+        failures = probe_failures(kube, pod["metadata"]["namespace"], pod["metadata"]["name"], "Startup")
         assert any("statuscode: 503" in f for f in failures), (failures, events(kube, serving.namespace,
                                                                                 pod["metadata"]["name"]))
     assert serving.early == [], "the ModelDeployment was Ready before its engine pods were"
@@ -342,7 +336,8 @@ def image_never_pulled(kube: Kube, pod: dict) -> bool:
 
 def startup_probe_failing(kube: Kube, pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") == "Running" and any(
-        "statuscode: 503" in m for m in probe_failures(kube, pod, "Startup"))
+        "statuscode: 503" in m
+        for m in probe_failures(kube, pod["metadata"]["namespace"], pod["metadata"]["name"], "Startup"))
 
 
 # One copy each: the composed anti-affinity puts at most one engine pod on a node, and the serving deployment holds
