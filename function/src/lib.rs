@@ -49,6 +49,7 @@ pub mod error;
 pub mod fleet_metrics;
 pub mod limits;
 pub mod memory;
+pub mod pod_report;
 pub mod proto;
 pub mod render;
 pub mod schedule;

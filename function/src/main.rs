@@ -32,6 +32,19 @@ enum Command {
     /// Answer requests for scaled-to-zero deployments with 503 and Retry-After, and report them as demand (what
     /// an InferenceGateway runs on its cluster; docs/metrics.md).
     Standby(StandbyArgs),
+    /// Report why engine pods are not ready, one ConfigMap per workload, for ModelDeployments to read (what each
+    /// workload cluster runs; docs/api.md).
+    ReportPods(ReportPodsArgs),
+}
+
+#[derive(Args)]
+struct ReportPodsArgs {
+    /// The label every engine pod carries; its value names the workload.
+    #[arg(long, env = "SELECTOR", default_value = modelplane_function::workload::well_known::WORKLOAD_LABEL)]
+    selector: String,
+    /// Seconds between two rounds of writing the reports that changed.
+    #[arg(long, env = "PERIOD_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    period_seconds: u64,
 }
 
 #[derive(Args)]
@@ -146,6 +159,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Serve(args)) => runtime.block_on(serve_command(args)),
         Some(Command::Standby(args)) => runtime.block_on(standby_command(args)),
+        Some(Command::ReportPods(args)) => runtime.block_on(report_pods_command(args)),
         None => runtime.block_on(serve_command(cli.serve)),
     }
 }
@@ -167,6 +181,21 @@ fn init_logging(debug: bool, to_stderr_plain: bool) {
         builder.init()
     } else {
         builder.json().flatten_event(true).with_current_span(true).init()
+    }
+}
+
+async fn report_pods_command(args: ReportPodsArgs) -> ExitCode {
+    init_logging(false, false);
+    let options = modelplane_function::pod_report::Options {
+        selector: args.selector,
+        period: std::time::Duration::from_secs(args.period_seconds),
+    };
+    match modelplane_function::pod_report::run(options).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "pod reporter failed");
+            ExitCode::FAILURE
+        }
     }
 }
 

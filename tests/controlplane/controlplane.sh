@@ -414,9 +414,14 @@ cmd_up() {
         --unsafe-no-fsync --log-level warn
     wait_ready etcd etcd_ready "$etcd_port"
 
+    # Pods reach the API server as in any cluster, through the `kubernetes` Service, whose endpoint must not be a
+    # loopback address: with real nodes it listens on every address and advertises the first node's bridge, and
+    # the nodes' table (nodes.sh) drops its port on every interface but loopback and the bridges.
+    local api_bind=127.0.0.1 api_advertise=127.0.0.1
+    if ((kubelets)); then api_bind=0.0.0.0 api_advertise="$cluster_dns"; fi
     start kube-apiserver "$bin_dir/kube-apiserver" \
         --etcd-servers "http://127.0.0.1:$etcd_port" \
-        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+        --bind-address "$api_bind" --advertise-address "$api_advertise" --secure-port "$api_port" \
         --cert-dir "$state/apiserver-certs" \
         --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
         --client-ca-file "$pki/ca.crt" --authorization-mode RBAC \

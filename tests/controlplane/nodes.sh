@@ -338,6 +338,7 @@ table inet $nodes_table {
         iifname "lo" accept
         iifname "mpbr*" accept
         ip daddr 10.244.0.0/16 drop
+        tcp dport $api_port drop
     }
 }
 EOF

@@ -45,7 +45,9 @@ def test_dynamo_example_installs_grove_kai_queues_and_one_model_express_server()
     assert {"grove-charts", "kai-scheduler"} <= charts and "lws" not in charts
     wrapped = [manifests.unwrap(o) for o in objects if manifests.is_provider_kubernetes_object(o)]
     kinds = sorted(m["kind"] for m in wrapped)
-    assert kinds.count("Deployment") == 1 and kinds.count("Queue") == 2, kinds
+    # ModelExpress's server and the pod reporter every cluster runs.
+    deployments = sorted(m["metadata"]["name"] for m in wrapped if m["kind"] == "Deployment")
+    assert deployments == ["modelexpress-server", "modelplane-pod-reporter"] and kinds.count("Queue") == 2, kinds
     # ModelExpress's two, and the two of the inference extension every cluster gets for its replicas' pools.
     assert kinds.count("CustomResourceDefinition") == 4, kinds
     status = docs[0]["status"]

@@ -29,9 +29,22 @@ def render(xr: Path, *cluster_dirs: Path) -> list[dict]:
 
 
 def workload_manifests(rendered: list[dict]) -> list[dict]:
-    objects = [o for o in rendered if manifests.is_provider_kubernetes_object(o)]
+    """What the composed Objects write to the cluster: not those that only read (each workload's pod report)."""
+    objects = [o for o in rendered if manifests.is_provider_kubernetes_object(o)
+               and o["spec"].get("managementPolicies") != ["Observe"]]
     assert objects, "nothing was composed"
     return manifests.unwrap_all(objects)
+
+
+def test_each_engine_workload_reads_its_pod_report_and_writes_nothing_there():
+    rendered = render(SMALL, CLUSTERS / "standard")
+    read = [o for o in rendered if manifests.is_provider_kubernetes_object(o)
+            and o["spec"].get("managementPolicies") == ["Observe"]]
+    [workload] = [m for m in workload_manifests(rendered) if m["kind"] == "Deployment"]
+    assert [manifests.unwrap(o) for o in read] == [
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": f"pods.{workload['metadata']['namespace']}.{workload['metadata']['name']}",
+                      "namespace": "modelplane-system"}}]
 
 
 def kinds(found: list[dict]) -> list[str]:

@@ -5,6 +5,7 @@
 use strum::IntoStaticStr;
 
 use crate::api::model_deployment::UnplacedReason;
+use crate::workload::pod_report::PodReason;
 
 /// A condition type, one per question a user asks of a composite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr)]
@@ -37,6 +38,8 @@ pub enum ConditionType {
     Autoscaling,
     /// ModelDeployment: its engines report to the fleet's metrics, within `spec.slo` when it sets targets.
     Serving,
+    /// ModelDeployment: every placed replica's engine pods run and are ready, or what keeps them from it.
+    EnginesRunning,
 }
 
 /// Why a condition has its status.
@@ -93,6 +96,14 @@ pub enum Reason {
     NoBackends,
     Waiting,
     Routed,
+    // ModelDeployment engine pods, as the clusters' pod reporters see them
+    EnginesRunning,
+    EnginesStarting,
+    Unschedulable,
+    ImagePullFailed,
+    EngineConfigInvalid,
+    EngineCrashing,
+    EngineNotHealthy,
 }
 
 impl ConditionType {
@@ -104,6 +115,20 @@ impl ConditionType {
 impl Reason {
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+}
+
+impl From<PodReason> for Reason {
+    fn from(reason: PodReason) -> Self {
+        match reason {
+            PodReason::Unschedulable => Reason::Unschedulable,
+            PodReason::ImagePullFailed => Reason::ImagePullFailed,
+            PodReason::EngineConfigInvalid => Reason::EngineConfigInvalid,
+            PodReason::EngineCrashing => Reason::EngineCrashing,
+            PodReason::EngineNotHealthy => Reason::EngineNotHealthy,
+            PodReason::EnginesStarting => Reason::EnginesStarting,
+            PodReason::EnginesRunning => Reason::EnginesRunning,
+        }
     }
 }
 
@@ -128,5 +153,17 @@ mod tests {
             Reason::from(UnplacedReason::NoMatchingCluster).as_str(),
             UnplacedReason::NoMatchingCluster.as_str()
         );
+        // The reporter writes a pod reason by name; the condition shows the same name.
+        for reason in [
+            PodReason::Unschedulable,
+            PodReason::ImagePullFailed,
+            PodReason::EngineConfigInvalid,
+            PodReason::EngineCrashing,
+            PodReason::EngineNotHealthy,
+            PodReason::EnginesStarting,
+            PodReason::EnginesRunning,
+        ] {
+            assert_eq!(Reason::from(reason).as_str(), reason.as_str());
+        }
     }
 }

@@ -10,6 +10,8 @@ pub mod disaggregation;
 pub mod engine_flags;
 pub mod engine_metrics;
 pub mod names;
+pub mod own_image;
 pub mod pod;
+pub mod pod_report;
 pub mod replica_routing;
 pub mod well_known;

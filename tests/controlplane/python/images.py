@@ -236,6 +236,18 @@ FUNCTION_IMAGE = "modelplane.test/function-modelplane:local"
 FUNCTION_PATH = "/usr/local/bin/modelplane-function"
 
 
+def _function_version() -> str:
+    for line in (Path(__file__).resolve().parents[3] / "function" / "Cargo.toml").read_text().splitlines():
+        if line.startswith("version = "):
+            return line.split('"')[1]
+    raise RuntimeError("function/Cargo.toml names no version")
+
+
+# The same image under the name the function composes for what each cluster runs from it (the pod reporter):
+# function/src/workload/well_known.rs FUNCTION_IMAGE, the release this binary is.
+FUNCTION_RELEASE_IMAGE = f"ghcr.io/modelplaneai/function-modelplane:v{_function_version()}"
+
+
 def _built_binary(name: str) -> Path:
     """A binary controlplane.sh built (CONTROLPLANE_BIN)."""
     directory = os.environ.get("CONTROLPLANE_BIN")
@@ -252,13 +264,13 @@ def mock_engine_image(out: Path, binary: Path | None = None) -> Path:
     return build_image(MOCK_ENGINE_IMAGE, files, entrypoint=["vllm", "serve"], out=out)
 
 
-def function_image(binary: Path | str | None, out: Path) -> Path:
-    """The function's image tarball at `out`: `binary` (else MODELPLANE_FUNCTION_BIN) with the libraries ldd
-    lists, entrypoint the binary alone (`serve`), user 2000 as Crossplane runs functions."""
+def function_image(binary: Path | str | None, out: Path, name: str = FUNCTION_IMAGE) -> Path:
+    """The function's image tarball at `out`, named `name`: `binary` (else MODELPLANE_FUNCTION_BIN) with the
+    libraries ldd lists, entrypoint the binary alone (`serve`), user 2000 as Crossplane runs functions."""
     binary = binary or os.environ.get("MODELPLANE_FUNCTION_BIN")
     if not binary or not Path(binary).is_file():
         raise RuntimeError("function_image: MODELPLANE_FUNCTION_BIN must name the built modelplane-function binary")
-    return build_image(FUNCTION_IMAGE, with_libraries(FUNCTION_PATH, Path(binary)), entrypoint=[FUNCTION_PATH],
+    return build_image(name, with_libraries(FUNCTION_PATH, Path(binary)), entrypoint=[FUNCTION_PATH],
                        out=out, user="2000:2000")
 
 
@@ -266,10 +278,12 @@ _loaded: dict[str, Path] = {}
 
 
 def load_test_image(name: str, scratch: Path) -> str:
-    """Builds the test image `name` (MOCK_ENGINE_IMAGE or FUNCTION_IMAGE) into `scratch` and imports it into every
-    real node's containerd, once a test session; returns `name` for the pod's `image` (pull policy Never)."""
+    """Builds the test image `name` (MOCK_ENGINE_IMAGE, FUNCTION_IMAGE or FUNCTION_RELEASE_IMAGE) into `scratch`
+    and imports it into every real node's containerd, once a test session; returns `name` for the pod's `image`
+    (pull policy Never, or the default for the release name, which the node then has)."""
     builders = {MOCK_ENGINE_IMAGE: lambda out: mock_engine_image(out),
-                FUNCTION_IMAGE: lambda out: function_image(None, out)}
+                FUNCTION_IMAGE: lambda out: function_image(None, out),
+                FUNCTION_RELEASE_IMAGE: lambda out: function_image(None, out, FUNCTION_RELEASE_IMAGE)}
     if name not in builders:
         raise ValueError(f"no test image {name!r} (known: {', '.join(builders)})")
     if name not in _loaded:

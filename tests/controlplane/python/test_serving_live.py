@@ -10,7 +10,8 @@ and readiness probes against the engine's /health (so a pod is Ready only once t
 becomes Ready from the workload's observed status, and a pod in the cluster gets a completion, and a streamed one
 ending in `[DONE]`, through the engine's composed Service. The standby server runs from the function's own image,
 as the fleet gateway composes it, and answers 503 with Retry-After. An engine image that is absent, and an engine
-that never becomes healthy, leave their deployments not Ready, and the serving one serving.
+that never becomes healthy, leave their deployments not Ready, with a condition naming the pod's own failure as the
+cluster's pod reporter (run from the function's image on a real node) saw it, and the serving one serving.
 
 Stand-ins left, as in test_scheduling.py: provider-helm (the cluster's charts are marked installed), trust-manager
 and Envoy Gateway (the cluster gateway is given an address), and the replica's endpoint picker (llm-d's image is out
@@ -87,11 +88,16 @@ def live_cluster(platform, nodes, tmp_path_factory) -> Iterator[dict]:
     # The DeviceClass is the harness's, installed with the nodes' DRA drivers.
     for obj in classes:
         kube.apply(obj)
+    # The pod reporter the cluster composes runs from the function's image under its release name.
+    images.load_test_image(images.FUNCTION_RELEASE_IMAGE, scratch)
     # The endpoint picker each replica's routing runs (llm-d's image, out of reach here) goes to an untainted node,
-    # as a cluster's system pool has: kwok simulates one, and runs the picker there without starting it.
+    # as a cluster's system pool has: kwok simulates one, and runs the picker there without starting it. It joins
+    # once the pod reporter runs on a real node: there, and only there, it really watches the pods.
+    apply_until_serving(kube, cluster)
+    wait_for("the pod reporter running on a real node", lambda: reporter_running(kube), CONVERGE_SECONDS,
+             lambda: str([p.get("status") for p in reporter_pods(kube)]))
     system = [node(f"{CLUSTER_NAME}-{SYSTEM_POOL}-0", SYSTEM_POOL, [])]
     apply_simulated(kube, system)
-    apply_until_serving(kube, cluster)
     yield cluster
 
     kube.delete("v1", "Namespace", CLIENTS)
@@ -100,6 +106,20 @@ def live_cluster(platform, nodes, tmp_path_factory) -> Iterator[dict]:
              CONVERGE_SECONDS)
     for obj in system:
         kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+
+
+REPORTER = "modelplane-pod-reporter"  # function/src/workload/pod_report.rs
+REPORT_NAMESPACE = "modelplane-system"
+
+
+def reporter_pods(kube: Kube) -> list[dict]:
+    return [p for p in kube.list("v1", "Pod", REPORT_NAMESPACE)
+            if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/name") == REPORTER]
+
+
+def reporter_running(kube: Kube) -> bool:
+    real = set(require_kubelets())
+    return any(p["spec"].get("nodeName") in real and condition(p, "Ready") == "True" for p in reporter_pods(kube))
 
 
 # --- deployments -----------------------------------------------------------------------------------------------
@@ -342,17 +362,74 @@ def startup_probe_failing(kube: Kube, pod: dict) -> bool:
 
 # One copy each: the composed anti-affinity puts at most one engine pod on a node, and the serving deployment holds
 # the other real node.
+# Each case: the change, the kubelet's failure, the reason EnginesRunning gives, and words of the kubelet's it quotes.
 BAD_INPUT = {
-    "absent-image": (dict(image="modelplane.test/absent-engine:local"), image_never_pulled),
-    "never-healthy": (dict(startup_seconds=NEVER_SECONDS), startup_probe_failing),
+    "absent-image": (dict(image="modelplane.test/absent-engine:local"), image_never_pulled, "ImagePullFailed",
+                     "cannot pull image modelplane.test/absent-engine:local"),
+    "never-healthy": (dict(startup_seconds=NEVER_SECONDS), startup_probe_failing, "EngineNotHealthy",
+                      "Startup probe failed: HTTP probe failed with statuscode: 503"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUT))
 def test_a_broken_engine_leaves_its_deployment_not_ready_and_breaks_nothing(kube, live_cluster, serving, case):
-    changes, failing = BAD_INPUT[case]
+    changes, failing, reason, said_by_kubelet = BAD_INPUT[case]
     wait_deployment_ready(kube, serving)
-    deployment = live_deployment(live_cluster, f"qwen3-{case}", copies=1, **changes)
+    assert_failure_named(kube, serving, live_deployment(live_cluster, f"qwen3-{case}", copies=1, **changes),
+                         failing, reason, said_by_kubelet)
+
+
+def unschedulable(kube: Kube, pod: dict) -> bool:
+    return any(c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def test_an_engine_no_free_device_satisfies_is_named_unschedulable(kube, live_cluster, serving):
+    """Something outside Modelplane holds every free GPU of the real nodes (another team's pod, say): the replica
+    is placed (the pool's ledger has room) but its pod cannot be scheduled, and EnginesRunning quotes the
+    scheduler."""
+    wait_deployment_ready(kube, serving)
+    [template] = [t for t in kube.list(RESOURCE_API, "ResourceClaimTemplate", serving.namespace)
+                  if t["metadata"]["name"].startswith(f"{serving.name}-0-")]
+    used: dict[str, int] = {}
+    for claim in kube.list(RESOURCE_API, "ResourceClaim"):
+        for result in ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", []):
+            used[result["pool"]] = used.get(result["pool"], 0) + 1
+    hogs = []
+    for slice_ in kube.list(RESOURCE_API, "ResourceSlice"):
+        node_name = slice_["spec"].get("nodeName")
+        free = len(slice_["spec"]["devices"]) - used.get(node_name, 0)
+        if node_name not in require_kubelets() or free == 0:
+            continue
+        claim = {"apiVersion": RESOURCE_API, "kind": "ResourceClaim",
+                 "metadata": {"name": f"hog-{node_name}", "namespace": CLIENTS},
+                 "spec": copy.deepcopy(template["spec"]["spec"])}
+        for request in claim["spec"]["devices"]["requests"]:
+            request["exactly"]["count"] = free
+        hog = pod(CLIENTS, f"hog-{node_name}", [shell_container("hog", "sleep 3600")],
+                  resourceClaims=[{"name": "gpus", "resourceClaimName": claim["metadata"]["name"]}])
+        hog["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node_name}
+        hog["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}]}
+        kube.apply(claim)
+        kube.apply(hog)
+        hogs.append((hog, claim))
+    try:
+        for hog, _ in hogs:
+            wait_for(f"{hog['metadata']['name']} holding its node's free devices",
+                     lambda h=hog: condition(kube.get("v1", "Pod", h["metadata"]["name"], CLIENTS) or {}, "Ready")
+                     == "True", POD_SECONDS, lambda h=hog: pod_status(kube, CLIENTS, h["metadata"]["name"]))
+        assert_failure_named(kube, serving, live_deployment(live_cluster, "qwen3-no-device", copies=1),
+                             unschedulable, "Unschedulable", "cannot be scheduled: 0/")
+    finally:
+        for hog, claim in hogs:
+            kube.delete("v1", "Pod", hog["metadata"]["name"], CLIENTS)
+            kube.delete(RESOURCE_API, "ResourceClaim", claim["metadata"]["name"], CLIENTS)
+
+
+def assert_failure_named(kube: Kube, serving: Serving, deployment: dict, failing, reason: str,
+                         said_by_kubelet: str) -> None:
+    """Applies `deployment`, whose pod `failing` says is failing; checks it is never Ready, that EnginesRunning
+    names the failure (`reason`, quoting `said_by_kubelet`), and that the serving deployment stays Ready."""
     namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
     kube.apply(deployment)
     ever_ready: list[dict] = []
@@ -372,20 +449,27 @@ def test_a_broken_engine_leaves_its_deployment_not_ready_and_breaks_nothing(kube
                  lambda: describe_pods(kube, engine_pods(kube, namespace, name)))
 
         # Everything else the replica composes becomes Ready; the engine's workload, which provider-kubernetes
-        # observes unavailable, never does. That is all the ModelDeployment says: Crossplane's "Creating" naming the
-        # composed workload, not the pod's own failure (the function reads the workload's status, not its pods').
+        # observes unavailable, never does: Crossplane's Ready condition names that composed resource. The pod's
+        # own failure is in EnginesRunning, from the report the cluster's pod reporter wrote from the pod's status
+        # (or the kubelet's failed-probe events), naming the pod.
         workload = f"replica-0-{CLUSTER_NAME}-{deployment['spec']['template']['spec']['engines'][0]['name']}"
+        [pod_name] = [p["metadata"]["name"] for p in engine_pods(kube, namespace, name)]
 
         def settled() -> dict | None:
             now = watched()
-            ready = [c for c in (now.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"]
-            return now if ready and ready[0]["status"] == "False" and ready[0].get(
-                "message") == f"Unready resources: {workload}" else None
+            found = {c["type"]: c for c in (now.get("status") or {}).get("conditions") or []}
+            ready, engines = found.get("Ready") or {}, found.get("EnginesRunning") or {}
+            return now if ready.get("status") == "False" and ready.get(
+                "message") == f"Unready resources: {workload}" and engines.get("reason") == reason else None
 
-        said = wait_for(f"{name} not Ready, waiting only on its engine's workload", settled, CONVERGE_SECONDS,
+        said = wait_for(f"{name} not Ready, its EnginesRunning saying {reason}", settled, CONVERGE_SECONDS,
                         lambda: str(deployment_now(kube, namespace, name).get("status")))
-        [ready] = [c for c in said["status"]["conditions"] if c["type"] == "Ready"]
-        assert ready["reason"] == "Creating", ready
+        found = {c["type"]: c for c in said["status"]["conditions"]}
+        assert found["Ready"]["reason"] == "Creating", found["Ready"]
+        engines = found["EnginesRunning"]
+        assert engines["status"] == "False", engines
+        assert engines["message"].startswith(f"replica 0 on {CLUSTER_NAME}, engine "), engines
+        assert f"pod {pod_name}" in engines["message"] and said_by_kubelet in engines["message"], engines
         assert [r["ready"] for r in said["status"]["replicas"]] == [False], said["status"]
         assert not said["status"].get("readyReplicas"), said["status"]
         for pod in engine_pods(kube, namespace, name):

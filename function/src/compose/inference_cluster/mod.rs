@@ -24,7 +24,11 @@ use crate::{
     },
     proto::v1::{ResourceSelector, RunFunctionRequest, Status, resource_selector::Match},
     sdk::request,
-    stack::{ClusterFacts, components::KUBE_PROMETHEUS_STACK, serving_stack},
+    stack::{
+        ClusterFacts,
+        components::{CLUSTER_GATEWAY, KUBE_PROMETHEUS_STACK},
+        serving_stack,
+    },
     wire::RawStruct,
 };
 
@@ -38,6 +42,7 @@ mod gke;
 pub mod ledger;
 mod nebius;
 mod observed;
+mod pod_reporter;
 pub mod provision;
 mod remote_write;
 mod status;
@@ -123,6 +128,8 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         };
         components::compose_components(&mut out, name, &facts, stack, &mut plan);
         client_trust::compose(&mut out, req, name);
+        let gateway_planned = plan.iter().any(|p| p.component.name == CLUSTER_GATEWAY.name);
+        pod_reporter::compose(&mut out, name, gateway_planned);
         remote::secret_copy::retire_dropped(&mut out, req, &[&components::provider_config_name(name)]);
     }
     usages::compose(&mut out, name, cloud.as_ref());

@@ -289,9 +289,15 @@ fn standard_composes_lws_and_nothing_of_dynamo() {
         // The engines' recording rules.
         "PrometheusRule",
     ];
+    // Every cluster runs the pod reporter, whatever its stack.
+    let stack_objects = out
+        .resources
+        .iter()
+        .filter(|(key, _)| !key.starts_with("pod-reporter-"))
+        .filter_map(|(_, c)| c.object.get("spec")?.get("forProvider")?.get("manifest"));
     assert!(
-        manifests(&out)
-            .iter()
+        stack_objects
+            .clone()
             .all(|m| common.contains(&m["kind"].as_str().unwrap_or_default())),
         "Standard needs no plain objects besides the cache StorageClass and the routing every stack gets"
     );
@@ -478,7 +484,29 @@ fn provided_components_install_nothing_on_an_existing_cluster() {
         .values()
         .map(|c| c.object["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, BTreeSet::from(["ClusterProviderConfig"]));
+    assert_eq!(kinds, BTreeSet::from(["ClusterProviderConfig", "Object"]));
+    // The only Objects are the pod reporter's, which is Modelplane's own, not a component.
+    let reporter: BTreeSet<&str> = manifests(&out)
+        .iter()
+        .map(|m| m["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reporter,
+        BTreeSet::from([
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Deployment"
+        ])
+    );
+    assert!(
+        out.resources
+            .iter()
+            .all(|(key, c)| c.object["kind"] != "Object" || key.starts_with("pod-reporter-"))
+    );
     assert_eq!(out.status["components"], json!([]));
 }
 

@@ -6,13 +6,13 @@
 //!
 //! None of it holds the gateway's readiness: callers are served without it, only a model with no replica waits.
 
-use crate::wire::tree::{Tree, tree};
+use crate::wire::tree::{Tree, fields, tree};
 
 use crate::stack::components::{ENVOY_GATEWAY, KUBE_PROMETHEUS_STACK};
-use crate::workload::well_known::{GATEWAY_NAMESPACE, STANDBY_IMAGE, STANDBY_PORT, STANDBY_SERVICE};
-
-/// The pod label the Service, the PodMonitor and the NetworkPolicy select.
-const APP_LABEL: &str = "app.kubernetes.io/name";
+use crate::workload::{
+    own_image::{self, APP_LABEL},
+    well_known::{GATEWAY_NAMESPACE, STANDBY_PORT, STANDBY_SERVICE},
+};
 
 /// The standby server's objects, by composed-resource key.
 pub fn objects() -> [(&'static str, Tree); 4] {
@@ -65,34 +65,15 @@ pub fn objects() -> [(&'static str, Tree); 4] {
 }
 
 fn deployment() -> Tree {
-    let selector = || tree!({APP_LABEL: STANDBY_SERVICE});
     let probe = tree!({"httpGet": {"path": "/healthz", "port": STANDBY_PORT}, "periodSeconds": 10});
-    tree!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": STANDBY_SERVICE, "namespace": GATEWAY_NAMESPACE},
-        "spec": {
-            // One replica: a restart loses only when requests were last held, which callers' retries renew.
-            "replicas": 1,
-            "selector": {"matchLabels": selector()},
-            "template": {
-                "metadata": {"labels": selector()},
-                "spec": {
-                    "automountServiceAccountToken": false,
-                    "securityContext": {"runAsNonRoot": true, "runAsUser": 2000, "runAsGroup": 2000,
-                                        "seccompProfile": {"type": "RuntimeDefault"}},
-                    "containers": [{
-                        "name": "standby",
-                        "image": STANDBY_IMAGE,
-                        "args": ["standby", "--address", format!("0.0.0.0:{STANDBY_PORT}")],
-                        "ports": [{"name": "http", "containerPort": STANDBY_PORT}],
-                        "readinessProbe": probe.clone(),
-                        "livenessProbe": probe,
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
-                        "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
-                                            "capabilities": {"drop": ["ALL"]}},
-                    }],
-                },
-            },
-        },
-    })
+    let mut container = own_image::container(
+        "standby",
+        tree!(["standby", "--address", format!("0.0.0.0:{STANDBY_PORT}")]),
+        ("16Mi", "64Mi"),
+    );
+    container.insert("ports", tree!([{"name": "http", "containerPort": STANDBY_PORT}]));
+    container.insert("readinessProbe", probe.clone());
+    container.insert("livenessProbe", probe);
+    let pod = fields!({"automountServiceAccountToken": false, "containers": [container]});
+    own_image::deployment(STANDBY_SERVICE, GATEWAY_NAMESPACE, pod)
 }

@@ -35,6 +35,7 @@ use handover::Keep;
 mod fleet;
 mod handover;
 mod observed;
+mod pods;
 mod replica;
 mod report;
 mod services;
@@ -145,6 +146,7 @@ pub fn compose_with(
     );
     scheduled_condition(&mut out, &status, md.spec.replicas);
     cache_condition(&mut out, &md.spec, &gate, &status);
+    pods::condition(&mut out, req, &md.spec, &status);
     if waits(&status, &clusters, &me) || !evicted.is_empty() {
         out.ttl = Some(WAITING_TTL);
     }
@@ -463,6 +465,8 @@ fn object_ready(observed: Option<&Resource>) -> bool {
 mod engine_tests;
 #[cfg(test)]
 mod pd_tests;
+#[cfg(test)]
+mod pods_tests;
 #[cfg(test)]
 mod routing_tests;
 #[cfg(test)]

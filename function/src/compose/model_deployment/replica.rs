@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::compose::ComposedObject;
-use crate::wire::tree::{Fields, Tree, tree};
+use crate::wire::tree::{Tree, tree};
 
 use crate::{
     api::{
@@ -13,7 +13,9 @@ use crate::{
     compose::remote,
     schedule::{self, EnginePlacement, Placement, cluster},
     stack::{CacheUse, EngineWorkload, ServingStack, serving_stack},
-    workload::{engine_metrics, names::child_name, pod, replica_routing, well_known::SERVING_LABEL},
+    workload::{
+        engine_metrics, names::child_name, pod, pod_report, replica_routing, well_known::SERVING_LABEL,
+    },
 };
 
 pub use crate::api::ledger::{CLUSTER_ANNOTATION, REPLICA_ANNOTATION};
@@ -140,8 +142,10 @@ fn engine_objects(
         ),
     };
     let key = engine_key(ctx.replica, &placement.cluster.metadata.name, &engine.name);
-    let wrap = |manifest: Tree, readiness: Option<&'static str>| {
-        wrap(ctx, placement, engine, at, manifest, readiness)
+    let wrapped = |manifest: Tree, readiness: Option<&'static str>| {
+        wrap(ctx, placement, engine, at, manifest)
+            .ready_on(readiness)
+            .build()
     };
     let (workload, ready_query) = if gang {
         (stack.gang_workload(&w), stack.gang_ready_query())
@@ -150,7 +154,7 @@ fn engine_objects(
     };
     let mut out = vec![Desired {
         key: key.clone(),
-        object: wrap(workload, Some(ready_query)).into(),
+        object: wrapped(workload, Some(ready_query)).into(),
         gates_ready: true,
     }];
     for (m, template) in claim_templates.iter().enumerate() {
@@ -159,15 +163,27 @@ fn engine_objects(
             let rct = pod::resource_claim_template(&w, m, template, &at.binding.members[m]);
             out.push(Desired {
                 key: format!("{key}-{role}-claims"),
-                object: wrap(rct, None).into(),
+                object: wrapped(rct, None).into(),
                 gates_ready: true,
             });
         }
     }
+    // Why the workload's pods are not ready, as the cluster's pod reporter wrote it: read, never written.
+    let report = tree!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": pod_report::report_name(ctx.xr_namespace, &name), "namespace": pod_report::REPORT_NAMESPACE,
+    }});
+    out.push(Desired {
+        key: report_key(&key),
+        object: wrap(ctx, placement, engine, at, report)
+            .observe_only()
+            .build()
+            .into(),
+        gates_ready: false,
+    });
     let service = pod::service(&w, &child_name(&[&name, "serve"], 63));
     out.push(Desired {
         key: format!("{key}-service"),
-        object: wrap(service, None).into(),
+        object: wrapped(service, None).into(),
         gates_ready: true,
     });
     let collect = ctx.spec.template.spec.observability.metrics.enabled;
@@ -186,23 +202,27 @@ fn engine_objects(
         );
         out.push(Desired {
             key: format!("{key}-metrics"),
-            object: wrap(monitor, None).into(),
+            object: wrapped(monitor, None).into(),
             gates_ready: false,
         });
     }
     out
 }
 
-/// Wraps a manifest in a provider-kubernetes Object that reaches the placement's cluster. Objects without a
-/// readiness query are ready once created.
+/// The composed-resource key of the pod report of the engine workload composed under `engine_key`.
+pub fn report_key(engine_key: &str) -> String {
+    format!("{engine_key}-pods")
+}
+
+/// Wraps a manifest in a provider-kubernetes Object that reaches the placement's cluster, annotated with the
+/// placement it belongs to.
 fn wrap(
     ctx: &ReplicaContext,
     placement: &Placement,
     engine: &Engine,
     at: &EnginePlacement,
     manifest: Tree,
-    ready_query: Option<&'static str>,
-) -> Fields {
+) -> remote::Object {
     let metadata = tree!({
         "namespace": ctx.xr_namespace,
         "annotations": {
@@ -212,10 +232,7 @@ fn wrap(
             POOL_ANNOTATION: &at.pool.name,
         },
     });
-    remote::Object::new(manifest, &placement.cluster.status.provider_config_name)
-        .metadata(metadata)
-        .ready_on(ready_query)
-        .build()
+    remote::Object::new(manifest, &placement.cluster.status.provider_config_name).metadata(metadata)
 }
 
 /// Nodes the replica's engines hold at `placement`, by pool.
