@@ -161,19 +161,48 @@ fn other_cloud_documents() -> Vec<(String, Value)> {
 fn upstreams_manifests_for_the_other_four_clouds_validate_against_our_xrds() {
     let docs = other_cloud_documents();
     let count = |kind: &str| docs.iter().filter(|(_, d)| d["kind"] == kind).count();
-    // Upstream's documentation at the vendored commit: 22 clusters, 20 classes, 6 getting-started deployments.
+    // Upstream's documentation at the vendored commit: 22 clusters, 20 classes, 6 getting-started deployments and
+    // all 4 of its InferenceGateways.
     assert_eq!(
         (
             count("InferenceCluster"),
             count("InferenceClass"),
-            count("ModelDeployment")
+            count("ModelDeployment"),
+            count("InferenceGateway")
         ),
-        (22, 20, 6)
+        (22, 20, 6, 4)
     );
     for (file, doc) in &docs {
         let kind = doc["kind"].as_str().unwrap();
         let found = problems(&common::kind_schema(kind), doc, None);
         assert!(found.is_empty(), "{file} ({kind}): {found:#?}");
+    }
+}
+
+/// Upstream's InferenceGateways (`backend: Traefik`, MetalLB) render unchanged, and the gateway says what serves
+/// them: Envoy Gateway, with Traefik's chart version named as not installed.
+#[test]
+fn upstreams_inference_gateways_render_and_say_envoy_gateway_serves_them() {
+    let gateways: Vec<(String, Value)> = other_cloud_documents()
+        .into_iter()
+        .filter(|(_, doc)| doc["kind"] == "InferenceGateway")
+        .collect();
+    assert_eq!(gateways.len(), 4);
+    for (file, doc) in gateways {
+        let rsp = render(&doc);
+        let fatal = common::fatal(&rsp);
+        assert!(fatal.is_empty(), "{file}: {fatal:?}");
+        let backend = rsp
+            .conditions
+            .iter()
+            .find(|c| c.r#type == "Backend")
+            .unwrap_or_else(|| panic!("{file}: no Backend condition"));
+        let message = backend.message.as_deref().unwrap_or_default();
+        assert_eq!(backend.reason, "ServedByEnvoyGateway", "{file}: {message}");
+        assert!(
+            message.contains("spec.traefik.version 40.2.0"),
+            "{file}: {message}"
+        );
     }
 }
 

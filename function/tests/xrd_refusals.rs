@@ -259,3 +259,73 @@ fn an_infiniband_pool_needs_a_nebius_or_aks_cluster() {
         &rule_message("inferenceclusters.yaml", rule),
     );
 }
+
+/// Upstream's gateway fields refuse what MetalLB, the listener or the backend could not take, naming the field,
+/// before anything is composed: a refused edit leaves the gateway serving as it did.
+#[test]
+fn an_inference_gateway_refuses_a_bad_backend_port_or_address_pool_naming_the_field() {
+    let file = "inferencegateways.yaml";
+    let gateway = example("services/fleet-gateway.yaml");
+    let with = |spec: Value| {
+        let mut object = gateway.clone();
+        for (field, value) in spec.as_object().unwrap() {
+            object["spec"][field] = value.clone();
+        }
+        object
+    };
+    let pool_rule = "isCIDR(self.trim()) || (size(self.split('-')) == 2 && isIP(self.split('-')[0].trim()) && \
+                     isIP(self.split('-')[1].trim()) && ip(self.split('-')[0].trim()).family() == \
+                     ip(self.split('-')[1].trim()).family())";
+    let metallb_rule = "!has(self.loadBalancer) || self.loadBalancer != 'MetalLB' || has(self.metallb)";
+    for (spec, path, says) in [
+        (
+            json!({"envoyGateway": {"loadBalancer": "MetalLB", "metallb": {"addressPool": "172.18.255.200"}}}),
+            "spec.envoyGateway.metallb.addressPool",
+            rule_message(file, pool_rule),
+        ),
+        (
+            json!({"backend": "Traefik", "traefik": {"version": "40.2.0", "loadBalancer": "MetalLB",
+                                                      "metallb": {"addressPool": "10.0.0.1-fc00::1"}}}),
+            "spec.traefik.metallb.addressPool",
+            rule_message(file, pool_rule),
+        ),
+        (
+            json!({"envoyGateway": {"loadBalancer": "MetalLB"}}),
+            "spec.envoyGateway.metallb",
+            rule_message(file, metallb_rule),
+        ),
+        (
+            json!({"backend": "Traefik"}),
+            "spec.traefik",
+            rule_message(
+                file,
+                "!has(self.backend) || self.backend != 'Traefik' || has(self.traefik)",
+            ),
+        ),
+        (
+            json!({"traefik": {"version": "40.2.0"}}),
+            "spec.traefik",
+            rule_message(
+                file,
+                "!has(self.traefik) || (has(self.backend) && self.backend == 'Traefik')",
+            ),
+        ),
+        (
+            json!({"backend": "Nginx"}),
+            "spec.backend",
+            "value is not one of".into(),
+        ),
+        (
+            json!({"gateway": {"port": 0}}),
+            "spec.gateway.port",
+            "value is less than the minimum of 1".into(),
+        ),
+        (
+            json!({"gateway": {"port": 65536}}),
+            "spec.gateway.port",
+            "value is greater than the maximum".into(),
+        ),
+    ] {
+        assert_refused(&with(spec), path, &says);
+    }
+}

@@ -32,6 +32,7 @@ use crate::{
     wire::{RawStruct, tree::Fields},
 };
 
+mod backend;
 mod client_certificate;
 mod front_door;
 mod standby;
@@ -90,6 +91,7 @@ struct AddressView {
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let gateway: InferenceGateway = xr.parse()?;
+    backend::check(&gateway.spec)?;
     let mut out = Output {
         requirements: BTreeMap::from([(
             CLUSTERS.to_owned(),
@@ -103,6 +105,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         ready: Some(false),
         ..Default::default()
     };
+    backend::report(&mut out, &gateway.spec, false);
     let Some(found) = request::required_resources(req, CLUSTERS) else {
         return Ok(out);
     };
@@ -220,7 +223,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     let gateway_ready = address.is_some() && ready("gateway") && certificates_filled;
     if policy_ready || gateway_exists {
         let proxy = (client.proxy_ready || took_proxy).then(client_tls::parameters_ref);
-        let manifest = front_door::gateway(gateway.spec.hostname.as_deref(), &certificates, proxy);
+        let manifest = front_door::gateway(&gateway.spec, &certificates, proxy);
         out.compose(
             "gateway",
             in_control_namespace(remote::Object::new(manifest, &pc)),
@@ -238,11 +241,9 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         ),
         ..Default::default()
     };
-    let scheme = if certificates.is_empty() { "http" } else { "https" };
     match address {
         Some(address) => {
-            let host = gateway.spec.hostname.as_deref().unwrap_or(&address);
-            let endpoint = format!("{scheme}://{host}/v1");
+            let endpoint = format!("{}/v1", gateway.spec.base_url(&address));
             if certificates_filled {
                 out.condition(
                     ConditionType::GatewayReady,
