@@ -12,7 +12,7 @@ mod stages;
 
 use std::path::{Path, PathBuf};
 
-use common::{problems, read_documents, yaml_files};
+use common::{problems, read_documents, yaml_files, yaml_files_below};
 use modelplane_function::{
     compose::inference_cluster::class_requirement,
     proto::v1::{RunFunctionResponse, Severity},
@@ -121,27 +121,6 @@ fn an_upstream_eks_cluster_with_only_a_region_gets_a_public_endpoint() {
     assert_eq!(params["region"], "us-west-2");
 }
 
-/// Every file under `dir`, depth first, in name order.
-fn yaml_files_below(dir: &Path) -> Vec<PathBuf> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    entries.sort();
-    entries
-        .into_iter()
-        .flat_map(|path| {
-            if path.is_dir() {
-                yaml_files_below(&path)
-            } else if path.extension().is_some_and(|ext| ext == "yaml") {
-                vec![path]
-            } else {
-                Vec::new()
-            }
-        })
-        .collect()
-}
-
 /// Upstream's manifests of our kinds for the four clouds beyond EKS, by path under `docs/manifests/`.
 fn other_cloud_documents() -> Vec<(String, Value)> {
     let root = fixtures().join("upstream-clouds");
@@ -161,48 +140,19 @@ fn other_cloud_documents() -> Vec<(String, Value)> {
 fn upstreams_manifests_for_the_other_four_clouds_validate_against_our_xrds() {
     let docs = other_cloud_documents();
     let count = |kind: &str| docs.iter().filter(|(_, d)| d["kind"] == kind).count();
-    // Upstream's documentation at the vendored commit: 22 clusters, 20 classes, 6 getting-started deployments and
-    // all 4 of its InferenceGateways.
+    // Upstream's documentation at the vendored commit: 22 clusters, 20 classes, 6 getting-started deployments.
     assert_eq!(
         (
             count("InferenceCluster"),
             count("InferenceClass"),
-            count("ModelDeployment"),
-            count("InferenceGateway")
+            count("ModelDeployment")
         ),
-        (22, 20, 6, 4)
+        (22, 20, 6)
     );
     for (file, doc) in &docs {
         let kind = doc["kind"].as_str().unwrap();
         let found = problems(&common::kind_schema(kind), doc, None);
         assert!(found.is_empty(), "{file} ({kind}): {found:#?}");
-    }
-}
-
-/// Upstream's InferenceGateways (`backend: Traefik`, MetalLB) render unchanged, and the gateway says what serves
-/// them: Envoy Gateway, with Traefik's chart version named as not installed.
-#[test]
-fn upstreams_inference_gateways_render_and_say_envoy_gateway_serves_them() {
-    let gateways: Vec<(String, Value)> = other_cloud_documents()
-        .into_iter()
-        .filter(|(_, doc)| doc["kind"] == "InferenceGateway")
-        .collect();
-    assert_eq!(gateways.len(), 4);
-    for (file, doc) in gateways {
-        let rsp = render(&doc);
-        let fatal = common::fatal(&rsp);
-        assert!(fatal.is_empty(), "{file}: {fatal:?}");
-        let backend = rsp
-            .conditions
-            .iter()
-            .find(|c| c.r#type == "Backend")
-            .unwrap_or_else(|| panic!("{file}: no Backend condition"));
-        let message = backend.message.as_deref().unwrap_or_default();
-        assert_eq!(backend.reason, "ServedByEnvoyGateway", "{file}: {message}");
-        assert!(
-            message.contains("spec.traefik.version 40.2.0"),
-            "{file}: {message}"
-        );
     }
 }
 
