@@ -329,3 +329,48 @@ fn an_inference_gateway_refuses_a_bad_backend_port_or_address_pool_naming_the_fi
         assert_refused(&with(spec), path, &says);
     }
 }
+
+/// An existing cluster's gateway takes its address from MetalLB only as the gateway's own pool says, and only
+/// where Modelplane installs the gateway.
+#[test]
+fn an_existing_clusters_gateway_refuses_a_bad_pool_naming_the_field() {
+    let file = "inferenceclusters.yaml";
+    let cluster = example("clusters/existing-kind.yaml");
+    let with = |gateway: Value, components: Option<&str>| {
+        let mut object = cluster.clone();
+        object["spec"]["cluster"]["existing"]["gateway"] = gateway;
+        if let Some(components) = components {
+            object["spec"]["cluster"]["existing"]["components"] = json!(components);
+        }
+        object
+    };
+    let at = "spec.cluster.existing.gateway";
+    let pool_rule = "isCIDR(self.trim()) || (size(self.split('-')) == 2 && isIP(self.split('-')[0].trim()) && \
+                     isIP(self.split('-')[1].trim()) && ip(self.split('-')[0].trim()).family() == \
+                     ip(self.split('-')[1].trim()).family())";
+    let metallb_rule = "!has(self.loadBalancer) || self.loadBalancer != 'MetalLB' || has(self.metallb)";
+    let provided_rule = "!has(self.gateway) || !has(self.components) || self.components != 'Provided'";
+    let metallb = json!({"loadBalancer": "MetalLB", "metallb": {"addressPool": "172.18.255.0/28"}});
+    for (object, path, says) in [
+        (
+            with(
+                json!({"loadBalancer": "MetalLB", "metallb": {"addressPool": "kind"}}),
+                None,
+            ),
+            format!("{at}.metallb.addressPool"),
+            rule_message(file, pool_rule),
+        ),
+        (
+            with(json!({"loadBalancer": "MetalLB"}), None),
+            format!("{at}.metallb"),
+            rule_message(file, metallb_rule),
+        ),
+        (
+            with(metallb, Some("Provided")),
+            at.to_owned(),
+            rule_message(file, provided_rule),
+        ),
+    ] {
+        assert_refused(&object, &path, &says);
+    }
+}

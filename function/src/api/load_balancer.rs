@@ -4,17 +4,17 @@
 
 use std::net::IpAddr;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::ComposeError;
 
 /// The one implementation upstream names for `loadBalancer`. Absent, the cloud's controller assigns the address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 pub enum LoadBalancer {
     MetalLB,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MetalLb {
     /// A CIDR (`172.18.255.0/28`) or a range (`172.18.255.200-172.18.255.250`), as MetalLB's `IPAddressPool`
@@ -24,10 +24,12 @@ pub struct MetalLb {
 }
 
 /// Where a gateway's address comes from: `loadBalancer` and, with MetalLB, its pool.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AddressSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_balancer: Option<LoadBalancer>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metallb: Option<MetalLb>,
 }
 

@@ -46,6 +46,8 @@ RENDERED = [
     (EXAMPLES / "deployments" / "qwen3-small-to-zero.yaml", (STANDARD, KEDA)),
     (EXAMPLES / "caches" / "qwen3-coder.yaml", (FLEET,)),
     (EXAMPLES / "services" / "fleet-gateway.yaml", (SERVICES,)),
+    # Upstream's shape, with the gateway's own MetalLB pool.
+    (EXAMPLES / "services" / "fleet-gateway-metallb.yaml", (SERVICES,)),
     (EXAMPLES / "services" / "qwen3-coder.yaml", (SERVICES,)),
 ]
 PROVIDER_KUBERNETES_GROUPS = ("kubernetes.crossplane.io", "kubernetes.m.crossplane.io")

@@ -36,6 +36,7 @@ mod eks;
 mod existing;
 mod gke;
 pub mod ledger;
+mod metallb;
 mod nebius;
 mod observed;
 pub mod provision;
@@ -83,9 +84,10 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         classes: &classes,
     };
     check::pools_against_classes(&input, cloud.as_ref())?;
+    metallb::check(spec)?;
 
     let stack = serving_stack(spec.stack);
-    let mut plan = components::plan(cloud.cloud(), stack, spec);
+    let mut plan = components::plan(cloud.cloud(), stack, spec, metallb::needed(req, name, spec));
     let provisioned = cloud.compose(&input, &mut out)?;
     let progress = provisioned.progress;
     // Charts and objects need the cluster's API server; once any is installed it stays composed.
@@ -123,6 +125,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         };
         components::compose_components(&mut out, name, &facts, stack, &mut plan);
         client_trust::compose(&mut out, req, name);
+        metallb::compose(&mut out, name, spec);
         remote::secret_copy::retire_dropped(&mut out, req, &[&components::provider_config_name(name)]);
     }
     usages::compose(&mut out, name, cloud.as_ref());

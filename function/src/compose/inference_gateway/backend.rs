@@ -28,9 +28,9 @@ pub fn check(spec: &InferenceGatewaySpec) -> Result<(), ComposeError> {
     Ok(())
 }
 
-/// The settings of the chosen backend that are not applied as written, each with its path and why. `metallb`
-/// says whether the gateway's address comes from the MetalLB pool it names.
-pub fn not_applied(spec: &InferenceGatewaySpec, metallb: bool) -> Vec<String> {
+/// The settings of the chosen backend that are not applied as written, each with its path and why. A MetalLB
+/// pool is applied: the gateway composes it, and its cluster installs MetalLB to read it.
+pub fn not_applied(spec: &InferenceGatewaySpec) -> Vec<String> {
     let (at, settings) = spec.backend_settings();
     let mut out = Vec::new();
     if spec.backend == GatewayBackend::Traefik {
@@ -61,18 +61,13 @@ pub fn not_applied(spec: &InferenceGatewaySpec, metallb: bool) -> Vec<String> {
             "{at}.metallb is not applied: loadBalancer is not MetalLB"
         ));
     }
-    if address.metallb_pool().is_some() && !metallb {
-        out.push(format!(
-            "{at}.loadBalancer MetalLB is not applied: the gateway's address comes from its cluster's load balancer"
-        ));
-    }
     out
 }
 
 /// The `Backend` condition: True when the gateway runs as its spec says, else False naming each setting that
 /// is not applied.
-pub fn report(out: &mut Output, spec: &InferenceGatewaySpec, metallb: bool) {
-    let unapplied = not_applied(spec, metallb);
+pub fn report(out: &mut Output, spec: &InferenceGatewaySpec) {
+    let unapplied = not_applied(spec);
     let served = format!("Envoy Gateway {} with Envoy AI Gateway", ENVOY_GATEWAY.version);
     if unapplied.is_empty() {
         out.condition(
@@ -178,6 +173,39 @@ mod tests {
         assert_eq!(out.status["endpoints"]["openAI"], "http://203.0.113.9:8080/v1");
         let out = composed(json!({"gateway": {"port": 80}})).unwrap();
         assert_eq!(out.status["endpoints"]["openAI"], "http://203.0.113.9/v1");
+    }
+
+    #[test]
+    fn a_metallb_pool_is_the_gateways_own_and_served_as_requested() {
+        let spec = json!({"envoyGateway": {"loadBalancer": "MetalLB",
+                                           "metallb": {"addressPool": "172.18.255.200-172.18.255.250"}}});
+        let out = composed(spec).unwrap();
+        assert_eq!(backend(&out).1, "AsRequested", "{}", backend(&out).2);
+        let manifest = |key: &str| out.resources[key].object["spec"]["forProvider"]["manifest"].clone();
+        let pool = manifest("address-pool");
+        assert_eq!(
+            (pool["kind"].as_str(), pool["metadata"]["namespace"].as_str()),
+            (Some("IPAddressPool"), Some("metallb-system"))
+        );
+        assert_eq!(
+            pool["spec"]["addresses"],
+            json!(["172.18.255.200-172.18.255.250"])
+        );
+        let selector = &pool["spec"]["serviceAllocation"]["serviceSelectors"][0]["matchLabels"];
+        assert_eq!(
+            selector["gateway.envoyproxy.io/owning-gateway-name"],
+            "inference-gateway"
+        );
+        assert_eq!(
+            selector["gateway.envoyproxy.io/owning-gateway-namespace"],
+            "modelplane-system"
+        );
+        assert_eq!(
+            manifest("l2-advertisement")["spec"]["ipAddressPools"],
+            json!(["inference-gateway"])
+        );
+        let without = composed(json!({})).unwrap();
+        assert!(!without.resources.contains_key("address-pool"));
     }
 
     #[test]

@@ -37,7 +37,8 @@ mod client_certificate;
 mod front_door;
 mod standby;
 
-use crate::workload::{cluster_gateway::client_tls, well_known::GATEWAY_NAMESPACE};
+use crate::compose::shared::GATEWAY_NAME;
+use crate::workload::{cluster_gateway::client_tls, metallb, well_known::GATEWAY_NAMESPACE};
 
 const CLUSTERS: &str = "clusters";
 
@@ -105,7 +106,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         ready: Some(false),
         ..Default::default()
     };
-    backend::report(&mut out, &gateway.spec, false);
+    backend::report(&mut out, &gateway.spec);
     let Some(found) = request::required_resources(req, CLUSTERS) else {
         return Ok(out);
     };
@@ -273,6 +274,24 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 Status::ConditionFalse,
                 Reason::Provisioning,
                 why,
+            );
+        }
+    }
+    // The gateway's own MetalLB pool; its cluster installs the chart that reads it (InferenceCluster components).
+    let pool = gateway
+        .spec
+        .backend_settings()
+        .1
+        .and_then(|s| s.address.metallb_pool());
+    if let Some(addresses) = pool {
+        for (key, manifest) in ["address-pool", "l2-advertisement"]
+            .into_iter()
+            .zip(metallb::pool(GATEWAY_NAME, addresses))
+        {
+            out.compose(
+                key,
+                in_control_namespace(remote::Object::new(manifest, &pc)),
+                ready(key),
             );
         }
     }
