@@ -374,3 +374,27 @@ fn an_existing_clusters_gateway_refuses_a_bad_pool_naming_the_field() {
         assert_refused(&object, &path, &says);
     }
 }
+
+/// A serving gateway edited to a pool MetalLB would refuse (a range whose first address is above its last: the
+/// XRD cannot compare addresses, the function does) gets one FATAL naming the field and composes nothing, so
+/// Crossplane leaves every object it composed before as it was and the gateway keeps answering.
+#[test]
+fn a_refused_pool_edit_leaves_a_serving_gateway_as_it_was() {
+    let mut gateway = example("services/fleet-gateway-metallb.yaml");
+    gateway["spec"]["envoyGateway"]["metallb"]["addressPool"] = json!("172.18.255.250-172.18.255.240");
+    let serving = json!({"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+                         "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    let req = RequestBuilder::new(&gateway)
+        .observed("gateway", &serving)
+        .observed("address-pool", &serving)
+        .build();
+    let rsp = run_function(req);
+    let messages = fatal(&rsp);
+    let wanted =
+        "spec.envoyGateway.metallb.addressPool: \"172.18.255.250-172.18.255.240\" ends before it starts";
+    assert!(
+        messages.len() == 1 && messages[0].contains(wanted),
+        "{messages:?}"
+    );
+    assert!(rsp.desired.iter().all(|d| d.resources.is_empty()));
+}
