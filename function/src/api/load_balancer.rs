@@ -63,30 +63,56 @@ impl AddressSource {
 
 /// A MetalLB pool: `<address>/<prefix>` or `<first>-<last>` of one family with `first <= last`.
 fn check_pool(pool: &str) -> Result<(), String> {
+    bounds(pool).map(|_| ())
+}
+
+/// Whether two pools share an address (MetalLB refuses pools that do). A pool that does not parse shares none;
+/// it is refused on its own.
+pub fn pools_overlap(a: &str, b: &str) -> bool {
+    match (bounds(a), bounds(b)) {
+        (Ok((v6_a, first_a, last_a)), Ok((v6_b, first_b, last_b))) => {
+            v6_a == v6_b && first_a <= last_b && first_b <= last_a
+        }
+        _ => false,
+    }
+}
+
+/// A pool's family (IPv6 or not) and its first and last address, or why it is not a pool.
+fn bounds(pool: &str) -> Result<(bool, u128, u128), String> {
     let not_a_pool = || {
         format!("{pool:?} is neither a CIDR (172.18.255.0/28) nor a range (172.18.255.200-172.18.255.250)")
     };
+    let number = |ip: IpAddr| match ip {
+        IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        IpAddr::V6(v6) => u128::from(v6),
+    };
     if let Some((address, prefix)) = pool.split_once('/') {
         let address: IpAddr = address.trim().parse().map_err(|_| not_a_pool())?;
-        let bits = if address.is_ipv4() { 32 } else { 128 };
-        return match prefix.trim().parse::<u8>() {
-            Ok(p) if p <= bits => Ok(()),
-            _ => Err(not_a_pool()),
-        };
+        let bits: u32 = if address.is_ipv4() { 32 } else { 128 };
+        let prefix = prefix
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|p| *p <= bits)
+            .ok_or_else(not_a_pool)?;
+        let host = u128::MAX.checked_shr(128 - (bits - prefix)).unwrap_or(0);
+        let first = number(address) & !host;
+        return Ok((address.is_ipv6(), first, first | host));
     }
     let (first, last) = pool.split_once('-').ok_or_else(not_a_pool)?;
     let first: IpAddr = first.trim().parse().map_err(|_| not_a_pool())?;
     let last: IpAddr = last.trim().parse().map_err(|_| not_a_pool())?;
-    match (first, last) {
-        (IpAddr::V4(a), IpAddr::V4(b)) if a <= b => Ok(()),
-        (IpAddr::V6(a), IpAddr::V6(b)) if a <= b => Ok(()),
-        (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_)) => Err(format!(
-            "{pool:?} ends before it starts: the first address must not be above the last"
-        )),
-        _ => Err(format!(
+    if first.is_ipv6() != last.is_ipv6() {
+        return Err(format!(
             "{pool:?} mixes IPv4 and IPv6: both ends of a range are of one family"
-        )),
+        ));
     }
+    if number(first) > number(last) {
+        return Err(format!(
+            "{pool:?} ends before it starts: the first address must not be above the last"
+        ));
+    }
+    Ok((first.is_ipv6(), number(first), number(last)))
 }
 
 #[cfg(test)]
@@ -115,6 +141,21 @@ mod tests {
             let why = check_pool(bad).unwrap_err();
             assert!(why.contains(says), "{bad}: {why}");
         }
+    }
+
+    #[test]
+    fn pools_overlap_when_they_share_an_address_of_one_family() {
+        assert!(pools_overlap(
+            "172.18.255.200-172.18.255.210",
+            "172.18.255.208/29"
+        ));
+        assert!(pools_overlap("10.0.0.0/8", "10.1.2.3-10.1.2.3"));
+        assert!(!pools_overlap(
+            "172.18.255.200-172.18.255.207",
+            "172.18.255.208/29"
+        ));
+        assert!(!pools_overlap("0.0.0.0/0", "::/0"));
+        assert!(pools_overlap("fc00::/120", "fc00::ff-fc00::1ff"));
     }
 
     #[test]

@@ -8,7 +8,9 @@ use serde::Deserialize;
 use super::{client_trust::GATEWAYS, components::compose_gateway_object};
 use crate::{
     api::{
+        ObjectMeta,
         inference_cluster::InferenceClusterSpec,
+        load_balancer::pools_overlap,
         routing::{InferenceGatewaySpec, InferenceGatewayStatus},
     },
     compose::{ComposeError, Output},
@@ -21,6 +23,8 @@ const AT: &str = "spec.cluster.existing.gateway";
 
 #[derive(Deserialize)]
 struct GatewayView {
+    #[serde(default)]
+    metadata: ObjectMeta,
     #[serde(default)]
     spec: InferenceGatewaySpec,
     #[serde(default)]
@@ -39,10 +43,10 @@ fn own_pool(spec: &InferenceClusterSpec) -> Option<&str> {
     spec.cluster.existing.as_ref()?.gateway.as_ref()?.metallb_pool()
 }
 
-/// Whether a gateway on `cluster` takes its address from MetalLB. A fleet gateway is on the cluster its status
-/// names, or, before it has written one, the cluster its spec names.
-pub fn needed(req: &RunFunctionRequest, cluster: &str, spec: &InferenceClusterSpec) -> bool {
-    let fleet = request::required_resources(req, GATEWAYS)
+/// The MetalLB pools of the fleet gateways on `cluster`, by gateway name. A fleet gateway is on the cluster its
+/// status names, or, before it has written one, the cluster its spec names.
+fn fleet_pools(req: &RunFunctionRequest, cluster: &str) -> Vec<(String, String)> {
+    request::required_resources(req, GATEWAYS)
         .into_iter()
         .flatten()
         .filter_map(|g| g.resource.as_ref()?.parse::<GatewayView>().ok())
@@ -50,22 +54,35 @@ pub fn needed(req: &RunFunctionRequest, cluster: &str, spec: &InferenceClusterSp
             "" => g.spec.cluster_name.as_deref() == Some(cluster),
             on => on == cluster,
         })
-        .any(|g| {
-            g.spec
-                .backend_settings()
-                .1
-                .is_some_and(|s| s.address.metallb_pool().is_some())
-        });
-    own_pool(spec).is_some() || fleet
+        .filter_map(|g| {
+            let pool = g.spec.backend_settings().1?.address.metallb_pool()?.to_owned();
+            Some((g.metadata.name, pool))
+        })
+        .collect()
 }
 
-/// The cluster gateway's own pool, when its address comes from MetalLB.
-pub fn compose(out: &mut Output, cluster: &str, spec: &InferenceClusterSpec) {
-    if let Some(addresses) = own_pool(spec) {
-        let [pool, advertisement] = metallb::pool(CLUSTER_GATEWAY, addresses);
-        compose_gateway_object(out, cluster, "address-pool", pool);
-        compose_gateway_object(out, cluster, "l2-advertisement", advertisement);
+/// Whether a gateway on `cluster` takes its address from MetalLB: its own, or a fleet gateway's.
+pub fn needed(req: &RunFunctionRequest, cluster: &str, spec: &InferenceClusterSpec) -> bool {
+    own_pool(spec).is_some() || !fleet_pools(req, cluster).is_empty()
+}
+
+/// The cluster gateway's own pool, when its address comes from MetalLB, with a warning for each fleet gateway on
+/// the cluster whose pool shares an address with it: MetalLB refuses overlapping pools.
+pub fn compose(out: &mut Output, req: &RunFunctionRequest, cluster: &str, spec: &InferenceClusterSpec) {
+    let Some(addresses) = own_pool(spec) else {
+        return;
+    };
+    for (gateway, theirs) in fleet_pools(req, cluster) {
+        if pools_overlap(addresses, &theirs) {
+            out.warnings.push(format!(
+                "{AT}.metallb.addressPool {addresses} overlaps InferenceGateway {gateway}'s pool {theirs} on this \
+                 cluster; MetalLB refuses overlapping pools, so give each gateway addresses of its own"
+            ));
+        }
     }
+    let [pool, advertisement] = metallb::pool(CLUSTER_GATEWAY, addresses);
+    compose_gateway_object(out, cluster, "address-pool", pool);
+    compose_gateway_object(out, cluster, "l2-advertisement", advertisement);
 }
 
 #[cfg(test)]
@@ -144,6 +161,19 @@ mod tests {
             !out.resources.contains_key("object-cluster-gateway-address-pool"),
             "the pool is the gateway's"
         );
+        let both = compose(
+            &existing(Some(metallb("172.18.255.216/29"))),
+            &[fleet("kind", asking.clone())],
+        )
+        .unwrap();
+        assert_eq!(both.warnings.len(), 1, "{:?}", both.warnings);
+        assert!(both.warnings[0].contains("overlaps InferenceGateway default's pool 172.18.255.220/30"));
+        let apart = compose(
+            &existing(Some(metallb("172.18.255.200/29"))),
+            &[fleet("kind", asking.clone())],
+        )
+        .unwrap();
+        assert!(apart.warnings.is_empty(), "{:?}", apart.warnings);
         for gateways in [
             vec![],
             vec![fleet("elsewhere", asking)],

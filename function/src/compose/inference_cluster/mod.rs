@@ -125,7 +125,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         };
         components::compose_components(&mut out, name, &facts, stack, &mut plan);
         client_trust::compose(&mut out, req, name);
-        metallb::compose(&mut out, name, spec);
+        metallb::compose(&mut out, req, name, spec);
         remote::secret_copy::retire_dropped(&mut out, req, &[&components::provider_config_name(name)]);
     }
     usages::compose(&mut out, name, cloud.as_ref());
