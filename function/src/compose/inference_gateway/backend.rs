@@ -30,7 +30,7 @@ pub fn check(spec: &InferenceGatewaySpec) -> Result<(), ComposeError> {
 
 /// The settings of the chosen backend that are not applied as written, each with its path and why. A MetalLB
 /// pool is applied: the gateway composes it, and its cluster installs MetalLB to read it.
-pub fn not_applied(spec: &InferenceGatewaySpec) -> Vec<String> {
+fn not_applied(spec: &InferenceGatewaySpec) -> Vec<String> {
     let (at, settings) = spec.backend_settings();
     let mut out = Vec::new();
     if spec.backend == GatewayBackend::Traefik {
