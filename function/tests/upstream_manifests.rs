@@ -12,7 +12,7 @@ mod stages;
 
 use std::path::{Path, PathBuf};
 
-use common::{problems, read_documents, yaml_files};
+use common::{problems, read_documents, yaml_files, yaml_files_below};
 use modelplane_function::{
     compose::inference_cluster::class_requirement,
     proto::v1::{RunFunctionResponse, Severity},
@@ -119,27 +119,6 @@ fn an_upstream_eks_cluster_with_only_a_region_gets_a_public_endpoint() {
     let params = &eks["spec"]["forProvider"];
     assert_eq!(params["endpointPublicAccess"], true, "{params:#}");
     assert_eq!(params["region"], "us-west-2");
-}
-
-/// Every file under `dir`, depth first, in name order.
-fn yaml_files_below(dir: &Path) -> Vec<PathBuf> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    entries.sort();
-    entries
-        .into_iter()
-        .flat_map(|path| {
-            if path.is_dir() {
-                yaml_files_below(&path)
-            } else if path.extension().is_some_and(|ext| ext == "yaml") {
-                vec![path]
-            } else {
-                Vec::new()
-            }
-        })
-        .collect()
 }
 
 /// Upstream's manifests of our kinds for the four clouds beyond EKS, by path under `docs/manifests/`.

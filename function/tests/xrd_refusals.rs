@@ -259,3 +259,142 @@ fn an_infiniband_pool_needs_a_nebius_or_aks_cluster() {
         &rule_message("inferenceclusters.yaml", rule),
     );
 }
+
+/// Upstream's gateway fields refuse what MetalLB, the listener or the backend could not take, naming the field,
+/// before anything is composed: a refused edit leaves the gateway serving as it did.
+#[test]
+fn an_inference_gateway_refuses_a_bad_backend_port_or_address_pool_naming_the_field() {
+    let file = "inferencegateways.yaml";
+    let gateway = example("services/fleet-gateway.yaml");
+    let with = |spec: Value| {
+        let mut object = gateway.clone();
+        for (field, value) in spec.as_object().unwrap() {
+            object["spec"][field] = value.clone();
+        }
+        object
+    };
+    let pool_rule = "isCIDR(self.trim()) || (size(self.split('-')) == 2 && isIP(self.split('-')[0].trim()) && \
+                     isIP(self.split('-')[1].trim()) && ip(self.split('-')[0].trim()).family() == \
+                     ip(self.split('-')[1].trim()).family())";
+    let metallb_rule = "!has(self.loadBalancer) || self.loadBalancer != 'MetalLB' || has(self.metallb)";
+    for (spec, path, says) in [
+        (
+            json!({"envoyGateway": {"loadBalancer": "MetalLB", "metallb": {"addressPool": "172.18.255.200"}}}),
+            "spec.envoyGateway.metallb.addressPool",
+            rule_message(file, pool_rule),
+        ),
+        (
+            json!({"backend": "Traefik", "traefik": {"version": "40.2.0", "loadBalancer": "MetalLB",
+                                                      "metallb": {"addressPool": "10.0.0.1-fc00::1"}}}),
+            "spec.traefik.metallb.addressPool",
+            rule_message(file, pool_rule),
+        ),
+        (
+            json!({"envoyGateway": {"loadBalancer": "MetalLB"}}),
+            "spec.envoyGateway.metallb",
+            rule_message(file, metallb_rule),
+        ),
+        (
+            json!({"backend": "Traefik"}),
+            "spec.traefik",
+            rule_message(
+                file,
+                "!has(self.backend) || self.backend != 'Traefik' || has(self.traefik)",
+            ),
+        ),
+        (
+            json!({"traefik": {"version": "40.2.0"}}),
+            "spec.traefik",
+            rule_message(
+                file,
+                "!has(self.traefik) || (has(self.backend) && self.backend == 'Traefik')",
+            ),
+        ),
+        (
+            json!({"backend": "Nginx"}),
+            "spec.backend",
+            "value is not one of".into(),
+        ),
+        (
+            json!({"gateway": {"port": 0}}),
+            "spec.gateway.port",
+            "value is less than the minimum of 1".into(),
+        ),
+        (
+            json!({"gateway": {"port": 65536}}),
+            "spec.gateway.port",
+            "value is greater than the maximum".into(),
+        ),
+    ] {
+        assert_refused(&with(spec), path, &says);
+    }
+}
+
+/// An existing cluster's gateway takes its address from MetalLB only as the gateway's own pool says, and only
+/// where Modelplane installs the gateway.
+#[test]
+fn an_existing_clusters_gateway_refuses_a_bad_pool_naming_the_field() {
+    let file = "inferenceclusters.yaml";
+    let cluster = example("clusters/existing-kind.yaml");
+    let with = |gateway: Value, components: Option<&str>| {
+        let mut object = cluster.clone();
+        object["spec"]["cluster"]["existing"]["gateway"] = gateway;
+        if let Some(components) = components {
+            object["spec"]["cluster"]["existing"]["components"] = json!(components);
+        }
+        object
+    };
+    let at = "spec.cluster.existing.gateway";
+    let pool_rule = "isCIDR(self.trim()) || (size(self.split('-')) == 2 && isIP(self.split('-')[0].trim()) && \
+                     isIP(self.split('-')[1].trim()) && ip(self.split('-')[0].trim()).family() == \
+                     ip(self.split('-')[1].trim()).family())";
+    let metallb_rule = "!has(self.loadBalancer) || self.loadBalancer != 'MetalLB' || has(self.metallb)";
+    let provided_rule = "!has(self.gateway) || !has(self.components) || self.components != 'Provided'";
+    let metallb = json!({"loadBalancer": "MetalLB", "metallb": {"addressPool": "172.18.255.0/28"}});
+    for (object, path, says) in [
+        (
+            with(
+                json!({"loadBalancer": "MetalLB", "metallb": {"addressPool": "kind"}}),
+                None,
+            ),
+            format!("{at}.metallb.addressPool"),
+            rule_message(file, pool_rule),
+        ),
+        (
+            with(json!({"loadBalancer": "MetalLB"}), None),
+            format!("{at}.metallb"),
+            rule_message(file, metallb_rule),
+        ),
+        (
+            with(metallb, Some("Provided")),
+            at.to_owned(),
+            rule_message(file, provided_rule),
+        ),
+    ] {
+        assert_refused(&object, &path, &says);
+    }
+}
+
+/// A serving gateway edited to a pool MetalLB would refuse (a range whose first address is above its last: the
+/// XRD cannot compare addresses, the function does) gets one FATAL naming the field and composes nothing, so
+/// Crossplane leaves every object it composed before as it was and the gateway keeps answering.
+#[test]
+fn a_refused_pool_edit_leaves_a_serving_gateway_as_it_was() {
+    let mut gateway = example("services/fleet-gateway-metallb.yaml");
+    gateway["spec"]["envoyGateway"]["metallb"]["addressPool"] = json!("172.18.255.250-172.18.255.240");
+    let serving = json!({"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+                         "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    let req = RequestBuilder::new(&gateway)
+        .observed("gateway", &serving)
+        .observed("address-pool", &serving)
+        .build();
+    let rsp = run_function(req);
+    let messages = fatal(&rsp);
+    let wanted =
+        "spec.envoyGateway.metallb.addressPool: \"172.18.255.250-172.18.255.240\" ends before it starts";
+    assert!(
+        messages.len() == 1 && messages[0].contains(wanted),
+        "{messages:?}"
+    );
+    assert!(rsp.desired.iter().all(|d| d.resources.is_empty()));
+}

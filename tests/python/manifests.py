@@ -206,10 +206,11 @@ def _all_crds() -> tuple[_CrdVersion, ...]:
     # The fleet-routing CRDs sit one directory per project and release (tests/crds/routing/SOURCES.md); every
     # release vendored there must accept what is composed for it.
     # Workload-cluster releases: top-level files, routing/<project>/<release>/, and <project>/<release>/ for the
-    # cluster gateway's certificates (cert-manager, trust-manager).
+    # cluster gateway's certificates (cert-manager, trust-manager) and the gateways' MetalLB pools.
     paths = (sorted(crd_dir().glob("*.yaml")) + sorted(crd_dir().glob("routing/*/*/*.yaml"))
              + sorted(crd_dir().glob("cert-manager/*/*.yaml")) + sorted(crd_dir().glob("trust-manager/*/*.yaml"))
-             + sorted(crd_dir().glob("prometheus-operator/*/*.yaml")) + sorted(crd_dir().glob("keda/*/*.yaml")))
+             + sorted(crd_dir().glob("prometheus-operator/*/*.yaml")) + sorted(crd_dir().glob("keda/*/*.yaml"))
+             + sorted(crd_dir().glob("metallb/*/*.yaml")))
     for path in paths:
         for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
             if not doc or doc.get("kind") != "CustomResourceDefinition":

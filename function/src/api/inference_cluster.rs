@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::inference_class::Device;
+use super::{inference_class::Device, load_balancer::AddressSource};
 
 /// Node label every pool's nodes carry, so workloads can be pinned to a pool.
 pub const POOL_LABEL: &str = "modelplane.ai/pool";
@@ -285,6 +285,9 @@ pub struct ExistingCluster {
     pub cache: Option<ExistingCache>,
     #[serde(default)]
     pub components: Components,
+    /// Where the cluster gateway's address comes from: the cluster's load balancer, or MetalLB's pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<AddressSource>,
 }
 
 /// A Secret holding a kubeconfig. Upstream Modelplane keeps these in `modelplane-system`; `namespace` is ours,

@@ -12,6 +12,7 @@ pub mod cluster_view;
 pub mod inference_class;
 pub mod inference_cluster;
 pub mod ledger;
+pub mod load_balancer;
 pub mod model_cache;
 pub mod model_deployment;
 pub mod routing;

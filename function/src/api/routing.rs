@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::load_balancer::AddressSource;
+
 /// The largest entry weight the ModelService XRD admits (`maximum`), which reduced route weights stay within.
 pub const MAX_WEIGHT: u64 = 1_000_000;
 
@@ -212,6 +214,37 @@ pub struct InferenceGatewaySpec {
     pub auth: Option<GatewayAuth>,
     #[serde(default)]
     pub endpoint_grants: Vec<EndpointGrant>,
+    /// Upstream's gateway implementation; Envoy Gateway serves either value (docs/routing.md says why).
+    #[serde(default)]
+    pub backend: GatewayBackend,
+    pub envoy_gateway: Option<BackendSettings>,
+    pub traefik: Option<BackendSettings>,
+    #[serde(default)]
+    pub gateway: GatewayListener,
+}
+
+/// Upstream's `spec.backend`: `EnvoyGateway` (its first InferenceGateway, and what runs here) or `Traefik` (what
+/// its releases install).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, strum::IntoStaticStr)]
+pub enum GatewayBackend {
+    #[default]
+    EnvoyGateway,
+    Traefik,
+}
+
+/// `spec.envoyGateway` or `spec.traefik`: the implementation's chart version and where the gateway's address
+/// comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct BackendSettings {
+    pub version: Option<String>,
+    #[serde(flatten)]
+    pub address: AddressSource,
+}
+
+/// Upstream's `spec.gateway`: the listener's port. Absent, 80, or 443 with `spec.tls`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct GatewayListener {
+    pub port: Option<u16>,
 }
 
 /// Cross-namespace routing the platform team allows (InferenceGateways are cluster-scoped: only it writes them):
@@ -223,6 +256,40 @@ pub struct EndpointGrant {
 }
 
 impl InferenceGatewaySpec {
+    /// The settings object of the chosen backend, with its path (`spec.traefik`).
+    pub fn backend_settings(&self) -> (&'static str, Option<&BackendSettings>) {
+        match self.backend {
+            GatewayBackend::EnvoyGateway => ("spec.envoyGateway", self.envoy_gateway.as_ref()),
+            GatewayBackend::Traefik => ("spec.traefik", self.traefik.as_ref()),
+        }
+    }
+
+    /// The port the listener answers on: `spec.gateway.port`, else HTTP's or HTTPS's own.
+    pub fn port(&self) -> u16 {
+        let default = if self.tls.is_some() { 443 } else { 80 };
+        self.gateway.port.unwrap_or(default)
+    }
+
+    /// Where callers reach the gateway at `address` (its hostname when it has one): scheme, host, and the port
+    /// when it is not the scheme's own. No trailing slash.
+    pub fn base_url(&self, address: &str) -> String {
+        let (scheme, default) = if self.tls.is_some() {
+            ("https", 443)
+        } else {
+            ("http", 80)
+        };
+        let host = self.hostname.as_deref().unwrap_or(address);
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        match self.port() {
+            port if port == default => format!("{scheme}://{host}"),
+            port => format!("{scheme}://{host}:{port}"),
+        }
+    }
+
     /// The namespaces, other than `from` itself, whose ModelEndpoints `from`'s ModelServices may select.
     pub fn granted_to<'a>(&'a self, from: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.endpoint_grants

@@ -28,6 +28,8 @@ pub enum ConditionType {
     CallerAuth,
     /// InferenceGateway: the client certificate it presents to cluster gateways, and how many require it.
     ClientCertificate,
+    /// InferenceGateway: the implementation serving it (`spec.backend`), and any of its settings not applied.
+    Backend,
     /// ModelEndpoint: the endpoint can be routed to.
     EndpointReady,
     /// ModelService: the ModelEndpoints its entries select, and how many are ready.
@@ -76,6 +78,9 @@ pub enum Reason {
     KeysInEffect,
     Issuing,
     Presented,
+    AsRequested,
+    ServedByEnvoyGateway,
+    SettingsNotApplied,
     // ModelEndpoint
     Valid,
     // ModelService

@@ -83,6 +83,8 @@ pub enum Needs {
     Always,
     /// Only when some pool sets `fabric.type: EFA`.
     EfaPool,
+    /// Only when a gateway on the cluster (its own, or a fleet gateway) takes its address from MetalLB.
+    MetalLb,
 }
 
 /// How a component is installed.
@@ -347,6 +349,22 @@ pub const ENVOY_GATEWAY: Component = Component {
     why: "fronts every replica; InferencePool backends through the AI gateway's extension server",
 };
 
+/// Announces a gateway's address from a pool its spec names, on clusters without a cloud load balancer (kind, bare
+/// metal, K3s). The pools themselves belong to the gateways ([`crate::workload::metallb`]).
+pub const METALLB: Component = Component {
+    name: "metallb",
+    version: "0.16.1",
+    namespace: "metallb-system",
+    install: Install::Chart {
+        repository: "https://metallb.github.io/metallb",
+        chart: "metallb",
+        values: no_values,
+    },
+    needs: Needs::MetalLb,
+    why: "a LoadBalancer address for a gateway where no cloud controller gives one; 0.16.1 is the release whose \
+          IPAddressPool CRD the tests vendor, and it reads serviceAllocation, which pins a pool to one gateway",
+};
+
 pub const AI_GATEWAY_CRDS: Component = Component {
     name: "ai-gateway-crds",
     version: "v0.7.0",
@@ -426,6 +444,7 @@ macro_rules! common_rows {
             KUBE_PROMETHEUS_STACK,
             ENGINE_METRICS,
             $($monitoring,)*
+            METALLB,
             ENVOY_GATEWAY,
             AI_GATEWAY_CRDS,
             AI_GATEWAY,

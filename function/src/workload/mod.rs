@@ -9,6 +9,7 @@ pub mod cluster_gateway;
 pub mod disaggregation;
 pub mod engine_flags;
 pub mod engine_metrics;
+pub mod metallb;
 pub mod names;
 pub mod own_image;
 pub mod pod;

@@ -58,6 +58,23 @@ pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// Every `.yaml` below `dir`, depth first, in name order.
+pub fn yaml_files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    entries.sort();
+    entries
+        .into_iter()
+        .flat_map(|path| match path.is_dir() {
+            true => yaml_files_below(&path),
+            false if path.extension().is_some_and(|ext| ext == "yaml") => vec![path],
+            false => Vec::new(),
+        })
+        .collect()
+}
+
 /// Every problem an API server would find with `object` under `schema`, CEL rules included. `old` makes it an
 /// update, so transition rules (`oldSelf`) run.
 pub fn problems(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<String> {

@@ -36,6 +36,7 @@ UPSTREAM_CRDS = (
     "trust-manager/v0.25.0",
     "prometheus-operator/v0.82.2",
     "keda/v2.20.2",
+    "metallb/v0.16.1",
 )
 PROVIDER_EKS_CRDS = REPO_ROOT / "package" / "provider-eks" / "crds"
 CONFIGURATION = REPO_ROOT / "package" / "configuration"

@@ -46,6 +46,8 @@ RENDERED = [
     (EXAMPLES / "deployments" / "qwen3-small-to-zero.yaml", (STANDARD, KEDA)),
     (EXAMPLES / "caches" / "qwen3-coder.yaml", (FLEET,)),
     (EXAMPLES / "services" / "fleet-gateway.yaml", (SERVICES,)),
+    # Upstream's shape, with the gateway's own MetalLB pool.
+    (EXAMPLES / "services" / "fleet-gateway-metallb.yaml", (SERVICES,)),
     (EXAMPLES / "services" / "qwen3-coder.yaml", (SERVICES,)),
 ]
 PROVIDER_KUBERNETES_GROUPS = ("kubernetes.crossplane.io", "kubernetes.m.crossplane.io")
@@ -223,4 +225,30 @@ def test_mutual_tls_on_the_hop_to_a_cluster_gateway_passes_strict_server_side_ad
     status = documents[0].get("status") or {}
     assert len((status.get("gateway") or {}).get("trustedClientAuthorities") or []) == 1, status.get("gateway")
     admit_composed(platform, composed, problems)
+    assert not problems, "the API server refused:\n" + "\n".join(problems)
+
+
+UPSTREAM_FIXTURES = REPO_ROOT / "function" / "tests" / "fixtures"
+# Upstream Modelplane's documentation manifests, vendored verbatim (each folder's SOURCES.md says from where).
+UPSTREAM = ("upstream", "upstream-clouds", "upstream-docs", "upstream-routing")
+# Upstream's own kind that is not ours (its ModelDeployment composes one per replica); docs/api.md says so.
+NOT_SERVED = ("ModelReplica",)
+
+
+def test_upstreams_documentation_manifests_are_admitted_unchanged(platform):
+    """What a user migrating from upstream applies: every object of a kind we serve, as upstream's docs write it,
+    passes the API server's admission of our XRDs (schema, defaults, CEL, unknown fields refused). A namespaced one
+    without a namespace goes to `default`, as `kubectl apply` sends it."""
+    problems: list[str] = []
+    admitted: dict[str, int] = {}
+    for folder in UPSTREAM:
+        for path in sorted((UPSTREAM_FIXTURES / folder).rglob("*.yaml")):
+            for doc in load_yaml_documents(path):
+                if doc.get("apiVersion") != "modelplane.ai/v1alpha1" or doc.get("kind") in NOT_SERVED:
+                    continue
+                if platform.resource(doc["apiVersion"], doc["kind"]).namespaced:
+                    doc.setdefault("metadata", {}).setdefault("namespace", "default")
+                admit(platform, doc, str(path.relative_to(UPSTREAM_FIXTURES)), problems)
+                admitted[doc["kind"]] = admitted.get(doc["kind"], 0) + 1
+    assert admitted.get("InferenceGateway", 0) >= 4, admitted
     assert not problems, "the API server refused:\n" + "\n".join(problems)

@@ -28,8 +28,13 @@ pub struct Planned {
 }
 
 /// The cluster's component list: its cloud's common rows (those it needs), then its stack's rows. Empty for an
-/// existing cluster that provides its own.
-pub fn plan(cloud: Cloud, stack: &dyn ServingStack, spec: &InferenceClusterSpec) -> Vec<Planned> {
+/// existing cluster that provides its own. `metallb`: a gateway on the cluster takes its address from MetalLB.
+pub fn plan(
+    cloud: Cloud,
+    stack: &dyn ServingStack,
+    spec: &InferenceClusterSpec,
+    metallb: bool,
+) -> Vec<Planned> {
     let provided = spec
         .cluster
         .existing
@@ -45,6 +50,7 @@ pub fn plan(cloud: Cloud, stack: &dyn ServingStack, spec: &InferenceClusterSpec)
         .filter(|c| match c.needs {
             Needs::Always => true,
             Needs::EfaPool => efa,
+            Needs::MetalLb => metallb,
         })
         .map(|component| Planned {
             component: *component,

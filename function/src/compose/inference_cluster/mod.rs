@@ -40,6 +40,7 @@ mod eks;
 mod existing;
 mod gke;
 pub mod ledger;
+mod metallb;
 mod nebius;
 mod observed;
 mod pod_reporter;
@@ -88,9 +89,10 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         classes: &classes,
     };
     check::pools_against_classes(&input, cloud.as_ref())?;
+    metallb::check(spec)?;
 
     let stack = serving_stack(spec.stack);
-    let mut plan = components::plan(cloud.cloud(), stack, spec);
+    let mut plan = components::plan(cloud.cloud(), stack, spec, metallb::needed(req, name, spec));
     let provisioned = cloud.compose(&input, &mut out)?;
     let progress = provisioned.progress;
     // Charts and objects need the cluster's API server; once any is installed it stays composed.
@@ -130,6 +132,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         client_trust::compose(&mut out, req, name);
         let gateway_planned = plan.iter().any(|p| p.component.name == CLUSTER_GATEWAY.name);
         pod_reporter::compose(&mut out, name, gateway_planned);
+        metallb::compose(&mut out, req, name, spec);
         remote::secret_copy::retire_dropped(&mut out, req, &[&components::provider_config_name(name)]);
     }
     usages::compose(&mut out, name, cloud.as_ref());

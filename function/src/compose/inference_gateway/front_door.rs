@@ -88,23 +88,28 @@ pub fn callers_policy(filled: &[&str]) -> Tree {
     })
 }
 
-/// The gateway's listener: HTTPS only when it has a certificate (no plaintext listener at all, so no key ever
-/// crosses the network in the clear), else HTTP. Routes attach from the namespaces of the services they serve;
+/// The gateway's listener, on `spec.gateway.port` (else the scheme's own): HTTPS only when it has a certificate
+/// (no plaintext listener at all, so no key ever crosses the network in the clear), else HTTP. Routes attach from the namespaces of the services they serve;
 /// which services a gateway serves is decided by its `serviceSelector` where routes are composed. With
 /// `parameters_ref`, Envoy Gateway takes the proxy's settings from that object (the fleet's client certificate).
-pub fn gateway(hostname: Option<&str>, certificates: &[SecretToCopy], parameters_ref: Option<Tree>) -> Tree {
+pub fn gateway(
+    spec: &InferenceGatewaySpec,
+    certificates: &[SecretToCopy],
+    parameters_ref: Option<Tree>,
+) -> Tree {
+    let port = spec.port();
     let mut listener = if certificates.is_empty() {
-        fields!({"name": "http", "protocol": "HTTP", "port": 80})
+        fields!({"name": "http", "protocol": "HTTP", "port": port})
     } else {
         let refs: Vec<Tree> = certificates
             .iter()
             .map(|c| tree!({"group": "", "kind": "Secret", "name": &c.remote_name}))
             .collect();
-        fields!({"name": "https", "protocol": "HTTPS", "port": 443,
+        fields!({"name": "https", "protocol": "HTTPS", "port": port,
                  "tls": {"mode": "Terminate", "certificateRefs": refs}})
     };
     listener.insert("allowedRoutes", tree!({"namespaces": {"from": "All"}}));
-    if let Some(hostname) = hostname {
+    if let Some(hostname) = spec.hostname.as_deref() {
         listener.insert("hostname", hostname);
     }
     let mut spec = fields!({"gatewayClassName": crate::workload::cluster_gateway::GATEWAY_CLASS, "listeners": [listener]});

@@ -32,11 +32,13 @@ use crate::{
     wire::{RawStruct, tree::Fields},
 };
 
+mod backend;
 mod client_certificate;
 mod front_door;
 mod standby;
 
-use crate::workload::{cluster_gateway::client_tls, well_known::GATEWAY_NAMESPACE};
+use crate::compose::shared::GATEWAY_NAME;
+use crate::workload::{cluster_gateway::client_tls, metallb, well_known::GATEWAY_NAMESPACE};
 
 const CLUSTERS: &str = "clusters";
 
@@ -90,6 +92,7 @@ struct AddressView {
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
     let gateway: InferenceGateway = xr.parse()?;
+    backend::check(&gateway.spec)?;
     let mut out = Output {
         requirements: BTreeMap::from([(
             CLUSTERS.to_owned(),
@@ -103,6 +106,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         ready: Some(false),
         ..Default::default()
     };
+    backend::report(&mut out, &gateway.spec);
     let Some(found) = request::required_resources(req, CLUSTERS) else {
         return Ok(out);
     };
@@ -220,7 +224,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     let gateway_ready = address.is_some() && ready("gateway") && certificates_filled;
     if policy_ready || gateway_exists {
         let proxy = (client.proxy_ready || took_proxy).then(client_tls::parameters_ref);
-        let manifest = front_door::gateway(gateway.spec.hostname.as_deref(), &certificates, proxy);
+        let manifest = front_door::gateway(&gateway.spec, &certificates, proxy);
         out.compose(
             "gateway",
             in_control_namespace(remote::Object::new(manifest, &pc)),
@@ -238,11 +242,9 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
         ),
         ..Default::default()
     };
-    let scheme = if certificates.is_empty() { "http" } else { "https" };
     match address {
         Some(address) => {
-            let host = gateway.spec.hostname.as_deref().unwrap_or(&address);
-            let endpoint = format!("{scheme}://{host}/v1");
+            let endpoint = format!("{}/v1", gateway.spec.base_url(&address));
             if certificates_filled {
                 out.condition(
                     ConditionType::GatewayReady,
@@ -272,6 +274,24 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 Status::ConditionFalse,
                 Reason::Provisioning,
                 why,
+            );
+        }
+    }
+    // The gateway's own MetalLB pool; its cluster installs the chart that reads it (InferenceCluster components).
+    let pool = gateway
+        .spec
+        .backend_settings()
+        .1
+        .and_then(|s| s.address.metallb_pool());
+    if let Some(addresses) = pool {
+        for (key, manifest) in ["address-pool", "l2-advertisement"]
+            .into_iter()
+            .zip(metallb::pool(GATEWAY_NAME, addresses))
+        {
+            out.compose(
+                key,
+                in_control_namespace(remote::Object::new(manifest, &pc)),
+                ready(key),
             );
         }
     }

@@ -61,7 +61,7 @@ fn a_named_cluster_that_does_not_exist_is_reported() {
         &with_required(request(xr), "clusters", &[cluster("b", "b-pc")]),
     )
     .unwrap();
-    let c = &out.conditions[0];
+    let c = out.conditions.iter().find(|c| c.type_ == "GatewayReady").unwrap();
     assert_eq!((c.status, c.reason), (Status::ConditionFalse, "ClusterNotReady"));
     assert!(
         c.message

@@ -226,12 +226,8 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     );
     // Where a caller sends `POST <address>/v1/chat/completions` with `model: <namespace>/<service>`: the first
     // serving gateway (by name) that answers somewhere, by its hostname when it has one, over HTTPS when it serves
-    // only that.
-    status.address = serving.iter().find_map(|g| {
-        let host = g.hostname.as_deref().unwrap_or(&g.address);
-        let scheme = if g.tls { "https" } else { "http" };
-        (!host.is_empty()).then(|| format!("{scheme}://{host}"))
-    });
+    // only that, with its port when that is not the scheme's own.
+    status.address = serving.iter().find_map(|g| g.base_url.clone());
 
     let timeout = service.spec.timeouts.request.as_deref().unwrap_or(NO_DEADLINE);
     let mut routes_ready = !routed.is_empty();
@@ -471,7 +467,8 @@ fn is_ready(endpoint: &EndpointView) -> bool {
 struct ServingGateway {
     name: String,
     hostname: Option<String>,
-    tls: bool,
+    /// Scheme, host and port callers reach it at, once it has a hostname or an address.
+    base_url: Option<String>,
     address: String,
     provider_config: Option<String>,
 }
@@ -508,9 +505,10 @@ fn serving_gateways(
                 .get(&cluster)
                 .map(|c| c.status.provider_config_name.clone())
                 .filter(|pc| !pc.is_empty());
+            let reachable = g.spec.hostname.is_some() || !g.status.address.is_empty();
             ServingGateway {
                 name: g.metadata.name,
-                tls: g.spec.tls.is_some(),
+                base_url: reachable.then(|| g.spec.base_url(&g.status.address)),
                 hostname: g.spec.hostname,
                 address: g.status.address,
                 provider_config,
