@@ -9,7 +9,7 @@
 use crate::wire::tree::{Tree, tree};
 
 use crate::stack::components::{ENVOY_GATEWAY, KUBE_PROMETHEUS_STACK};
-use crate::workload::well_known::{GATEWAY_NAMESPACE, STANDBY_IMAGE, STANDBY_PORT, STANDBY_SERVICE};
+use crate::workload::well_known::{FUNCTION_IMAGE, GATEWAY_NAMESPACE, STANDBY_PORT, STANDBY_SERVICE};
 
 /// The pod label the Service, the PodMonitor and the NetworkPolicy select.
 const APP_LABEL: &str = "app.kubernetes.io/name";
@@ -82,7 +82,7 @@ fn deployment() -> Tree {
                                         "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{
                         "name": "standby",
-                        "image": STANDBY_IMAGE,
+                        "image": FUNCTION_IMAGE,
                         "args": ["standby", "--address", format!("0.0.0.0:{STANDBY_PORT}")],
                         "ports": [{"name": "http", "containerPort": STANDBY_PORT}],
                         "readinessProbe": probe.clone(),
