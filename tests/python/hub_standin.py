@@ -87,7 +87,7 @@ def repo(repo_id: str, files: dict[str, bytes | Path], lfs_from: int = 1024, **k
 
 
 class HubStandIn:
-    def __init__(self, *repos: Repo):
+    def __init__(self, *repos: Repo, host: str = "127.0.0.1"):
         self.repos = {r.repo_id: r for r in repos}
         self.faults: dict[str, list[str]] = {}
         self.requests: list[tuple[str, str, str | None]] = []
@@ -112,12 +112,13 @@ class HubStandIn:
             daemon_threads = True
             allow_reuse_address = True
 
-        self._server = Server(("127.0.0.1", 0), Handler)
+        self._server = Server((host, 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
 
     def fault(self, key: str, *faults: str) -> None:
         with self._lock:

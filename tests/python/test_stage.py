@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -229,3 +230,18 @@ def test_the_hub_is_reached_through_the_proxy_settings(hub, tmp_path):
                           env=clean_env(HTTP_PROXY=hub.endpoint))
     assert done.returncode == 0, done.stderr
     assert resolve_offline(cache) == FILES
+
+
+def test_a_full_volume_fails_at_once_saying_so(hub, tmp_path):
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.fail("needs root and unshare(1) to mount a small volume in a mount namespace of its own")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    # A 4 MiB volume for an 11 MiB snapshot, mounted in a namespace of the run's own: gone when it ends.
+    command = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+               'mount -t tmpfs -o size=4m tmpfs "$0" && exec "$@"', str(cache), *stage_command(hub, cache)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT, env=clean_env())
+    assert done.returncode == 3, done.stderr
+    error = progress(cache)["lastError"]
+    assert "the volume is full" in error and "spec.huggingFace.sizeGiB" in error and REPO_ID in error, error
+    assert "file model-0000" in error, error
