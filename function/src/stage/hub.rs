@@ -87,12 +87,20 @@ const READ_TIMEOUT: Duration = Duration::from_secs(120);
 impl Hub {
     /// `endpoint` without a trailing slash; proxies come from `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY`.
     pub fn new(endpoint: &str, repo: &str, token: Option<String>) -> Result<Self, Failure> {
-        let client = reqwest::Client::builder()
-            .user_agent(concat!("modelplane-stage/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(CONNECT_TIMEOUT)
-            .read_timeout(READ_TIMEOUT)
-            .build()
-            .map_err(|e| Failure::Permanent(format!("cannot build the HTTP client: {e}")))?;
+        let builder = || {
+            reqwest::Client::builder()
+                .user_agent(concat!("modelplane-stage/", env!("CARGO_PKG_VERSION")))
+                .connect_timeout(CONNECT_TIMEOUT)
+                .read_timeout(READ_TIMEOUT)
+        };
+        // The system's CA certificates (SSL_CERT_FILE or SSL_CERT_DIR name others, for a mirror with a CA of its
+        // own). An image without any can still reach a plain-http mirror; https then fails naming the issuer.
+        let client = builder().build().or_else(|e| {
+            tracing::warn!(error = %chain(&e), "no CA certificates found: only plain http endpoints will answer");
+            builder().tls_certs_only([]).build()
+        });
+        let client =
+            client.map_err(|e| Failure::Permanent(format!("cannot build the HTTP client: {}", chain(&e))))?;
         Ok(Self {
             client,
             endpoint: endpoint.trim_end_matches('/').to_owned(),
