@@ -3,6 +3,7 @@ own downloads use, with faults a test can inject.
 
 - `GET /api/models/{repo}/revision/{revision}` (`?blobs=true` or not): the commit and, per file, its path, size,
   git blob id and, for LFS files, the SHA-256 and size of the content;
+- `GET /api/models/{repo}/tree/{revision}`: every file and folder, as `list_repo_tree(recursive=True)` reads them;
 - `GET` and `HEAD /{repo}/resolve/{revision}/{path}`: the bytes, with `Range`, `ETag` (the SHA-256 for LFS files,
   the git blob id for the others), `X-Repo-Commit` and, for LFS files, `X-Linked-Etag` and `X-Linked-Size`;
 - refusals as the Hub words them: 401 for a gated repo without its token, 404 with `X-Error-Code`
@@ -151,6 +152,10 @@ class HubStandIn:
         path = urllib.parse.unquote(url.path)
         with self._lock:
             self.requests.append((h.command, path, h.headers.get("Range")))
+        tree = re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?", url.path)
+        if tree:
+            return self._tree(h, urllib.parse.unquote(tree[1]), urllib.parse.unquote(tree[2]),
+                              urllib.parse.unquote(tree[3] or ""), body)
         listing = re.fullmatch(r"/api/models/([^/]+/[^/]+)/revision/(.+)", url.path)
         if listing:
             return self._listing(h, urllib.parse.unquote(listing[1]), urllib.parse.unquote(listing[2]), body)
@@ -219,14 +224,39 @@ class HubStandIn:
             else:
                 entry["blobId"] = r.etag(f)
             siblings.append(entry)
-        payload = json.dumps({"id": r.repo_id, "modelId": r.repo_id, "sha": r.commit, "private": False,
-                              "siblings": siblings}).encode()
+        self._json(h, {"id": r.repo_id, "modelId": r.repo_id, "sha": r.commit, "private": False,
+                       "siblings": siblings}, body)
+
+    @staticmethod
+    def _json(h, value, body: bool) -> None:
+        payload = json.dumps(value).encode()
         h.send_response(200)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(payload)))
         h.end_headers()
         if body:
             h.wfile.write(payload)
+
+    def _tree(self, h, repo_id: str, revision: str, under: str, body: bool) -> None:
+        """The repo's files (and folders) under `under`, every level at once, as huggingface_hub's
+        `list_repo_tree(recursive=True)` reads them."""
+        r = self._check(h, repo_id, revision, body)
+        if r is None:
+            return
+        prefix = f"{under.rstrip('/')}/" if under else ""
+        entries, folders = [], set()
+        for f in r.files:
+            if not f.path.startswith(prefix):
+                continue
+            parts = f.path.split("/")
+            folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
+            entry = {"type": "file", "oid": r.etag(f), "size": f.size, "path": f.path}
+            if f.lfs:
+                entry["lfs"] = {"oid": r.etag(f), "size": f.size, "pointerSize": 134}
+            entries.append(entry)
+        entries += [{"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d}
+                    for d in sorted(folders) if d.startswith(prefix)]
+        self._json(h, entries, body)
 
     def _resolve(self, h, repo_id: str, revision: str, path: str, body: bool) -> None:
         fault = self._faulted(h, path, body) if body else None

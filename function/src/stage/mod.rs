@@ -19,7 +19,7 @@ pub mod hub;
 pub mod layout;
 pub mod progress;
 
-use hub::{Hub, RepoFile};
+use hub::Hub;
 use progress::{Progress, Sink, State};
 
 /// Exit code of a failure no retry can fix.
@@ -68,7 +68,7 @@ pub struct Options {
 
 /// Stages the snapshot, reporting as it goes. `Ok` with the snapshot's folder once it is in place.
 pub async fn run(options: Options) -> Result<PathBuf, Failure> {
-    let progress = Progress::default();
+    let progress = Arc::new(Progress::default());
     let (finished, finish) = tokio::sync::oneshot::channel::<()>();
     let staging = async {
         let result = stage(&options, &progress).await;
@@ -92,7 +92,20 @@ pub async fn run(options: Options) -> Result<PathBuf, Failure> {
     result
 }
 
-async fn stage(options: &Options, progress: &Progress) -> Result<PathBuf, Failure> {
+/// How often and how patiently one request is tried.
+#[derive(Clone, Copy)]
+struct Retry {
+    attempts: u32,
+    backoff: Duration,
+    max_backoff: Duration,
+}
+
+async fn stage(options: &Options, progress: &Arc<Progress>) -> Result<PathBuf, Failure> {
+    let retry = Retry {
+        attempts: options.attempts,
+        backoff: options.backoff,
+        max_backoff: options.max_backoff,
+    };
     let repo = &options.repo;
     if !is_repo_id(repo) {
         return Err(Failure::Permanent(format!(
@@ -105,8 +118,8 @@ async fn stage(options: &Options, progress: &Progress) -> Result<PathBuf, Failur
             options.revision
         )));
     }
-    let hub = Hub::new(&options.endpoint, repo, options.token.clone())?;
-    let listing = retrying(options, progress, || hub.list(&options.revision)).await?;
+    let hub = Arc::new(Hub::new(&options.endpoint, repo, options.token.clone())?);
+    let listing = retrying(retry, progress, || hub.list(&options.revision)).await?;
     let total: u64 = listing.files.iter().map(|f| f.size).sum();
     progress.totals(&listing.commit, listing.files.len() as u64, total);
     tracing::info!(%repo, revision = %options.revision, commit = %listing.commit, files = listing.files.len(),
@@ -119,29 +132,32 @@ async fn stage(options: &Options, progress: &Progress) -> Result<PathBuf, Failur
         .map_err(|e| Failure::Permanent(format!("{repo}: cannot create {}: {e}", blobs.display())))?;
 
     // Each worker takes the next file off the queue; the largest go first, so the last minutes are not one
-    // huge file alone on one connection.
-    let mut queue: Vec<&RepoFile> = listing.files.iter().collect();
+    // huge file alone on one connection. Workers are tasks of their own, so checking digests uses every core.
+    let mut queue = listing.files.clone();
     queue.sort_by_key(|f| f.size);
     let queue = Arc::new(Mutex::new(queue));
-    let worker = || {
-        let queue = Arc::clone(&queue);
-        let (hub, commit, blobs) = (&hub, listing.commit.as_str(), blobs.as_path());
-        async move {
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..options.concurrency.max(1) {
+        let (queue, hub, progress) = (Arc::clone(&queue), Arc::clone(&hub), Arc::clone(progress));
+        let (commit, blobs) = (listing.commit.clone(), blobs.clone());
+        workers.spawn(async move {
             loop {
                 let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop();
                 let Some(file) = next else { return Ok(()) };
                 let counted = AtomicU64::new(0);
-                retrying(options, progress, || {
-                    layout::fetch_blob(hub, commit, file, blobs, progress, &counted)
+                retrying(retry, &progress, || {
+                    layout::fetch_blob(&hub, &commit, &file, &blobs, &progress, &counted)
                 })
                 .await?;
                 progress.file_staged();
             }
-        }
-    };
-    let workers = (0..options.concurrency.max(1)).map(|_| worker());
-    // The first final failure ends the run; the others' partial files stay for the next attempt to resume.
-    try_join_all(workers).await?;
+        });
+    }
+    // The first final failure ends the run (dropping the set stops the other workers); their partial files stay
+    // for the next attempt to resume.
+    while let Some(joined) = workers.join_next().await {
+        joined.map_err(|e| Failure::Permanent(format!("{repo}: a download worker panicked: {e}")))??;
+    }
 
     let (revision, commit, files) = (
         options.revision.clone(),
@@ -164,13 +180,13 @@ async fn stage(options: &Options, progress: &Progress) -> Result<PathBuf, Failur
     Ok(folder.join("snapshots").join(&listing.commit))
 }
 
-/// Runs `attempt` until it passes, fails for good, or has been tried `options.attempts` times.
-async fn retrying<T, F, Fut>(options: &Options, progress: &Progress, mut attempt: F) -> Result<T, Failure>
+/// Runs `attempt` until it passes, fails for good, or has been tried `retry.attempts` times.
+async fn retrying<T, F, Fut>(retry: Retry, progress: &Progress, mut attempt: F) -> Result<T, Failure>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, Failure>>,
 {
-    let attempts = options.attempts.max(1);
+    let attempts = retry.attempts.max(1);
     let mut tried = 0;
     loop {
         tried += 1;
@@ -184,43 +200,10 @@ where
                 });
             }
             Err(failure) => {
-                hub::pause(
-                    progress,
-                    &failure,
-                    tried - 1,
-                    options.backoff,
-                    options.max_backoff,
-                )
-                .await;
+                hub::pause(progress, &failure, tried - 1, retry.backoff, retry.max_backoff).await;
             }
         }
     }
-}
-
-/// Awaits every future; the first error wins and drops the rest.
-async fn try_join_all<F>(futures: impl Iterator<Item = F>) -> Result<(), Failure>
-where
-    F: std::future::Future<Output = Result<(), Failure>>,
-{
-    let mut set = futures.map(Box::pin).collect::<Vec<_>>();
-    std::future::poll_fn(|cx| {
-        let mut index = 0;
-        while index < set.len() {
-            match set[index].as_mut().poll(cx) {
-                std::task::Poll::Ready(Ok(())) => {
-                    drop(set.swap_remove(index));
-                }
-                std::task::Poll::Ready(Err(failure)) => return std::task::Poll::Ready(Err(failure)),
-                std::task::Poll::Pending => index += 1,
-            }
-        }
-        if set.is_empty() {
-            std::task::Poll::Ready(Ok(()))
-        } else {
-            std::task::Poll::Pending
-        }
-    })
-    .await
 }
 
 /// `org/name`, as the ModelCache's XRD admits it.
