@@ -56,3 +56,40 @@ pub fn from_data(data: &BTreeMap<String, String>) -> Option<StagingProgress> {
 pub fn name(cache: &str) -> String {
     format!("{}-progress", pvc_name(cache))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn percent_is_rounded_down_and_only_whole_is_a_hundred() {
+        let almost = data(&[
+            ("filesTotal", "2"),
+            ("bytesTotal", "1000"),
+            ("bytesStaged", "999"),
+        ]);
+        assert_eq!(from_data(&almost).map(|p| p.percent), Some(99));
+        let empty_repo = data(&[("filesTotal", "0"), ("bytesTotal", "0"), ("state", "Complete")]);
+        assert_eq!(from_data(&empty_repo).map(|p| p.percent), Some(100));
+    }
+
+    #[test]
+    fn a_report_without_totals_or_with_figures_past_them_is_read_safely() {
+        assert_eq!(from_data(&data(&[("state", "Listing")])), None);
+        let garbled = data(&[
+            ("filesTotal", "3"),
+            ("bytesTotal", "10"),
+            ("bytesStaged", "50"),
+            ("filesStaged", "x"),
+        ]);
+        let read = from_data(&garbled).unwrap_or_default();
+        assert_eq!((read.bytes_staged, read.files_staged, read.percent), (10, 0, 100));
+    }
+}
