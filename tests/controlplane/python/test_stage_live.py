@@ -217,5 +217,6 @@ def test_the_composed_job_stages_into_a_real_volume_that_resolves(kube: Kube, st
     finally:
         relay.close()
         kube.delete("v1", "Pod", "engine", NAMESPACE)
-        kube.request("DELETE", kube.path("batch/v1", "Job", NAMESPACE, manifests["Job"]["metadata"]["name"]),
-                     params={"propagationPolicy": "Foreground"}, ok=(200, 202, 404))
+        kube.delete("batch/v1", "Job", manifests["Job"]["metadata"]["name"], NAMESPACE)
+        kube.delete("v1", "PersistentVolumeClaim", manifests["PersistentVolumeClaim"]["metadata"]["name"], NAMESPACE)
+        kube.delete("v1", "PersistentVolume", "stage-live")
