@@ -162,7 +162,8 @@ bash tests/controlplane/controlplane.sh run --crossplane --nodes -- \
     "$venv/bin/python" -m pytest tests/controlplane/python -q \
     --ignore=tests/controlplane/python/test_real_nodes.py \
     --ignore=tests/controlplane/python/test_gangs_live.py \
-    --ignore=tests/controlplane/python/test_serving_live.py || status=$?
+    --ignore=tests/controlplane/python/test_serving_live.py \
+    --ignore=tests/controlplane/python/test_stage_live.py || status=$?
 ((status == 0)) || fail "control-plane tests failed (exit $status; logs in tests/controlplane/.run/)"
 
 # Then containers that really run: two kubelets with containerd 2.x (built here, CDI), a DRA driver each, kube-proxy
@@ -171,13 +172,14 @@ bash tests/controlplane/controlplane.sh run --crossplane --nodes -- \
 # nodes are labelled and tainted as a node of the example Existing cluster's GPU pool is
 # (examples/clusters/existing-onprem.yaml: pool `gpu`, the GPU taint and the cluster's own), so what the function
 # composes for that cluster lands on them; the tests' own pods tolerate every taint.
-step "pytest test_real_nodes.py, test_gangs_live.py and test_serving_live.py on real nodes"
+step "pytest test_real_nodes.py, test_gangs_live.py, test_serving_live.py and test_stage_live.py on real nodes"
 status=0
 CONTROLPLANE_KUBELET_LABELS=modelplane.ai/pool=gpu \
     CONTROLPLANE_KUBELET_TAINTS=nvidia.com/gpu=true:NoSchedule,modelplane.ai/site=onprem:NoSchedule \
     bash tests/controlplane/controlplane.sh run --crossplane --nodes --kubelets 2 -- \
     "$venv/bin/python" -m pytest tests/controlplane/python/test_real_nodes.py \
-    tests/controlplane/python/test_gangs_live.py tests/controlplane/python/test_serving_live.py -q || status=$?
+    tests/controlplane/python/test_gangs_live.py tests/controlplane/python/test_serving_live.py \
+    tests/controlplane/python/test_stage_live.py -q || status=$?
 ((status == 0)) || fail "real-node tests failed (exit $status; logs in tests/controlplane/.run/)"
 # --- end of the control-plane block ---------------------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ pub mod schedule;
 pub mod sdk;
 pub mod server;
 pub mod stack;
+pub mod stage;
 pub mod standby;
 pub mod validate;
 pub mod wire;

@@ -35,6 +35,9 @@ enum Command {
     /// Report why engine pods are not ready, one ConfigMap per workload, for ModelDeployments to read (what each
     /// workload cluster runs; docs/api.md).
     ReportPods(ReportPodsArgs),
+    /// Download a Hugging Face repo's revision into the Hub cache layout, checked and resumable, reporting
+    /// progress (what a ModelCache's hydration Job runs; docs/api.md).
+    Stage(StageArgs),
 }
 
 #[derive(Args)]
@@ -45,6 +48,45 @@ struct ReportPodsArgs {
     /// Seconds between two rounds of writing the reports that changed.
     #[arg(long, env = "PERIOD_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     period_seconds: u64,
+}
+
+#[derive(Args)]
+struct StageArgs {
+    /// Repo id, `org/name`.
+    #[arg(long, env = "REPO")]
+    repo: String,
+    /// Branch, tag or commit.
+    #[arg(long, env = "REVISION", default_value = "main")]
+    revision: String,
+    /// The cache folder engines read (`HF_HUB_CACHE`).
+    #[arg(long, env = "HF_HUB_CACHE")]
+    cache_dir: PathBuf,
+    /// The Hub, or a mirror of its API.
+    #[arg(long, env = "HF_ENDPOINT", default_value = "https://huggingface.co")]
+    endpoint: String,
+    /// Files downloading at once.
+    #[arg(long, env = "STAGE_CONCURRENCY", default_value_t = 8)]
+    concurrency: usize,
+    /// Attempts per request before this run gives up (the Job then starts another pod, which resumes).
+    #[arg(long, env = "STAGE_ATTEMPTS", default_value_t = 6)]
+    attempts: u32,
+    /// Milliseconds before the second attempt, doubled for each one after.
+    #[arg(long, env = "STAGE_BACKOFF_MS", default_value_t = 1000)]
+    backoff_ms: u64,
+    /// The longest wait between two attempts in milliseconds, the Hub's Retry-After included.
+    #[arg(long, env = "STAGE_MAX_BACKOFF_MS", default_value_t = 60_000)]
+    max_backoff_ms: u64,
+    /// ConfigMap (in --progress-namespace) whose data receives the progress, through the in-cluster config.
+    #[arg(long, env = "PROGRESS_CONFIGMAP")]
+    progress_configmap: Option<String>,
+    #[arg(long, env = "PROGRESS_NAMESPACE", default_value = "default")]
+    progress_namespace: String,
+    /// A file the progress is written to as JSON, replaced at each report.
+    #[arg(long, env = "PROGRESS_FILE")]
+    progress_file: Option<PathBuf>,
+    /// Seconds between two progress reports.
+    #[arg(long, env = "PROGRESS_INTERVAL_SECONDS", default_value_t = 5)]
+    progress_interval_seconds: u64,
 }
 
 #[derive(Args)]
@@ -160,6 +202,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => runtime.block_on(serve_command(args)),
         Some(Command::Standby(args)) => runtime.block_on(standby_command(args)),
         Some(Command::ReportPods(args)) => runtime.block_on(report_pods_command(args)),
+        Some(Command::Stage(args)) => runtime.block_on(stage_command(args)),
         None => runtime.block_on(serve_command(cli.serve)),
     }
 }
@@ -212,6 +255,50 @@ async fn standby_command(args: StandbyArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "standby server failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn stage_command(args: StageArgs) -> ExitCode {
+    use modelplane_function::stage::{self, Failure, progress::Sink};
+    init_logging(false, false);
+    let mut sinks = Vec::new();
+    if let Some(name) = &args.progress_configmap {
+        match Sink::config_map(&args.progress_namespace, name).await {
+            Ok(sink) => sinks.push(sink),
+            // Staging matters more than reporting it.
+            Err(e) => tracing::warn!(error = %e, "no Kubernetes client: progress goes to the log only"),
+        }
+    }
+    if let Some(path) = args.progress_file {
+        sinks.push(Sink::File(path));
+    }
+    let options = stage::Options {
+        repo: args.repo,
+        revision: args.revision,
+        cache_dir: args.cache_dir,
+        endpoint: args.endpoint,
+        // Read here, never a flag: a token on a command line is visible to every process on the node.
+        token: std::env::var("HF_TOKEN").ok(),
+        concurrency: args.concurrency,
+        attempts: args.attempts,
+        backoff: std::time::Duration::from_millis(args.backoff_ms),
+        max_backoff: std::time::Duration::from_millis(args.max_backoff_ms),
+        sinks,
+        report_interval: std::time::Duration::from_secs(args.progress_interval_seconds.max(1)),
+    };
+    match stage::run(options).await {
+        Ok(snapshot) => {
+            tracing::info!(snapshot = %snapshot.display(), "staged");
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Permanent(message)) => {
+            tracing::error!(error = %message, "staging failed for good");
+            ExitCode::from(stage::EXIT_FINAL)
+        }
+        Err(failure) => {
+            tracing::error!(error = %failure.message(), "staging failed; another attempt resumes");
             ExitCode::FAILURE
         }
     }

@@ -125,15 +125,61 @@ pub enum Phase {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ClusterCache {
     pub cluster: String,
     pub phase: Phase,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// What the cluster's downloader last reported, once it has.
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<StagingProgress>,
+}
+
+impl ClusterCache {
+    pub fn new(cluster: &str, phase: Phase, reason: impl Into<String>) -> Self {
+        Self {
+            cluster: cluster.to_owned(),
+            phase,
+            reason: reason.into(),
+            progress: None,
+        }
+    }
+
+    /// How far the cluster is, 0 to 100: a Ready cluster is done whatever it reported.
+    pub fn percent(&self) -> u32 {
+        match (&self.progress, self.phase) {
+            (_, Phase::Ready) => 100,
+            (Some(progress), _) => progress.percent,
+            (None, _) => 0,
+        }
+    }
+}
+
+/// The figures the hydration Job reports (`modelplane-function stage`), as of its last report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StagingProgress {
+    pub files_staged: u64,
+    pub files_total: u64,
+    pub bytes_staged: u64,
+    pub bytes_total: u64,
+    /// `bytesStaged` of `bytesTotal`, rounded down (100 only once every byte is checked).
+    pub percent: u32,
+    /// The commit the revision pointed at when the download listed it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub commit: String,
+    /// The last failed attempt (a refused request, bad bytes, a cut connection), retried or not.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_error: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ModelCacheStatus {
     #[serde(default)]
     pub clusters: Vec<ClusterCache>,
+    /// How far staging is across the clusters, 0 to 100 (the mean of theirs): `kubectl get`'s STAGED column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged_percent: Option<u32>,
 }

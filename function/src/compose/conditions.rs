@@ -18,6 +18,8 @@ pub enum ConditionType {
     StackReady,
     /// ModelCache: the weights are staged on every selected cluster.
     Staged,
+    /// ModelCache: `spec.huggingFace.revision` names a commit, so every cluster stages the same bytes.
+    RevisionPinned,
     /// ModelDeployment: every replica has a cluster and pool.
     Scheduled,
     /// ModelDeployment: the ModelCache the replicas mount is staged where they run.
@@ -59,6 +61,8 @@ pub enum Reason {
     Staged,
     Staging,
     HydrationFailed,
+    Commit,
+    BranchOrTag,
     // ModelDeployment
     WaitingForClusters,
     AllReplicasPlaced,

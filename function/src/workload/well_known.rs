@@ -48,8 +48,8 @@ pub const MODEL_EXPRESS_IMAGE: &str = "nvcr.io/nvidia/ai-dynamo/modelexpress-ser
 /// deployments scaled to zero (`modelplane-function standby`): their standby ModelEndpoints point at it.
 pub const STANDBY_SERVICE: &str = "modelplane-standby";
 pub const STANDBY_PORT: u16 = 8080;
-/// The function's own image, whose binary also serves `standby` and `report-pods`: one release with the function
-/// composing it.
+/// The function's own image, whose binary also serves `standby`, reports pods (`report-pods`) and runs a
+/// ModelCache's downloads (`stage`): one release with the function composing it.
 pub const FUNCTION_IMAGE: &str = concat!(
     "ghcr.io/modelplaneai/function-modelplane:v",
     env!("CARGO_PKG_VERSION")

@@ -1,48 +1,23 @@
-//! The manifests that stage one cache on one cluster: the volume, the token, the download Job.
+//! The manifests that stage one cache on one cluster: the volume, the token, the download Job (the function's
+//! own image running `modelplane-function stage`), the ConfigMap it reports progress to, and the least RBAC that
+//! lets it: patch that one ConfigMap.
 
 use crate::wire::tree::{Tree, tree};
 
+use super::progress;
 use crate::api::model_cache::{HuggingFace, MOUNT_PATH, pvc_name};
+use crate::stage::EXIT_FINAL;
+use crate::workload::well_known::FUNCTION_IMAGE;
 
-/// The downloader runs `huggingface_hub.snapshot_download`, which writes the Hub cache layout
-/// (`models--org--name/{blobs,refs,snapshots}`) under `cache_dir` and resumes partial blobs left by an earlier
-/// attempt. Pinned so every cluster stages the same layout.
-const DOWNLOADER_IMAGE: &str = "python:3.12.12-slim-bookworm";
-const HUGGINGFACE_HUB: &str = "huggingface_hub[hf_transfer]==0.36.0";
-
-/// Attempts before the Job fails. Each attempt resumes where the last one stopped, so retries are cheap.
+/// Attempts before the Job fails. Each attempt resumes where the last one stopped, so retries are cheap; what no
+/// retry can fix (the Hub refusing the repo or a file, a full volume) fails the Job at once (`EXIT_FINAL`).
 const BACKOFF_LIMIT: u32 = 10;
 
 /// Key of the token in the Secret propagated to the workload cluster.
 pub const TOKEN_KEY: &str = "token";
 
-/// Downloads into the volume, then writes a marker naming the repo and revision. The marker is written only
-/// after `snapshot_download` returns, so a crashed or killed attempt never looks complete; a Job re-created
-/// after completion sees the marker and exits at once. Values reach the script through the environment, never
-/// by splicing them into the script text.
-const SCRIPT: &str = r#"set -eu
-marker="$HF_HUB_CACHE/.modelplane/$MARKER"
-if [ -f "$marker" ]; then echo "already staged: $REPO@$REVISION"; exit 0; fi
-python -m pip install --no-cache-dir --quiet --user "$HUGGINGFACE_HUB"
-python - <<'PY'
-import os
-from huggingface_hub import snapshot_download
-path = snapshot_download(repo_id=os.environ["REPO"], revision=os.environ["REVISION"],
-                         cache_dir=os.environ["HF_HUB_CACHE"], token=os.environ.get("HF_TOKEN") or None)
-print("staged", path)
-PY
-mkdir -p "$(dirname "$marker")"
-touch "$marker"
-"#;
-
-/// File name of the completion marker: the repo id and revision with `/` made safe.
-pub fn marker(hf: &HuggingFace) -> String {
-    format!(
-        "{}@{}.complete",
-        hf.repo.replace('/', "--"),
-        hf.revision.replace('/', "--")
-    )
-}
+/// Seconds between two progress reports of the downloader: a report is one PATCH of a small ConfigMap.
+const REPORT_INTERVAL_SECONDS: u32 = 10;
 
 pub fn volume_claim(cache: &str, namespace: &str, size: &str, storage_class: &str) -> Tree {
     tree!({
@@ -84,16 +59,61 @@ fn token_secret_name(cache: &str) -> String {
     format!("{}-hf-token", pvc_name(cache))
 }
 
+/// The ServiceAccount, Role and RoleBinding of the Job.
+fn account_name(cache: &str) -> String {
+    format!("{}-stage", pvc_name(cache))
+}
+
+/// Created empty; only the Job writes its data (the composing Object never updates it).
+pub fn progress(cache: &str, namespace: &str) -> Tree {
+    tree!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": progress::name(cache), "namespace": namespace, "labels": labels(cache)},
+    })
+}
+
+pub fn service_account(cache: &str, namespace: &str) -> Tree {
+    tree!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": account_name(cache), "namespace": namespace, "labels": labels(cache)},
+    })
+}
+
+/// Patching its own progress ConfigMap, by name: nothing else, not even reading another.
+pub fn role(cache: &str, namespace: &str) -> Tree {
+    tree!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": account_name(cache), "namespace": namespace, "labels": labels(cache)},
+        "rules": [{
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [progress::name(cache)],
+            "verbs": ["get", "patch"],
+        }],
+    })
+}
+
+pub fn role_binding(cache: &str, namespace: &str) -> Tree {
+    tree!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": account_name(cache), "namespace": namespace, "labels": labels(cache)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account_name(cache)},
+        "subjects": [{"kind": "ServiceAccount", "name": account_name(cache), "namespace": namespace}],
+    })
+}
+
 pub fn job(cache: &str, namespace: &str, hf: &HuggingFace) -> Tree {
     let mut env = vec![
         tree!({"name": "HF_HUB_CACHE", "value": MOUNT_PATH}),
         tree!({"name": "REPO", "value": &hf.repo}),
         tree!({"name": "REVISION", "value": &hf.revision}),
-        tree!({"name": "MARKER", "value": marker(hf)}),
-        tree!({"name": "HUGGINGFACE_HUB", "value": HUGGINGFACE_HUB}),
-        tree!({"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "1"}),
-        // pip --user needs a writable home; the image's is root's.
-        tree!({"name": "HOME", "value": "/tmp"}),
+        tree!({"name": "PROGRESS_CONFIGMAP", "value": progress::name(cache)}),
+        tree!({"name": "PROGRESS_NAMESPACE", "value": namespace}),
+        tree!({"name": "PROGRESS_INTERVAL_SECONDS", "value": REPORT_INTERVAL_SECONDS.to_string()}),
     ];
     if hf.auth_secret.is_some() {
         env.push(tree!({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
@@ -105,18 +125,30 @@ pub fn job(cache: &str, namespace: &str, hf: &HuggingFace) -> Tree {
         "metadata": {"name": format!("{}-hydrate", pvc_name(cache)), "namespace": namespace, "labels": labels(cache)},
         "spec": {
             "backoffLimit": BACKOFF_LIMIT,
+            // The Hub refusing the repo or a file, or a full volume, fails the Job at once: no retry would pass.
+            "podFailurePolicy": {"rules": [{
+                "action": "FailJob",
+                "onExitCodes": {"containerName": "hydrate", "operator": "In", "values": [EXIT_FINAL]},
+            }]},
             "template": {
                 "metadata": {"labels": labels(cache)},
                 "spec": {
                     "restartPolicy": "Never",
+                    "serviceAccountName": account_name(cache),
                     "securityContext": {"runAsNonRoot": true, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000},
                     "containers": [{
                         "name": "hydrate",
-                        "image": DOWNLOADER_IMAGE,
-                        "command": ["/bin/sh", "-c", SCRIPT],
+                        // The function's own image: nothing is installed at run time, and HTTP(S)_PROXY and
+                        // NO_PROXY set on the cluster (by an admission policy, say) are honoured.
+                        "image": FUNCTION_IMAGE,
+                        "args": ["stage"],
                         "env": env,
                         "volumeMounts": [{"name": "cache", "mountPath": MOUNT_PATH}],
-                        "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "readOnlyRootFilesystem": true,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
                     }],
                     "volumes": [{"name": "cache", "persistentVolumeClaim": {"claimName": pvc_name(cache)}}],
                 },

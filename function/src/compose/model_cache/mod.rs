@@ -27,6 +27,7 @@ use crate::{
 };
 
 mod hydrate;
+mod progress;
 
 const CLUSTERS: &str = "clusters";
 const DEPLOYMENTS: &str = "deployments";
@@ -131,15 +132,13 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
     for name in &targets {
         let state = match clusters.get(name) {
             None => pending(name, "the InferenceCluster no longer exists"),
-            Some(cluster) => stage(
-                req,
-                &cache,
-                &namespace,
-                cluster,
-                &auth,
-                previously_ready.contains(name.as_str()),
-                &mut out,
-            ),
+            Some(cluster) => {
+                let ready = previously_ready.contains(name.as_str());
+                with_progress(
+                    req,
+                    stage(req, &cache, &namespace, cluster, &auth, ready, &mut out),
+                )
+            }
         };
         states.push(state);
     }
@@ -239,11 +238,19 @@ fn target_clusters(
 }
 
 fn pending(cluster: &str, reason: impl Into<String>) -> ClusterCache {
-    ClusterCache {
-        cluster: cluster.to_owned(),
-        phase: Phase::Pending,
-        reason: reason.into(),
+    ClusterCache::new(cluster, Phase::Pending, reason)
+}
+
+/// Adds to a cluster's state the figures its downloader last reported.
+fn with_progress(req: &RunFunctionRequest, mut state: ClusterCache) -> ClusterCache {
+    state.progress = progress::observed(req, &format!("progress-{}", state.cluster));
+    if let (Phase::Failed, Some(reported)) = (state.phase, &state.progress)
+        && !reported.last_error.is_empty()
+    {
+        // The Job's own condition says only which exit code failed it; the downloader says what went wrong.
+        state.reason = format!("hydration Job failed: {}", reported.last_error);
     }
+    state
 }
 
 /// Composes what one cluster needs and says how far it is.
@@ -292,12 +299,17 @@ fn stage(
         remote::Object::new(volume, pc).build(),
         volume_ready,
     );
+    // Where the Job reports: kept after staging, so the figures stay. Ready as composed: a report not written
+    // yet (or a cluster that lost it) never holds the cache back.
+    out.compose(
+        key("progress"),
+        remote::Object::new(hydrate::progress(cache_name, namespace), pc)
+            .create_only()
+            .build(),
+        true,
+    );
     if already_ready {
-        return ClusterCache {
-            cluster: name.to_owned(),
-            phase: Phase::Ready,
-            reason: String::new(),
-        };
+        return ClusterCache::new(name, Phase::Ready, "");
     }
 
     match auth {
@@ -324,12 +336,17 @@ fn stage(
             .find(|c| c.type_ == type_ && c.status == "True")
     };
     if condition("Complete").is_some() {
-        // The snapshot is whole; leaving the Job out of the desired state deletes it.
-        return ClusterCache {
-            cluster: name.to_owned(),
-            phase: Phase::Ready,
-            reason: String::new(),
-        };
+        // The snapshot is whole; leaving the Job (and what lets it report) out of the desired state deletes it.
+        return ClusterCache::new(name, Phase::Ready, "");
+    }
+    // The Job's identity: patching its own progress ConfigMap is all it may do.
+    for (what, manifest) in [
+        ("stage-account", hydrate::service_account(cache_name, namespace)),
+        ("stage-role", hydrate::role(cache_name, namespace)),
+        ("stage-binding", hydrate::role_binding(cache_name, namespace)),
+    ] {
+        let ready = remote::observed_ready(req, &key(what));
+        out.compose(key(what), remote::Object::new(manifest, pc).build(), ready);
     }
     out.compose(
         key("hydrate"),
@@ -337,20 +354,11 @@ fn stage(
         false,
     );
     if let Some(failed) = condition("Failed") {
-        return ClusterCache {
-            cluster: name.to_owned(),
-            phase: Phase::Failed,
-            reason: format!("hydration Job failed: {} {}", failed.reason, failed.message)
-                .trim_end()
-                .to_owned(),
-        };
+        let reason = format!("hydration Job failed: {} {}", failed.reason, failed.message);
+        return ClusterCache::new(name, Phase::Failed, reason.trim_end());
     }
     match job {
-        Some(_) if volume_ready => ClusterCache {
-            cluster: name.to_owned(),
-            phase: Phase::Hydrating,
-            reason: String::new(),
-        },
+        Some(_) if volume_ready => ClusterCache::new(name, Phase::Hydrating, ""),
         _ => pending(name, "waiting for the volume and the hydration Job"),
     }
 }
@@ -401,8 +409,51 @@ fn report(
         )
     };
     out.condition(ConditionType::Staged, status, reason, message);
+    pinned(out, &cache.spec.hugging_face.revision, &states);
     out.ready = Some(all_ready && !matches!(auth, Auth::Missing(_)));
-    out.set_status(&ModelCacheStatus { clusters: states })
+    let staged_percent = (!states.is_empty()).then(|| {
+        let sum: u64 = states.iter().map(|s| u64::from(s.percent())).sum();
+        u32::try_from(sum / states.len() as u64).unwrap_or(100)
+    });
+    out.set_status(&ModelCacheStatus {
+        clusters: states,
+        staged_percent,
+    })
+}
+
+/// Whether the revision is a commit. A branch or tag moves: clusters that list it at different times stage
+/// different weights, so the condition says which commit each has staged.
+fn pinned(out: &mut Output, revision: &str, states: &[ClusterCache]) {
+    if crate::stage::hub::is_commit(revision) {
+        let message = format!("spec.huggingFace.revision is commit {revision}");
+        out.condition(
+            ConditionType::RevisionPinned,
+            Status::ConditionTrue,
+            Reason::Commit,
+            message,
+        );
+        return;
+    }
+    let staged: Vec<String> = states
+        .iter()
+        .filter_map(|s| Some(format!("{} on {}", s.progress.as_ref()?.commit, s.cluster)))
+        .filter(|s| !s.starts_with(' '))
+        .collect();
+    let staged = match staged.is_empty() {
+        true => String::new(),
+        false => format!(" (listed: {})", staged.join(", ")),
+    };
+    let message = format!(
+        "spec.huggingFace.revision {revision:?} is a branch or tag, not a commit: each cluster stages the commit it \
+         points at when its download starts{staged}; set a 40-character commit id so every cluster serves the same \
+         weights"
+    );
+    out.condition(
+        ConditionType::RevisionPinned,
+        Status::ConditionFalse,
+        Reason::BranchOrTag,
+        message,
+    );
 }
 
 #[cfg(test)]

@@ -220,9 +220,10 @@ fn ready_cluster_stays_ready_without_its_job() {
     let out = run(compose, &resolved(xr, &[cluster("eks-a", "efs")])).unwrap();
     assert_eq!(
         out.resources.keys().collect::<Vec<_>>(),
-        ["namespace-eks-a", "volume-eks-a"]
+        ["namespace-eks-a", "progress-eks-a", "volume-eks-a"]
     );
     assert_eq!(out.status["clusters"][0]["phase"], "Ready");
+    assert_eq!(out.status["stagedPercent"], 100);
 }
 
 #[test]
@@ -284,4 +285,155 @@ fn a_cache_without_a_size_is_fatal_and_names_the_field() {
     let xr = cache(json!({"huggingFace": {"repo": "org/m", "sizeGiB": 0}}));
     let err = run(compose, &resolved(xr, &[cluster("eks-a", "efs")])).unwrap_err();
     assert_eq!(err.path, "spec.huggingFace.sizeGiB");
+}
+
+fn progress_reported(data: Value) -> Value {
+    json!({"status": {"conditions": [{"type": "Ready", "status": "True"}],
+        "atProvider": {"manifest": {"apiVersion": "v1", "kind": "ConfigMap", "data": data}}}})
+}
+
+#[test]
+fn the_job_runs_the_functions_own_image_with_only_its_progress_to_write() {
+    let out = run(compose, &resolved(cache(json!({})), &[cluster("eks-a", "efs")])).unwrap();
+    let job = manifest(&out, "hydrate-eks-a");
+    let pod = &job["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(container["image"], crate::workload::well_known::FUNCTION_IMAGE);
+    assert_eq!(container["args"], json!(["stage"]));
+    assert!(
+        !job.to_string().contains("pip"),
+        "nothing is installed at run time"
+    );
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    // What no retry can fix fails the Job at once.
+    assert_eq!(
+        job["spec"]["podFailurePolicy"]["rules"][0],
+        json!({"action": "FailJob", "onExitCodes": {"containerName": "hydrate", "operator": "In",
+               "values": [crate::stage::EXIT_FINAL]}})
+    );
+
+    let account = "modelcache-qwen3-coder-stage";
+    assert_eq!(pod["serviceAccountName"], account);
+    assert_eq!(manifest(&out, "stage-account-eks-a")["metadata"]["name"], account);
+    let role = manifest(&out, "stage-role-eks-a");
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": [""], "resources": ["configmaps"],
+                "resourceNames": ["modelcache-qwen3-coder-progress"], "verbs": ["get", "patch"]}])
+    );
+    let binding = manifest(&out, "stage-binding-eks-a");
+    assert_eq!(binding["roleRef"]["name"], account);
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": account, "namespace": "ml-team"}])
+    );
+    let env = container["env"].to_string();
+    assert!(env.contains("modelcache-qwen3-coder-progress") && env.contains("PROGRESS_NAMESPACE"));
+
+    // The ConfigMap is created once and never overwritten, so the Job's reports stay; ready as composed.
+    let progress = &out.resources["progress-eks-a"];
+    assert!(progress.ready, "a report not yet written never holds readiness");
+    assert_eq!(
+        progress.object["spec"]["managementPolicies"],
+        json!(["Observe", "Create", "Delete"])
+    );
+    assert_eq!(
+        manifest(&out, "progress-eks-a")["metadata"]["name"],
+        "modelcache-qwen3-coder-progress"
+    );
+}
+
+#[test]
+fn reported_progress_reaches_the_clusters_status() {
+    let volume_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    let running = json!({"status": {"atProvider": {"manifest": {"status": {"active": 1}}}}});
+    let report = progress_reported(
+        json!({"filesStaged": "3", "filesTotal": "10", "bytesStaged": "250",
+        "bytesTotal": "1000", "state": "Downloading", "commit": "c0ffee",
+        "lastError": "org/m: file model.safetensors: the Hub answered 429 Too Many Requests"}),
+    );
+    let req = resolved(cache(json!({})), &[cluster("eks-a", "efs")]);
+    let req = with_observed(
+        with_observed(req, "volume-eks-a", &volume_ready),
+        "hydrate-eks-a",
+        &running,
+    );
+    let out = run(compose, &with_observed(req, "progress-eks-a", &report)).unwrap();
+    assert_eq!(
+        out.status["clusters"],
+        json!([{"cluster": "eks-a", "phase": "Hydrating", "filesStaged": 3, "filesTotal": 10,
+                "bytesStaged": 250, "bytesTotal": 1000, "percent": 25, "commit": "c0ffee",
+                "lastError": "org/m: file model.safetensors: the Hub answered 429 Too Many Requests"}])
+    );
+    assert_eq!(out.status["stagedPercent"], 25);
+}
+
+#[test]
+fn a_failed_job_is_reported_with_what_the_downloader_said() {
+    let failed = json!({"status": {"atProvider": {"manifest": {"status": {"conditions": [
+        {"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": "exit code 3"}]}}}}});
+    let report = progress_reported(json!({"filesStaged": "0", "filesTotal": "2", "bytesStaged": "0",
+        "bytesTotal": "9", "state": "Failed",
+        "lastError": "org/m: listing revision \"main\": the Hub answered 401 Unauthorized"}));
+    let req = resolved(cache(json!({})), &[cluster("eks-a", "efs")]);
+    let out = run(
+        compose,
+        &with_observed(
+            with_observed(req, "hydrate-eks-a", &failed),
+            "progress-eks-a",
+            &report,
+        ),
+    )
+    .unwrap();
+    let (status, reason, message) = condition(&out);
+    assert_eq!((status, reason), (Status::ConditionFalse, "HydrationFailed"));
+    assert!(message.contains("org/m") && message.contains("401"), "{message}");
+    assert_eq!(out.status["clusters"][0]["phase"], "Failed");
+}
+
+#[test]
+fn a_missing_report_never_holds_a_staged_cache_back() {
+    let job_done = json!({"status": {"atProvider": {"manifest": {"status": {"conditions": [
+        {"type": "Complete", "status": "True"}]}}}}});
+    let req = resolved(cache(json!({})), &[cluster("eks-a", "efs")]);
+    let out = run(compose, &with_observed(req, "hydrate-eks-a", &job_done)).unwrap();
+    assert_eq!(out.ready, Some(true));
+    assert_eq!(out.status["stagedPercent"], 100);
+    for gone in [
+        "hydrate-eks-a",
+        "stage-account-eks-a",
+        "stage-role-eks-a",
+        "stage-binding-eks-a",
+    ] {
+        assert!(!out.resources.contains_key(gone), "{gone} outlives the download");
+    }
+}
+
+#[test]
+fn a_branch_revision_is_a_condition_naming_the_field_and_a_commit_is_pinned() {
+    let out = run(compose, &resolved(cache(json!({})), &[cluster("eks-a", "efs")])).unwrap();
+    let pinned = out
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "RevisionPinned")
+        .unwrap();
+    assert_eq!(
+        (pinned.status, pinned.reason),
+        (Status::ConditionFalse, "BranchOrTag")
+    );
+    let message = pinned.message.as_deref().unwrap_or_default();
+    assert!(
+        message.contains("spec.huggingFace.revision") && message.contains("\"main\""),
+        "{message}"
+    );
+
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let xr = cache(json!({"huggingFace": {"repo": "org/m", "revision": commit, "sizeGiB": 10}}));
+    let out = run(compose, &resolved(xr, &[cluster("eks-a", "efs")])).unwrap();
+    let pinned = out
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "RevisionPinned")
+        .unwrap();
+    assert_eq!((pinned.status, pinned.reason), (Status::ConditionTrue, "Commit"));
 }

@@ -100,6 +100,12 @@ impl Object {
         self.management_policies(tree!(KEEP_ON_DELETE))
     }
 
+    /// Creates the remote object as the manifest says and deletes it with the Object, but never changes it: what
+    /// others write into it (a Job's progress report) stays, and is observed.
+    pub fn create_only(self) -> Self {
+        self.management_policies(tree!(["Observe", "Create", "Delete"]))
+    }
+
     /// Only reads the remote object: never creates, changes or deletes it.
     pub fn observe_only(self) -> Self {
         self.management_policies(tree!(["Observe"]))
