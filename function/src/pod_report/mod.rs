@@ -23,8 +23,14 @@ use kube::{
 };
 use tokio_stream::StreamExt;
 
+use modelplane_eks_api::names::is_dns_label;
+
 use crate::workload::pod_report::{REPORT_LABEL, REPORT_NAMESPACE, REPORTER, Report, report_name};
 use summary::FailedProbe;
+
+/// Reports kept at once: far more engine workloads than a cluster runs, few enough that a flood of labelled pods
+/// cannot fill the namespace.
+pub const MAX_REPORTS: usize = 4096;
 
 /// The pod reporter's settings.
 #[derive(Debug, Clone)]
@@ -152,7 +158,8 @@ fn seen_at(event: &Event) -> Option<&jiff::Timestamp> {
         .or(event.event_time.as_ref().map(|t| &t.0))
 }
 
-/// Every workload's report, by report name.
+/// Every workload's report, by report name. Anyone who may create pods can set the label: a value that is not a
+/// DNS label (so no workload of ours) is skipped, and at most [`MAX_REPORTS`] workloads are reported.
 fn summaries(
     pods: &[Arc<Pod>],
     selector: &str,
@@ -165,10 +172,11 @@ fn summaries(
         else {
             continue;
         };
-        workloads
-            .entry(report_name(namespace, workload))
-            .or_default()
-            .push(pod);
+        let name = report_name(namespace, workload);
+        if !is_dns_label(workload) || !workloads.contains_key(&name) && workloads.len() >= MAX_REPORTS {
+            continue;
+        }
+        workloads.entry(name).or_default().push(pod);
     }
     workloads
         .into_iter()
@@ -226,5 +234,86 @@ async fn write_changes(
             }
             Err(e) => tracing::warn!(report = %name, error = %e, "cannot write the report; retrying"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(namespace: &str, name: &str, workload: &str) -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"namespace": namespace, "name": name, "labels": {"modelplane.ai/workload": workload}},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn unhealthy(pod: &str, message: &str, count: i32, at: &str) -> Arc<Event> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("{pod}.{count}"), "namespace": "ml"},
+                "involvedObject": {"kind": "Pod", "namespace": "ml", "name": pod},
+                "reason": "Unhealthy", "message": message, "count": count, "lastTimestamp": at,
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn pods_are_reported_by_namespace_and_workload() {
+        let pods = [
+            pod("ml", "a-1", "a"),
+            pod("ml", "a-2", "a"),
+            pod("other", "a-1", "a"),
+            pod("ml", "b-1", "b"),
+        ];
+        let reports = summaries(&pods, "modelplane.ai/workload", &HashMap::new());
+        let counts: Vec<(&str, usize)> = reports.iter().map(|(k, r)| (k.as_str(), r.pods)).collect();
+        assert_eq!(counts, [("pods.ml.a", 2), ("pods.ml.b", 1), ("pods.other.a", 1)]);
+    }
+
+    #[test]
+    fn a_label_that_names_no_workload_of_ours_is_not_reported() {
+        let pods = [pod("ml", "x", "Not_A_Label"), pod("ml", "y", &"w".repeat(64))];
+        assert!(summaries(&pods, "modelplane.ai/workload", &HashMap::new()).is_empty());
+    }
+
+    #[test]
+    fn reports_are_bounded() {
+        let pods: Vec<_> = (0..=MAX_REPORTS)
+            .map(|i| pod("ml", "p", &format!("w{i}")))
+            .collect();
+        assert_eq!(
+            summaries(&pods, "modelplane.ai/workload", &HashMap::new()).len(),
+            MAX_REPORTS
+        );
+    }
+
+    #[test]
+    fn a_pods_latest_failed_probe_is_the_one_reported() {
+        let events = [
+            unhealthy(
+                "p",
+                "Startup probe failed: connection refused",
+                3,
+                "2026-01-01T00:00:00Z",
+            ),
+            unhealthy(
+                "p",
+                "Startup probe failed: HTTP probe failed with statuscode: 503",
+                9,
+                "2026-01-01T00:05:00Z",
+            ),
+        ];
+        let probes = failed_probes(&events);
+        let probe = &probes[&("ml".to_owned(), "p".to_owned())];
+        assert_eq!(
+            (probe.message.as_str(), probe.count),
+            ("Startup probe failed: HTTP probe failed with statuscode: 503", 9)
+        );
     }
 }

@@ -4,9 +4,8 @@
 The Job runs the function's own image (built here, `modelplane.test/function-modelplane:local`) against a stand-in
 of the Hugging Face Hub (tests/python/hub_standin.py) listening on the first node's bridge address, into a real
 volume (a hostPath PersistentVolume bound to the composed claim). Its progress reaches the API server through its
-composed ServiceAccount, whose Role allows patching that one ConfigMap and nothing else (RBAC is enforced here).
-The API server listens on loopback only, so the test relays the node's bridge address to it and the pod names it
-`kubernetes.default` (a name its certificate carries). Then a pod mounting the same claim resolves the repo id the
+composed ServiceAccount, whose Role allows patching that one ConfigMap and nothing else (RBAC is enforced here),
+found as in any cluster through the `kubernetes` Service. Then a pod mounting the same claim resolves the repo id the
 way the Hub client does, the real huggingface_hub resolves the volume's directory offline, and the Job's report,
 observed as provider-kubernetes would report it, becomes the ModelCache's status through `render`.
 """
@@ -15,11 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import subprocess
 import sys
-import threading
-import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -47,43 +43,6 @@ EXAMPLE = REPO_ROOT / "examples" / "caches" / "qwen3-coder.yaml"
 FLEET = REPO_ROOT / "tests" / "fixtures" / "model-cache" / "fleet.yaml"
 # Image import, a pod start and a 6 MiB download on a loaded 2-core machine.
 JOB_SECONDS = 240
-
-
-class Relay:
-    """Forwards TCP connections from `host` to the API server on loopback (each direction on its own thread)."""
-
-    def __init__(self, host: str, target: tuple[str, int]):
-        self.target = target
-        self.listener = socket.create_server((host, 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target, timeout=30)
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(1 << 16):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (source, sink):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.listener.close()
 
 
 def composed_manifests(tmp_path: Path) -> dict[str, dict]:
@@ -122,9 +81,6 @@ def test_the_composed_job_stages_into_a_real_volume_that_resolves(kube: Kube, st
     require_kubelets()
     function_image = images.load_test_image(images.FUNCTION_IMAGE, tmp_path / "function-image")
     load_shell_image(tmp_path)
-    host = os.environ["CONTROLPLANE_CLUSTER_DNS"]
-    api = urllib.parse.urlsplit(kube.server)
-    relay = Relay(host, (api.hostname or "127.0.0.1", api.port or 443))
     volume = tmp_path / "volume"
     volume.mkdir()
     volume.chmod(0o777)
@@ -146,12 +102,10 @@ def test_the_composed_job_stages_into_a_real_volume_that_resolves(kube: Kube, st
         container = spec["containers"][0]
         assert container["args"] == ["stage"]
         container["image"], container["imagePullPolicy"] = function_image, "Never"
-        added = {"HF_ENDPOINT": standin.endpoint, "KUBERNETES_SERVICE_HOST": "kubernetes.default",
-                 "KUBERNETES_SERVICE_PORT": str(relay.port), "PROGRESS_INTERVAL_SECONDS": "1"}
+        added = {"HF_ENDPOINT": standin.endpoint, "PROGRESS_INTERVAL_SECONDS": "1"}
         container["env"] = [e for e in container["env"] if e["name"] not in added] + [
             {"name": k, "value": v} for k, v in added.items()]
-        spec |= {"nodeSelector": dict(KUBELET_LABEL), "tolerations": list(TOLERATE_ALL),
-                 "hostAliases": [{"ip": host, "hostnames": ["kubernetes.default"]}]}
+        spec |= {"nodeSelector": dict(KUBELET_LABEL), "tolerations": list(TOLERATE_ALL)}
         kube.apply(job)
         name = job["metadata"]["name"]
 
@@ -215,7 +169,6 @@ def test_the_composed_job_stages_into_a_real_volume_that_resolves(kube: Kube, st
         [cluster] = status["clusters"]
         assert (cluster["filesStaged"], cluster["bytesStaged"], cluster["percent"]) == (3, total, 100), status
     finally:
-        relay.close()
         kube.delete("v1", "Pod", "engine", NAMESPACE)
         kube.delete("batch/v1", "Job", manifests["Job"]["metadata"]["name"], NAMESPACE)
         kube.delete("v1", "PersistentVolumeClaim", manifests["PersistentVolumeClaim"]["metadata"]["name"], NAMESPACE)
