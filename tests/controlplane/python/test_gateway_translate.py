@@ -6,8 +6,11 @@ into the status Envoy Gateway would write and the xDS Envoy would load. No API s
 Proven here: every object is Accepted with its references resolved, and the HTTPS listener requires a client
 certificate validated against exactly the CA we mean, in each state (refusing everyone before a fleet CA, the
 fleet CA once published, nothing when the cluster opts out), and what the translator reports when a reference is
-broken. Not proven: Envoy's data path (no Envoy runs here), the replicas' routes and the fleet gateway's
-AIGatewayRoutes (Envoy AI Gateway's controller translates those and is not served by the Go module proxy).
+broken. On the fleet gateway: its Gateway, EnvoyProxy and caller-key SecurityPolicy, and a ModelService's
+Backends, are accepted; a route to a TLS backend presents the fleet client certificate and checks the backend's
+name; the caller keys are enforced on the route. Not proven: Envoy's data path (no Envoy runs here), the replicas'
+routes, and the fleet's AIGatewayRoutes (model names, weights, priorities): Envoy AI Gateway's controller turns
+those into HTTPRoutes and is not served by the Go module proxy, so a stand-in HTTPRoute takes their place.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ NAMESPACE = "modelplane-system"
 SERVING_SECRET = "cluster-gateway-tls"
 TRUST = "modelplane-fleet-client-cas"
 POLICY = "cluster-gateway-clients"
+# The fleet gateway's copy of the example's caller keys (ml-team-callers), made by provider-kubernetes.
+CALLERS = "callers-ml-team-callers"
 
 
 def _certificate(common_name: str, *, ca: bool, not_after: datetime.datetime) -> tuple[str, str]:
@@ -143,6 +148,7 @@ def assert_accepted_and_requiring(resources: list[dict], tmp_path: Path) -> dict
     for kind in ("Accepted", "ResolvedRefs", "Programmed"):
         assert listener[kind]["status"] == "True", listener
     (policy,) = translated["clientTrafficPolicies"]
+    assert policy["metadata"]["name"] == POLICY
     assert conditions(policy)["Accepted"]["status"] == "True", policy["status"]
     assert https_listener_tls(translated).get("requireClientCertificate") is True
     return translated
@@ -204,3 +210,74 @@ def test_broken_references_are_reported_by_the_translator(tmp_path):
     accepted = conditions(policy)["Accepted"]
     assert accepted["status"] == "False" and "has expired" in accepted["message"], accepted
     assert not https_listener_tls(translated)["commonTlsContext"].get("validationContextSdsSecretConfig")
+
+
+def fleet_gateway_resources(tmp_path: Path) -> list[dict]:
+    """What the example fleet gateway and a ModelService compose for Envoy Gateway, with what the real clusters
+    would hold: the caller keys provider-kubernetes copies in, the client certificate cert-manager issues, the
+    GatewayClass the fleet gateway's cluster composes, and a stand-in for the HTTPRoute Envoy AI Gateway makes of
+    the ModelService's AIGatewayRoute, to the hosted provider's Backend."""
+    fleet = installs.render(EXAMPLES / "services" / "fleet-gateway.yaml", SERVICES, until_ready=True)
+    service = installs.render(EXAMPLES / "services" / "qwen3-coder.yaml", SERVICES, until_ready=True)
+    cluster_class = [r for r in composed_for_egctl(render_cluster(tmp_path)) if r["kind"] == "GatewayClass"]
+    resources = composed_for_egctl(fleet) + composed_for_egctl(service) + cluster_class
+    callers = next(r for r in resources if r["kind"] == "Secret" and r["metadata"]["name"] == CALLERS)
+    callers["data"] = {"alice": base64.b64encode(b"key-alice").decode()}
+    client = serving_secret()
+    client["metadata"]["name"] = "fleet-gateway-client"
+    hosted = next(r for r in resources if r["kind"] == "Backend" and "tls" in r["spec"])
+    route = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+             "metadata": {"name": "stand-in", "namespace": hosted["metadata"]["namespace"]},
+             "spec": {"parentRefs": [{"name": "inference-gateway", "namespace": NAMESPACE}],
+                      "rules": [{"backendRefs": [{"group": "gateway.envoyproxy.io", "kind": "Backend",
+                                                  "name": hosted["metadata"]["name"]}]}]}}
+    return resources + [client, route]
+
+
+def xds_configs(translated: dict, kind: str) -> list[dict]:
+    (proxy,) = translated["xds"].values()
+    return [c for c in proxy["configs"] if c["@type"].endswith(kind)]
+
+
+def xds_routes(translated: dict) -> list[dict]:
+    return [r for dump in xds_configs(translated, "RoutesConfigDump")
+            for config in dump.get("dynamicRouteConfigs") or []
+            for host in config["routeConfig"].get("virtualHosts") or [] for r in host.get("routes") or []]
+
+
+def test_the_fleet_gateway_presents_its_client_certificate_and_enforces_caller_keys(tmp_path):
+    translated = translate(fleet_gateway_resources(tmp_path), tmp_path, "gateway-api,xds")
+    assert listener_conditions(translated)["Programmed"]["status"] == "True"
+    (policy,) = translated["securityPolicies"]
+    assert conditions(policy)["Accepted"]["status"] == "True", policy["status"]
+    for backend in translated["backends"]:
+        assert conditions(backend)["Accepted"]["status"] == "True", backend
+    (route,) = translated["httpRoutes"]
+    route_conditions = {c["type"]: c for c in route["status"]["parents"][0]["conditions"]}
+    assert route_conditions["Accepted"]["status"] == route_conditions["ResolvedRefs"]["status"] == "True"
+
+    clusters = [c["cluster"] for dump in xds_configs(translated, "ClustersConfigDump")
+                for c in dump.get("dynamicActiveClusters") or [] if "stand-in" in c["cluster"]["name"]]
+    sockets = [m["transportSocket"]["typedConfig"] for c in clusters for m in c.get("transportSocketMatches") or []]
+    assert sockets, clusters
+    for tls in sockets:
+        presented = [s["name"] for s in tls["commonTlsContext"]["tlsCertificateSdsSecretConfigs"]]
+        assert presented == [f"{NAMESPACE}/fleet-gateway-client"], tls
+        assert tls["commonTlsContext"]["combinedValidationContext"]["defaultValidationContext"], tls
+
+    routes = xds_routes(translated)
+    assert routes
+    for r in routes:
+        keys = r.get("typedPerFilterConfig", {}).get("envoy.filters.http.api_key_auth")
+        assert keys and [c["client"] for c in keys["credentials"]] == ["alice"], r
+
+
+def test_a_missing_caller_key_secret_is_reported_by_the_translator(tmp_path):
+    resources = [r for r in fleet_gateway_resources(tmp_path) if r["metadata"]["name"] != CALLERS]
+    translated = translate(resources, tmp_path, "gateway-api,xds")
+    (policy,) = translated["securityPolicies"]
+    accepted = conditions(policy)["Accepted"]
+    assert accepted["status"] == "False" and CALLERS in accepted["message"], accepted
+    # Fail closed: with the keys unreadable every route answers 500 rather than admitting callers unchecked.
+    routes = xds_routes(translated)
+    assert routes and all(r.get("directResponse", {}).get("status") == 500 for r in routes), routes
