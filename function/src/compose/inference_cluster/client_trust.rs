@@ -7,14 +7,14 @@
 //! the cluster trusts a fleet CA it keeps requiring one: when no gateway can be read, or none publishes a CA, the
 //! set last applied stays, whatever the opt-out says.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, time::SystemTime};
 
 use serde_json::Value;
 
 use super::components::{compose_gateway_object, gateway_object_key};
 use crate::{
     api::{
-        ca::{fingerprint, split_bundle, valid_ca},
+        ca::{expired, fingerprint, split_bundle, valid_ca},
         inference_cluster::{Admits, BeforeFleetClientCa},
         routing::InferenceGatewayStatus,
     },
@@ -86,7 +86,7 @@ fn published(req: &RunFunctionRequest) -> Vec<String> {
         .iter()
         .filter_map(|g| g.resource.as_ref()?.parse::<GatewayView>().ok())
         .flat_map(|g| g.status.client_certificate_authorities)
-        .filter(|pem| valid_ca(pem).is_ok())
+        .filter(|pem| valid_ca(pem).is_ok() && !expired(pem, SystemTime::now()))
         .map(|pem| pem.trim().to_owned())
         .collect();
     cas.into_iter().take(MAX_TRUSTED_CAS).collect()
@@ -100,8 +100,9 @@ fn observed_bundle(req: &RunFunctionRequest, pointer: &str) -> Vec<String> {
         .map(|bundle| split_bundle(&bundle, MAX_TRUSTED_CAS))
         .unwrap_or_default()
         .into_iter()
-        // The placeholder is no fleet CA: a bundle of it alone means none is trusted yet.
-        .filter(|pem| pem.trim() != REFUSE_ALL_CA.trim())
+        // The placeholder is no fleet CA: a bundle of it alone means none is trusted yet. An expired CA is none
+        // either: a bundle of expired CAs alone would make Envoy Gateway refuse the policy and verify nothing.
+        .filter(|pem| pem.trim() != REFUSE_ALL_CA.trim() && !expired(pem, SystemTime::now()))
         .collect()
 }
 

@@ -7,6 +7,7 @@ use crate::{compose::fixtures, wire::RawStruct};
 
 const CLUSTER_CA: &str = include_str!("../../../../tests/fixtures/tls/cluster-gateway-ca.pem");
 const CLIENT_CA: &str = include_str!("../../../../tests/fixtures/tls/fleet-client-ca.pem");
+const EXPIRED_CA: &str = include_str!("../../../../tests/fixtures/tls/expired-ca.pem");
 const TRUST_KEY: &str = "object-cluster-gateway-client-cas";
 const POLICY_KEY: &str = "object-cluster-gateway-client-policy";
 
@@ -210,4 +211,28 @@ fn the_cluster_reports_the_fingerprints_of_what_its_gateway_holds() {
     );
     assert!(reported.iter().all(|f| f.len() == "sha256:".len() + 64));
     assert_ne!(reported[0], reported[1]);
+}
+
+#[test]
+fn an_expired_ca_is_never_all_the_gateway_trusts() {
+    // Published expired: refused as a fleet CA, so the placeholder stays.
+    let out = compose_with(Some(&[gateway("fleet", json!([EXPIRED_CA]))]), &[]);
+    assert_eq!(required(&out).as_deref(), Some(REFUSE_ALL_CA.trim()));
+    // Applied while valid, expired since, and no gateway publishes: the placeholder, not the expired CA.
+    let stale = seen(&compose_with(Some(&[gateway("fleet", json!([CLIENT_CA]))]), &[]))
+        .into_iter()
+        .map(|(key, mut object)| {
+            if key == TRUST_KEY {
+                for manifest in ["/spec/forProvider/manifest", "/status/atProvider/manifest"] {
+                    object.pointer_mut(manifest).unwrap()["data"]["ca.crt"] = json!(EXPIRED_CA);
+                }
+            }
+            (key, object)
+        })
+        .collect::<Vec<_>>();
+    let out = compose_with(None, &stale);
+    assert_eq!(required(&out).as_deref(), Some(REFUSE_ALL_CA.trim()));
+    let req = fixtures::cluster_request(&existing(), &[class()], &stale).build();
+    assert_eq!(admits(&req), Admits::Nobody);
+    assert!(applied_fingerprints(&req).is_empty());
 }
