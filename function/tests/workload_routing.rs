@@ -240,7 +240,12 @@ fn a_cluster_composes_its_gateway_and_the_inference_extension_crds_and_reports_t
         observed["status"] = json!({"conditions": [{"type": "Ready", "status": "True"}],
                                     "atProvider": {"manifest": {"status": {"addresses": [{"type": "IPAddress", "value": "198.51.100.4"}]}}}});
         let (_, status) = desired(build(Some(&observed)));
-        assert_eq!(status["gateway"], json!({"address": "198.51.100.4"}), "{stack}");
+        // No client policy is observed on the cluster yet, so the status says the gateway admits anyone.
+        assert_eq!(
+            status["gateway"],
+            json!({"address": "198.51.100.4", "admits": "Anyone"}),
+            "{stack}"
+        );
     }
 }
 
@@ -324,7 +329,9 @@ fn the_cluster_gateway_serves_https_under_the_clusters_own_ca_and_reports_that_c
         ("object-cluster-gateway-gateway", observed_gateway.clone()),
         ("object-cluster-gateway-ca-published", observed_ca(&ca)),
     ]);
-    assert_eq!(status["gateway"], reachable_gateway("198.51.100.4"));
+    let mut reachable = reachable_gateway("198.51.100.4");
+    reachable["admits"] = json!("Anyone");
+    assert_eq!(status["gateway"], reachable);
     for hostile in [
         "not a certificate".to_owned(),
         format!("{ca}{ca}"),
@@ -337,7 +344,7 @@ fn the_cluster_gateway_serves_https_under_the_clusters_own_ca_and_reports_that_c
         ]);
         assert_eq!(
             status["gateway"],
-            json!({"address": "198.51.100.4"}),
+            json!({"address": "198.51.100.4", "admits": "Anyone"}),
             "{:.40}",
             hostile
         );

@@ -4,7 +4,7 @@
 #   controlplane.sh build [COMPONENT...]   build (or reuse) the binaries into tests/controlplane/.bin/ (components:
 #                                          etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet
 #                                          kube-proxy coredns pause crossplane provider-kubernetes promtool
-#                                          prometheus keda-operator containerd containerd-shim-runc-v2 ctr, and
+#                                          prometheus keda-operator containerd containerd-shim-runc-v2 ctr, egctl, and
 #                                          the test peers mock-engine and dra-driver)
 #   controlplane.sh up [--nodes] [--kubelets [N]]
 #                                          build, then start etcd, kube-apiserver and kube-controller-manager;
@@ -70,6 +70,8 @@ components=(
     "promtool|prometheus|github.com/prometheus/prometheus/cmd/promtool"
     "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus"
     "keda-operator|keda|github.com/kedacore/keda/v2/cmd/operator"
+    # Envoy Gateway's CLI: `egctl x translate` runs its translator offline on the gateways we compose.
+    "egctl|egctl|github.com/envoyproxy/gateway/cmd/egctl"
     # Test peers of our own (each module's README.md): a vLLM stand-in for the images pods run, and a DRA driver.
     "mock-engine|mock-engine|modelplane.test/controlplane/mock-engine"
     "dra-driver|dra-driver|modelplane.test/controlplane/dra-driver"
@@ -84,6 +86,8 @@ components=(
 # kube-apiserver's build does, so Go's cache serves both).
 module_env=(
     "mock-engine|CGO_ENABLED=0"
+    # egctl pulls in podman's storage drivers, whose btrfs one needs C headers this machine lacks; egctl uses no C.
+    "egctl|CGO_ENABLED=0"
 )
 # No DWARF or symbol table (-s -w): linking these binaries is a large part of a cold build, and the tests never
 # debug them. -trimpath keeps machine paths out of the binaries.

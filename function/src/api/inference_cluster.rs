@@ -38,6 +38,34 @@ pub struct InferenceClusterSpec {
     pub taints: Vec<Taint>,
     #[serde(default)]
     pub metrics: ClusterMetrics,
+    #[serde(default)]
+    pub gateway: ClusterGateway,
+}
+
+/// `spec.gateway`: the cluster gateway's callers.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterGateway {
+    #[serde(default, rename = "beforeFleetClientCA")]
+    pub before_fleet_client_ca: BeforeFleetClientCa,
+}
+
+/// Whom the cluster gateway admits while it trusts no fleet gateway's client CA.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub enum BeforeFleetClientCa {
+    /// Nobody: a client certificate under a CA no one holds a key for is required.
+    #[default]
+    RefuseAll,
+    /// Anyone: the platform team's explicit choice, reported in `status.gateway.admits`.
+    AdmitAll,
+}
+
+/// `status.gateway.admits`: whom the gateway admits, as applied on the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub enum Admits {
+    FleetGateways,
+    Nobody,
+    Anyone,
 }
 
 /// `spec.metrics`: where the cluster's `modelplane_*` series go beyond its own Prometheus.
@@ -464,9 +492,11 @@ pub struct GatewayStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_certificate: Option<String>,
     /// Fingerprints ([`crate::api::ca::fingerprint`]) of the fleet client CAs the gateway requires a caller's
-    /// certificate under, as applied on the cluster; empty while it requires none.
+    /// certificate under, as applied on the cluster; empty while it trusts none (the placeholder CA is not listed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trusted_client_authorities: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admits: Option<Admits>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -7,15 +7,22 @@ use crate::{compose::fixtures, wire::RawStruct};
 
 const CLUSTER_CA: &str = include_str!("../../../../tests/fixtures/tls/cluster-gateway-ca.pem");
 const CLIENT_CA: &str = include_str!("../../../../tests/fixtures/tls/fleet-client-ca.pem");
+const EXPIRED_CA: &str = include_str!("../../../../tests/fixtures/tls/expired-ca.pem");
 const TRUST_KEY: &str = "object-cluster-gateway-client-cas";
 const POLICY_KEY: &str = "object-cluster-gateway-client-policy";
 
 fn existing() -> Value {
+    existing_with(json!({}))
+}
+
+/// The cluster with `spec.gateway` set to `gateway`.
+fn existing_with(gateway: Value) -> Value {
     json!({"apiVersion": "modelplane.ai/v1alpha1", "kind": "InferenceCluster", "metadata": {"name": "onprem"},
            "spec": {"stack": "Standard",
                     "cluster": {"source": "Existing", "existing": {
                         "secretRef": {"name": "onprem-kubeconfig", "namespace": "platform"},
                         "cache": {"storageClassName": "cephfs"}}},
+                    "gateway": gateway,
                     "nodePools": [{"name": "gpu", "className": "eks-h200-8x", "nodeCount": 4}]}})
 }
 
@@ -32,7 +39,11 @@ fn gateway(name: &str, cas: Value) -> Value {
 
 /// One call of the cluster's composition with `gateways` answered (`None`: not fetched yet) and `observed`.
 fn compose_with(gateways: Option<&[Value]>, observed: &[(String, Value)]) -> Output {
-    let xr = existing();
+    compose_for(&existing(), gateways, observed)
+}
+
+fn compose_for(xr: &Value, gateways: Option<&[Value]>, observed: &[(String, Value)]) -> Output {
+    let xr = xr.clone();
     let mut req = fixtures::cluster_request(&xr, &[class()], observed).build();
     if let Some(gateways) = gateways {
         req = fixtures::with_required(req, GATEWAYS, gateways);
@@ -50,14 +61,94 @@ fn required(out: &Output) -> Option<String> {
     manifest(out, TRUST_KEY).map(|m| m["data"]["ca.crt"].as_str().unwrap().to_owned())
 }
 
+/// The three ways no fleet CA is known: the gateways not fetched yet, none, or one that publishes none.
+fn no_fleet_ca() -> Vec<Option<Vec<Value>>> {
+    vec![None, Some(vec![]), Some(vec![gateway("fleet", json!([]))])]
+}
+
 #[test]
-fn the_gateway_requires_nothing_until_a_fleet_gateway_publishes_a_ca() {
-    for gateways in [None, Some(&[][..]), Some(&[gateway("fleet", json!([]))][..])] {
-        let out = compose_with(gateways, &[]);
+fn before_any_fleet_ca_the_gateway_requires_a_certificate_nobody_holds() {
+    for gateways in no_fleet_ca() {
+        let out = compose_with(gateways.as_deref(), &[]);
         assert!(out.resources.contains_key("object-cluster-gateway-gateway"));
+        assert_eq!(required(&out).as_deref(), Some(REFUSE_ALL_CA.trim()));
+        let policy = manifest(&out, POLICY_KEY).expect("the policy refusing every caller");
+        assert_eq!(policy["spec"]["targetRefs"][0]["name"], "cluster-gateway");
+        assert!(policy["spec"]["tls"]["clientValidation"]["optional"].is_null());
+        assert!(out.warnings.iter().all(|w| !w.contains("beforeFleetClientCA")));
+    }
+}
+
+#[test]
+fn the_placeholder_is_a_ca_certificate_and_no_fleet_ca() {
+    assert_eq!(valid_ca(REFUSE_ALL_CA), Ok(()));
+    for fleet in [CLIENT_CA, CLUSTER_CA] {
+        assert_ne!(fingerprint(fleet), fingerprint(REFUSE_ALL_CA));
+    }
+}
+
+#[test]
+fn an_opted_out_cluster_requires_nothing_until_a_fleet_ca_and_says_why() {
+    let xr = existing_with(json!({"beforeFleetClientCA": "AdmitAll"}));
+    for gateways in no_fleet_ca() {
+        let out = compose_for(&xr, gateways.as_deref(), &[]);
         assert_eq!(required(&out), None);
         assert!(!out.resources.contains_key(POLICY_KEY));
+        assert!(
+            out.warnings
+                .iter()
+                .any(|w| w.contains("spec.gateway.beforeFleetClientCA is AdmitAll")),
+            "{:?}",
+            out.warnings
+        );
     }
+    // Once a CA is published the opt-out no longer matters.
+    let out = compose_for(&xr, Some(&[gateway("fleet", json!([CLIENT_CA]))]), &[]);
+    assert_eq!(required(&out).as_deref(), Some(CLIENT_CA.trim()));
+}
+
+#[test]
+fn the_first_fleet_ca_replaces_the_placeholder() {
+    let refusing = compose_with(None, &[]);
+    let out = compose_with(Some(&[gateway("fleet", json!([CLIENT_CA]))]), &seen(&refusing));
+    assert_eq!(required(&out).as_deref(), Some(CLIENT_CA.trim()));
+}
+
+/// The client-trust Objects of `out`, as the next call observes them (applied and read back).
+fn seen(out: &Output) -> Vec<(String, Value)> {
+    out.resources
+        .iter()
+        .filter(|(key, _)| key.starts_with("object-cluster-gateway-client"))
+        .map(|(key, r)| {
+            let mut object = Value::Object(r.object.to_map());
+            object["status"] =
+                json!({"atProvider": {"manifest": object["spec"]["forProvider"]["manifest"].clone()}});
+            (key.clone(), object)
+        })
+        .collect()
+}
+
+#[test]
+fn the_cluster_reports_whom_its_gateway_admits_as_applied() {
+    let request =
+        |observed: &[(String, Value)]| fixtures::cluster_request(&existing(), &[class()], observed).build();
+    // Nothing applied yet: the Gateway may already answer, with no policy.
+    assert_eq!(admits(&request(&[])), Admits::Anyone);
+    let refusing = seen(&compose_with(None, &[]));
+    assert_eq!(admits(&request(&refusing)), Admits::Nobody);
+    assert!(
+        applied_fingerprints(&request(&refusing)).is_empty(),
+        "the placeholder is no fleet CA"
+    );
+    // The trust ConfigMap alone requires nothing.
+    let trust_only: Vec<_> = refusing.iter().filter(|(k, _)| k == TRUST_KEY).cloned().collect();
+    assert_eq!(admits(&request(&trust_only)), Admits::Anyone);
+    let trusting = seen(&compose_with(Some(&[gateway("fleet", json!([CLIENT_CA]))]), &[]));
+    assert_eq!(admits(&request(&trusting)), Admits::FleetGateways);
+    assert_eq!(
+        applied_fingerprints(&request(&trusting)),
+        vec![fingerprint(CLIENT_CA).unwrap()]
+    );
 }
 
 #[test]
@@ -85,13 +176,7 @@ fn every_gateways_ca_is_required_once_by_a_policy_on_the_cluster_gateway() {
 
 #[test]
 fn once_required_a_certificate_stays_required_when_no_gateway_says_otherwise() {
-    let first = compose_with(Some(&[gateway("fleet", json!([CLIENT_CA]))]), &[]);
-    let seen: Vec<(String, Value)> = first
-        .resources
-        .iter()
-        .filter(|(key, _)| key.starts_with("object-cluster-gateway-client"))
-        .map(|(key, r)| (key.clone(), Value::Object(r.object.to_map())))
-        .collect();
+    let seen = seen(&compose_with(Some(&[gateway("fleet", json!([CLIENT_CA]))]), &[]));
     // The gateways cannot be read, or the one there was is gone: the cluster keeps what it required.
     for gateways in [None, Some(&[][..])] {
         let out = compose_with(gateways, &seen);
@@ -106,7 +191,7 @@ fn what_a_gateway_publishes_that_is_not_one_ca_certificate_is_never_trusted() {
     let two = format!("{CLIENT_CA}\n{CLUSTER_CA}");
     let hostile = gateway("evil", json!(["not a certificate", huge, two, ""]));
     let out = compose_with(Some(std::slice::from_ref(&hostile)), &[]);
-    assert_eq!(required(&out), None);
+    assert_eq!(required(&out).as_deref(), Some(REFUSE_ALL_CA.trim()));
     let out = compose_with(Some(&[hostile, gateway("fleet", json!([CLIENT_CA]))]), &[]);
     assert_eq!(required(&out).as_deref(), Some(CLIENT_CA.trim()));
 }
@@ -126,4 +211,28 @@ fn the_cluster_reports_the_fingerprints_of_what_its_gateway_holds() {
     );
     assert!(reported.iter().all(|f| f.len() == "sha256:".len() + 64));
     assert_ne!(reported[0], reported[1]);
+}
+
+#[test]
+fn an_expired_ca_is_never_all_the_gateway_trusts() {
+    // Published expired: refused as a fleet CA, so the placeholder stays.
+    let out = compose_with(Some(&[gateway("fleet", json!([EXPIRED_CA]))]), &[]);
+    assert_eq!(required(&out).as_deref(), Some(REFUSE_ALL_CA.trim()));
+    // Applied while valid, expired since, and no gateway publishes: the placeholder, not the expired CA.
+    let stale = seen(&compose_with(Some(&[gateway("fleet", json!([CLIENT_CA]))]), &[]))
+        .into_iter()
+        .map(|(key, mut object)| {
+            if key == TRUST_KEY {
+                for manifest in ["/spec/forProvider/manifest", "/status/atProvider/manifest"] {
+                    object.pointer_mut(manifest).unwrap()["data"]["ca.crt"] = json!(EXPIRED_CA);
+                }
+            }
+            (key, object)
+        })
+        .collect::<Vec<_>>();
+    let out = compose_with(None, &stale);
+    assert_eq!(required(&out).as_deref(), Some(REFUSE_ALL_CA.trim()));
+    let req = fixtures::cluster_request(&existing(), &[class()], &stale).build();
+    assert_eq!(admits(&req), Admits::Nobody);
+    assert!(applied_fingerprints(&req).is_empty());
 }

@@ -129,8 +129,11 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             remote_write,
         };
         components::compose_components(&mut out, name, &facts, stack, &mut plan);
-        client_trust::compose(&mut out, req, name);
         let gateway_planned = plan.iter().any(|p| p.component.name == CLUSTER_GATEWAY.name);
+        // The trust belongs to our cluster gateway: a cluster providing its own components has none.
+        if gateway_planned {
+            client_trust::compose(&mut out, req, name, spec.gateway.before_fleet_client_ca);
+        }
         pod_reporter::compose(&mut out, name, gateway_planned);
         metallb::compose(&mut out, req, name, spec);
         remote::secret_copy::retire_dropped(&mut out, req, &[&components::provider_config_name(name)]);

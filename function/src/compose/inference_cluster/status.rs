@@ -195,6 +195,7 @@ fn gateway(req: &RunFunctionRequest) -> Option<GatewayStatus> {
         server_name: ca_certificate.as_ref().map(|_| tls::SERVER_NAME.to_owned()),
         ca_certificate,
         trusted_client_authorities: super::client_trust::applied_fingerprints(req),
+        admits: Some(super::client_trust::admits(req)),
     })
 }
 

@@ -286,6 +286,8 @@ fn standard_composes_lws_and_nothing_of_dynamo() {
         "Certificate",
         "Bundle",
         "ConfigMap",
+        // The cluster gateway's client validation, refusing every caller until a fleet CA is trusted.
+        "ClientTrafficPolicy",
         // The engines' recording rules.
         "PrometheusRule",
     ];

@@ -10,8 +10,9 @@
 //! - **Every cluster gateway** (composed by each InferenceCluster): the CAs of every InferenceGateway, in one
 //!   ConfigMap, and an Envoy Gateway ClientTrafficPolicy that makes its HTTPS listener require and verify a client
 //!   certificate under them. A cluster learns a CA only after the gateway presents certificates under it, so no
-//!   request the fleet gateway sends is refused while the trust spreads; before any InferenceGateway publishes a
-//!   CA, nothing is required (the cluster serves no fleet traffic yet).
+//!   request the fleet gateway sends is refused while the trust spreads. Before any InferenceGateway publishes a
+//!   CA, the policy requires a certificate under [`REFUSE_ALL_CA`], which no caller can present, so engines placed
+//!   early answer nobody; an InferenceCluster may opt out (`spec.gateway.beforeFleetClientCA: AdmitAll`).
 
 use crate::wire::tree::{Tree, tree};
 
@@ -32,6 +33,12 @@ pub const FLEET_PROXY: &str = "fleet-gateway-proxy";
 /// On each cluster gateway: the ConfigMap of every fleet client CA it trusts, and the policy requiring one.
 pub const TRUSTED_CLIENT_CAS: &str = "modelplane-fleet-client-cas";
 const CLIENT_POLICY: &str = "cluster-gateway-clients";
+/// The CA a cluster gateway trusts while it trusts no fleet gateway's: generated once with its private key written
+/// to /dev/null, so no client certificate under it exists. Requiring a certificate under it refuses every caller
+/// at the TLS handshake, by the same ClientTrafficPolicy that later names the fleet CAs, so there is no moment
+/// where a listener, route or later policy could override a separate deny. It is a public certificate: knowing it
+/// grants nothing.
+pub const REFUSE_ALL_CA: &str = include_str!("refuse-all-ca.pem");
 /// At most this many CAs are trusted at once: each InferenceGateway publishes one, two while one rotates.
 pub const MAX_TRUSTED_CAS: usize = 16;
 /// The readiness of a cert-manager Certificate: issued for its current spec. Right after a spec change the old
