@@ -4,6 +4,7 @@ as they should."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -122,12 +123,13 @@ def test_killed_halfway_and_started_again_resumes_with_identical_files(hub, tmp_
                                env=clean_env())
     try:
         assert hub.held.wait(timeout=RUN_TIMEOUT), "the stand-in never sent half the file"
-        partial = next((cache / "models--acme--tiny-model" / "blobs").glob("*.incomplete"), None)
+        # The held file's own partial blob: the other files finish (and their partial blobs go) meanwhile.
+        blob = hashlib.sha256(FILES[BIG]).hexdigest()
+        partial = cache / "models--acme--tiny-model" / "blobs" / f"{blob}.incomplete"
         deadline = time.monotonic() + RUN_TIMEOUT
-        while (partial is None or partial.stat().st_size < (1 << 20)) and time.monotonic() < deadline:
+        while (not partial.exists() or partial.stat().st_size < (1 << 20)) and time.monotonic() < deadline:
             time.sleep(0.05)
-            partial = next((cache / "models--acme--tiny-model" / "blobs").glob("*.incomplete"), None)
-        assert partial is not None and partial.stat().st_size >= 1 << 20, "nothing written before the kill"
+        assert partial.exists() and partial.stat().st_size >= 1 << 20, "nothing written before the kill"
         assert not resolves(cache), "a half-staged cache must not resolve"
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=RUN_TIMEOUT)

@@ -473,7 +473,7 @@ def assert_failure_named(kube: Kube, serving: Serving, deployment: dict, failing
         assert [r["ready"] for r in said["status"]["replicas"]] == [False], said["status"]
         assert not said["status"].get("readyReplicas"), said["status"]
         for pod in engine_pods(kube, namespace, name):
-            assert condition(pod, "Ready") == "False", pod_status(kube, namespace, pod["metadata"]["name"])
+            assert condition(pod, "Ready") != "True", pod_status(kube, namespace, pod["metadata"]["name"])
             assert failing(kube, pod), pod_status(kube, namespace, pod["metadata"]["name"])
         assert ever_ready == [], f"{name} was Ready: {ever_ready}"
         # Nothing else broke: the serving deployment and its engines are still Ready.
