@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::load_balancer::AddressSource;
+use super::{ObjectMeta, load_balancer::AddressSource};
 
 /// The largest entry weight the ModelService XRD admits (`maximum`), which reduced route weights stay within.
 pub const MAX_WEIGHT: u64 = 1_000_000;
@@ -200,6 +200,17 @@ fn resolve_url(spec: &ModelEndpointSpec) -> Result<(EndpointUrl, String), (&'sta
         )),
         (None, None) => Err(("spec.origin", "is required: the backend's scheme and host".into())),
     }
+}
+
+/// An InferenceGateway composite as the function reads it: its own XR, or one the fleet's other composites require.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct InferenceGateway {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: InferenceGatewaySpec,
+    #[serde(default)]
+    pub status: InferenceGatewayStatus,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

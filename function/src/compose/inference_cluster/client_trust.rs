@@ -16,7 +16,7 @@ use crate::{
     api::{
         ca::{expired, fingerprint, split_bundle, valid_ca},
         inference_cluster::{Admits, BeforeFleetClientCa},
-        routing::InferenceGatewayStatus,
+        routing::InferenceGateway,
     },
     compose::Output,
     proto::v1::{ResourceSelector, RunFunctionRequest},
@@ -39,12 +39,6 @@ pub fn requirement() -> ResourceSelector {
         r#match: None,
         namespace: None,
     }
-}
-
-#[derive(serde::Deserialize)]
-struct GatewayView {
-    #[serde(default)]
-    status: InferenceGatewayStatus,
 }
 
 /// Composes the trust ConfigMap and the policy requiring it: the fleet CAs once there is one to trust, until then
@@ -84,7 +78,7 @@ fn published(req: &RunFunctionRequest) -> Vec<String> {
     };
     let cas: BTreeSet<String> = gateways
         .iter()
-        .filter_map(|g| g.resource.as_ref()?.parse::<GatewayView>().ok())
+        .filter_map(|g| g.resource.as_ref()?.parse::<InferenceGateway>().ok())
         .flat_map(|g| g.status.client_certificate_authorities)
         .filter(|pem| valid_ca(pem).is_ok() && !expired(pem, SystemTime::now()))
         .map(|pem| pem.trim().to_owned())

@@ -3,16 +3,9 @@
 //! gateway (an InferenceGateway) running there. One composite owns the chart, so two gateways on one cluster never
 //! install it twice; each gateway composes its own pool ([`crate::workload::metallb`]).
 
-use serde::Deserialize;
-
 use super::{client_trust::GATEWAYS, components::compose_gateway_object};
 use crate::{
-    api::{
-        ObjectMeta,
-        inference_cluster::InferenceClusterSpec,
-        load_balancer::pools_overlap,
-        routing::{InferenceGatewaySpec, InferenceGatewayStatus},
-    },
+    api::{inference_cluster::InferenceClusterSpec, load_balancer::pools_overlap, routing::InferenceGateway},
     compose::{ComposeError, Output},
     proto::v1::RunFunctionRequest,
     sdk::request,
@@ -20,16 +13,6 @@ use crate::{
 };
 
 const AT: &str = "spec.cluster.existing.gateway";
-
-#[derive(Deserialize)]
-struct GatewayView {
-    #[serde(default)]
-    metadata: ObjectMeta,
-    #[serde(default)]
-    spec: InferenceGatewaySpec,
-    #[serde(default)]
-    status: InferenceGatewayStatus,
-}
 
 /// Refuses, before anything is composed, a pool the XRD admits but MetalLB would not (a range out of order).
 pub fn check(spec: &InferenceClusterSpec) -> Result<(), ComposeError> {
@@ -49,7 +32,7 @@ fn fleet_pools(req: &RunFunctionRequest, cluster: &str) -> Vec<(String, String)>
     request::required_resources(req, GATEWAYS)
         .into_iter()
         .flatten()
-        .filter_map(|g| g.resource.as_ref()?.parse::<GatewayView>().ok())
+        .filter_map(|g| g.resource.as_ref()?.parse::<InferenceGateway>().ok())
         .filter(|g| match g.status.cluster_name.as_str() {
             "" => g.spec.cluster_name.as_deref() == Some(cluster),
             on => on == cluster,

@@ -25,7 +25,7 @@ use super::{
 };
 use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
-    api::routing::{GatewayEndpoints, InferenceGatewaySpec, InferenceGatewayStatus},
+    api::routing::{GatewayEndpoints, InferenceGateway, InferenceGatewayStatus},
     proto::v1::{ResourceSelector, RunFunctionRequest, Status},
     schedule::ClusterView,
     sdk::request,
@@ -41,14 +41,6 @@ use crate::compose::shared::GATEWAY_NAME;
 use crate::workload::{cluster_gateway::client_tls, metallb, well_known::GATEWAY_NAMESPACE};
 
 const CLUSTERS: &str = "clusters";
-
-#[derive(Deserialize)]
-struct InferenceGateway {
-    #[serde(default)]
-    spec: InferenceGatewaySpec,
-    #[serde(default)]
-    status: InferenceGatewayStatus,
-}
 
 /// The part of an observed Gateway that says where it answers, and which EnvoyProxy it took.
 #[derive(Default, Deserialize)]

@@ -20,8 +20,8 @@ use crate::{
     api::{
         ObjectMeta,
         routing::{
-            EndpointCounts, EndpointUrl, InferenceGatewaySpec, InferenceGatewayStatus, ModelEndpointSpec,
-            ModelServiceSpec, ModelServiceStatus, STANDBY_LABEL, ServingGatewayStatus, resolve_endpoint,
+            EndpointCounts, EndpointUrl, InferenceGateway, ModelEndpointSpec, ModelServiceSpec,
+            ModelServiceStatus, STANDBY_LABEL, ServingGatewayStatus, resolve_endpoint,
         },
     },
     proto::v1::{Resource, ResourceSelector, RunFunctionRequest},
@@ -63,16 +63,6 @@ struct EndpointView {
 struct ConditionsView {
     #[serde(default)]
     conditions: Vec<remote::ConditionView>,
-}
-
-#[derive(Deserialize)]
-struct GatewayView {
-    #[serde(default)]
-    metadata: ObjectMeta,
-    #[serde(default)]
-    spec: InferenceGatewaySpec,
-    #[serde(default)]
-    status: InferenceGatewayStatus,
 }
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
@@ -399,7 +389,7 @@ fn composed_key(endpoint: &str) -> String {
 fn granted_namespaces(gateways: &[Resource], namespace: &str) -> BTreeSet<String> {
     gateways
         .iter()
-        .filter_map(|g| g.resource.as_ref()?.parse::<GatewayView>().ok())
+        .filter_map(|g| g.resource.as_ref()?.parse::<InferenceGateway>().ok())
         .flat_map(|g| {
             g.spec
                 .granted_to(namespace)
@@ -487,7 +477,7 @@ fn serving_gateways(
         .collect();
     let mut serving: Vec<ServingGateway> = gateways
         .iter()
-        .filter_map(|g| g.resource.as_ref()?.parse::<GatewayView>().ok())
+        .filter_map(|g| g.resource.as_ref()?.parse::<InferenceGateway>().ok())
         .filter(|g| {
             g.spec.service_selector.as_ref().is_none_or(|s| {
                 s.match_labels
