@@ -103,6 +103,7 @@ fn scheduler_on_a_thousand_clusters() {
         clusters: &clusters,
         pins: &pins,
         used_elsewhere: &used,
+        now: jiff::Timestamp::now(),
     };
     let samples = (0..50)
         .map(|_| {

@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::inference_cluster::{InferenceClusterStatus, Taint};
+use super::{
+    availability::Scheduling,
+    inference_cluster::{InferenceClusterStatus, Taint},
+};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ClusterView {
@@ -28,4 +31,6 @@ pub struct ClusterMeta {
 pub struct ClusterSpecView {
     #[serde(default)]
     pub taints: Vec<Taint>,
+    #[serde(default)]
+    pub scheduling: Scheduling,
 }

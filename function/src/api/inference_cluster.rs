@@ -7,7 +7,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{inference_class::Device, load_balancer::AddressSource};
+use super::{
+    availability::{Reachability, Scheduling},
+    inference_class::Device,
+    load_balancer::AddressSource,
+};
 
 /// Node label every pool's nodes carry, so workloads can be pinned to a pool.
 pub const POOL_LABEL: &str = "modelplane.ai/pool";
@@ -40,6 +44,8 @@ pub struct InferenceClusterSpec {
     pub metrics: ClusterMetrics,
     #[serde(default)]
     pub gateway: ClusterGateway,
+    #[serde(default)]
+    pub scheduling: Scheduling,
 }
 
 /// `spec.gateway`: the cluster gateway's callers.
@@ -472,6 +478,9 @@ pub struct InferenceClusterStatus {
     /// [`MAX_OVERCOMMITTED_SHOWN`]; the rest are listed as earlier ones leave). See docs/scheduling.md.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overcommitted: Vec<Overcommitted>,
+    /// Whether Modelplane reaches the cluster's API server, and since when (see [`super::availability`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reachability: Option<Reachability>,
     /// The conditions Crossplane keeps on the composite, read back by other composers; a composer reports its
     /// own through the response, never here.
     #[serde(default, skip_serializing)]

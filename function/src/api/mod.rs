@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+pub mod availability;
 pub mod ca;
 pub mod cluster_view;
 pub mod inference_class;

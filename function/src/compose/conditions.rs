@@ -44,6 +44,12 @@ pub enum ConditionType {
     Serving,
     /// ModelDeployment: every placed replica's engine pods run and are ready, or what keeps them from it.
     EnginesRunning,
+    /// InferenceCluster: Modelplane reaches the cluster's API server, or since when it has not.
+    Reachable,
+    /// InferenceCluster: the cluster takes new replicas, or why not (a cordon, an outage, a recent return).
+    Schedulable,
+    /// ModelDeployment: every cluster its replicas run on carries their traffic and keeps them.
+    ClustersAvailable,
 }
 
 /// Why a condition has its status.
@@ -113,6 +119,16 @@ pub enum Reason {
     EngineConfigInvalid,
     EngineCrashing,
     EngineNotHealthy,
+    // Losing and cordoning clusters (InferenceCluster and ModelDeployment)
+    Reachable,
+    Unreachable,
+    Open,
+    Cordoned,
+    Returning,
+    ClusterUnreachable,
+    Evacuating,
+    Draining,
+    ClustersAvailable,
 }
 
 impl ConditionType {

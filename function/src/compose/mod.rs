@@ -157,6 +157,14 @@ impl Output {
         }
     }
 
+    /// Asks Crossplane to compose again by `at` (a grace period running out), sooner if already asked.
+    pub fn compose_again_by(&mut self, at: jiff::Timestamp, now: jiff::Timestamp) {
+        let left = std::time::Duration::try_from(at.duration_since(now)).unwrap_or_default();
+        let ttl = self.ttl.map_or(left, |ttl| ttl.min(left));
+        // Never zero: Crossplane reads a zero TTL as its default.
+        self.ttl = Some(ttl.max(std::time::Duration::from_secs(1)));
+    }
+
     pub fn condition(
         &mut self,
         type_: ConditionType,

@@ -3,6 +3,7 @@
 
 pub use crate::api::cluster_view::ClusterView;
 use crate::api::{
+    availability::Availability,
     inference_cluster::{PoolStatus, Taint, TaintEffect},
     model_deployment::{Toleration, TolerationOperator},
 };
@@ -27,6 +28,11 @@ impl ClusterView {
             .filter(|name| !self.component_ready(name))
             .collect();
         (!waiting.is_empty()).then(|| format!("needed components not ready yet: {}", waiting.join(", ")))
+    }
+
+    /// Whether the cluster takes, keeps and routes replicas at `now`: its cordon and how long it has been lost.
+    pub fn availability(&self, now: jiff::Timestamp) -> Availability {
+        Availability::of(&self.spec.scheduling, self.status.reachability.as_ref(), now)
     }
 
     pub fn is_ready(&self) -> bool {

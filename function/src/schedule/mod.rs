@@ -7,7 +7,9 @@
 //! every copy takes a node, counting what other replicas and other deployments already hold (the latter from
 //! each cluster's placement ledger, docs/scheduling.md). Nothing is overcommitted by one deployment; two placing
 //! at the same moment are resolved by the ledger within a reconcile or two. Replicas already running stay where they are unless their cluster is gone, has a NoExecute
-//! taint they do not tolerate, or no longer has a pool that fits.
+//! taint they do not tolerate, no longer has a pool that fits, is cordoned, or has been unreachable for longer
+//! than its grace period (see [`crate::api::availability`]); a cluster that is unreachable, cordoned or just
+//! back from an outage takes no new replica.
 //!
 //! Ties are broken deterministically: a new replica goes where this deployment has the fewest replicas (spread
 //! for availability), then to the cluster whose name sorts first; an engine goes to the fitting pool that leaves
@@ -50,6 +52,8 @@ pub struct Input<'a> {
     pub pins: &'a BTreeMap<u32, Pin>,
     /// Nodes that other ModelDeployments hold, by (cluster, pool).
     pub used_elsewhere: &'a BTreeMap<(String, String), u64>,
+    /// The time clusters' grace periods are measured against ([`ClusterView::availability`]).
+    pub now: jiff::Timestamp,
 }
 
 #[derive(Debug)]
@@ -158,7 +162,10 @@ impl<'i, 'a> State<'i, 'a> {
         let clusters = input.clusters;
         let mut order: Vec<usize> = (0..clusters.len()).collect();
         order.sort_by(|&a, &b| clusters[a].metadata.name.cmp(&clusters[b].metadata.name));
-        let ineligible = clusters.iter().map(|c| ineligible(input.spec, c)).collect();
+        let ineligible = clusters
+            .iter()
+            .map(|c| ineligible(input.spec, c, input.now))
+            .collect();
         let free = clusters
             .iter()
             .map(|c| {
@@ -214,10 +221,10 @@ impl<'i, 'a> State<'i, 'a> {
         let clusters = self.input.clusters;
         let c = clusters.iter().position(|c| c.metadata.name == pin.cluster)?;
         let cluster = &clusters[c];
-        if cluster
+        let untolerated = cluster
             .untolerated_taint(&self.input.spec.tolerations, &[TaintEffect::NoExecute])
-            .is_some()
-        {
+            .is_some();
+        if untolerated || !cluster.availability(self.input.now).keeps_replicas() {
             return None;
         }
         let mut engines = Vec::new();
@@ -470,7 +477,11 @@ pub fn needed_components(spec: &ReplicaSpec, cluster: &ClusterView) -> Vec<&'sta
 }
 
 /// Why a cluster can take no new replica of this deployment, before looking at its pools.
-fn ineligible(spec: &ReplicaSpec, cluster: &ClusterView) -> Option<String> {
+fn ineligible(spec: &ReplicaSpec, cluster: &ClusterView, now: jiff::Timestamp) -> Option<String> {
+    let availability = cluster.availability(now);
+    if !availability.takes_new() {
+        return availability.describe();
+    }
     if let Some(why) = cluster.not_usable(&needed_components(spec, cluster)) {
         return Some(why);
     }

@@ -138,6 +138,7 @@ fn run(case: &Case) -> Vec<String> {
         clusters: &case.clusters,
         pins: &case.pins,
         used_elsewhere: &case.used,
+        now: jiff::Timestamp::UNIX_EPOCH,
     })
     .unwrap();
     summary(&outcomes)
@@ -418,6 +419,7 @@ fn every_rejected_cluster_and_pool_has_a_reason() {
         clusters: &case.clusters,
         pins: &case.pins,
         used_elsewhere: &case.used,
+        now: jiff::Timestamp::UNIX_EPOCH,
     })
     .unwrap();
     let Outcome::Unplaced(unplaced) = &outcomes[0] else {
@@ -457,6 +459,7 @@ fn a_selector_that_does_not_compile_is_fatal_and_names_engine_member_and_request
         clusters: &[cluster("a", vec![h200("gpu", 2)])],
         pins: &BTreeMap::new(),
         used_elsewhere: &BTreeMap::new(),
+        now: jiff::Timestamp::UNIX_EPOCH,
     })
     .unwrap_err();
     assert_eq!(
@@ -483,6 +486,7 @@ fn remembered_verdicts_belong_to_their_device_and_selector() {
             clusters: &[cluster("a", pools)],
             pins: &BTreeMap::new(),
             used_elsewhere: &BTreeMap::new(),
+            now: jiff::Timestamp::UNIX_EPOCH,
         })
         .map(|outcomes| summary(&outcomes))
         .map_err(|e| e.reason)
@@ -528,6 +532,7 @@ fn replicas_whose_containers_outgrow_a_response_are_refused() {
             clusters: &[cluster("a", vec![h200("gpu", 2)])],
             pins: &BTreeMap::new(),
             used_elsewhere: &BTreeMap::new(),
+            now: jiff::Timestamp::UNIX_EPOCH,
         })
         .map(|_| ())
     };

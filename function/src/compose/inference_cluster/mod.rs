@@ -45,6 +45,7 @@ mod nebius;
 mod observed;
 mod pod_reporter;
 pub mod provision;
+mod reachability;
 mod remote_write;
 mod status;
 mod upjet;
@@ -52,6 +53,15 @@ mod usages;
 mod vultr;
 
 pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, ComposeError> {
+    compose_at(req, xr, jiff::Timestamp::now())
+}
+
+/// Composes as at `now`, the time the cluster's reachability is reported against.
+pub fn compose_at(
+    req: &RunFunctionRequest,
+    xr: &RawStruct,
+    now: jiff::Timestamp,
+) -> Result<Output, ComposeError> {
     let cluster: Composite<InferenceClusterSpec> = xr.parse()?;
     let name = cluster.metadata.name.as_str();
     let spec = &cluster.spec;
@@ -135,6 +145,7 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             client_trust::compose(&mut out, req, name, spec.gateway.before_fleet_client_ca);
         }
         pod_reporter::compose(&mut out, name, gateway_planned);
+        reachability::compose_probe(&mut out, name);
         metallb::compose(&mut out, req, name, spec);
         remote::secret_copy::retire_dropped(&mut out, req, &[&components::provider_config_name(name)]);
     }
@@ -146,12 +157,14 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
             crate::api::ledger::CLUSTER_LABEL
         ));
     }
+    let reachability = reachability::report(&mut out, req, xr, spec, now);
     let progress = status::Progress {
         cloud: cloud.as_ref(),
         plan: &plan,
         waiting: &progress.waiting,
         ledger: entries,
         incumbents: ledger::incumbents(xr),
+        reachability,
     };
     status::report(req, &mut out, name, spec, stack, progress, &classes);
     Ok(out)
@@ -232,5 +245,7 @@ fn classes(
     Ok(Some(classes))
 }
 
+#[cfg(test)]
+mod reachability_tests;
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,7 @@ use super::{components::Planned, components::provider_config_name, ledger, provi
 use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
+        availability::Reachability,
         inference_class::InferenceClassSpec,
         inference_cluster::{
             ComponentStatus, FabricType, GatewayStatus, InferenceClusterSpec, InferenceClusterStatus,
@@ -43,6 +44,7 @@ pub struct Progress<'a> {
     /// The placement ledger's entries and the placements the previous status admitted.
     pub ledger: Vec<ledger::Entry>,
     pub incumbents: BTreeSet<(String, u32)>,
+    pub reachability: Option<Reachability>,
 }
 
 pub fn report(
@@ -60,8 +62,13 @@ pub fn report(
         waiting,
         ledger: entries,
         incumbents,
+        reachability,
     } = progress;
     for (key, composed) in out.resources.iter_mut() {
+        // The probe reports an outage through conditions; it never holds readiness.
+        if key == super::reachability::PROBE_KEY {
+            continue;
+        }
         let kind = composed
             .object
             .get("kind")
@@ -164,6 +171,7 @@ pub fn report(
         pools,
         components,
         overcommitted,
+        reachability,
         conditions: Vec::new(),
     };
     if let Ok(Value::Object(map)) = serde_json::to_value(&status) {

@@ -487,7 +487,7 @@ fn provided_components_install_nothing_on_an_existing_cluster() {
         .map(|c| c.object["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, BTreeSet::from(["ClusterProviderConfig", "Object"]));
-    // The only Objects are the pod reporter's, which is Modelplane's own, not a component.
+    // The only Objects are the pod reporter's and the reachability probe, Modelplane's own, not components.
     let reporter: BTreeSet<&str> = manifests(&out)
         .iter()
         .map(|m| m["kind"].as_str().unwrap())
@@ -504,11 +504,9 @@ fn provided_components_install_nothing_on_an_existing_cluster() {
             "Deployment"
         ])
     );
-    assert!(
-        out.resources
-            .iter()
-            .all(|(key, c)| c.object["kind"] != "Object" || key.starts_with("pod-reporter-"))
-    );
+    assert!(out.resources.iter().all(|(key, c)| c.object["kind"] != "Object"
+        || key.starts_with("pod-reporter-")
+        || key == "reachability-probe"));
     assert_eq!(out.status["components"], json!([]));
 }
 

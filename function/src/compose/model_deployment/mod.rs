@@ -28,6 +28,7 @@ use crate::{
 };
 
 mod autoscaling;
+mod availability;
 mod cache;
 pub mod endpoint;
 use endpoint::Routed;
@@ -58,6 +59,16 @@ pub fn compose_with(
     req: &RunFunctionRequest,
     xr: &RawStruct,
     metrics: impl FnOnce(&str, &str) -> fleet_metrics::Reading,
+) -> Result<Output, ComposeError> {
+    compose_at(req, xr, metrics, jiff::Timestamp::now())
+}
+
+/// Composes as at `now`, the time clusters' grace periods are measured against.
+pub fn compose_at(
+    req: &RunFunctionRequest,
+    xr: &RawStruct,
+    metrics: impl FnOnce(&str, &str) -> fleet_metrics::Reading,
+    now: jiff::Timestamp,
 ) -> Result<Output, ComposeError> {
     let md: Composite<ModelDeploymentSpec> = xr.parse()?;
     check::validate(&md.spec)?;
@@ -95,7 +106,7 @@ pub fn compose_with(
     };
     let (mut evicted, mut kept, mut used_elsewhere) = schedule_input(&clusters, &pins);
     if !candidates {
-        let all_placed = schedule::schedule(&input(&md.spec, &clusters, &kept, &used_elsewhere))?
+        let all_placed = schedule::schedule(&input(&md.spec, &clusters, &kept, &used_elsewhere, now))?
             .iter()
             .all(|o| matches!(o, Outcome::Placed(_)));
         if !evicted.is_empty() || !all_placed {
@@ -115,7 +126,7 @@ pub fn compose_with(
              its nodes; placing it again"
         ));
     }
-    let outcomes = schedule::schedule(&input(&md.spec, &clusters, &kept, &used_elsewhere))?;
+    let outcomes = schedule::schedule(&input(&md.spec, &clusters, &kept, &used_elsewhere, now))?;
     let gate = cache::CacheGate::read(req, &md.spec, namespace);
     let replicas = Replicas {
         req,
@@ -128,6 +139,7 @@ pub fn compose_with(
         cache: gate.cache_use(namespace),
         gate: &gate,
         services: services::Services::read(req),
+        now,
     };
     let mut status = replicas.compose(&mut out, &outcomes)?;
     status.selector = selector(name);
@@ -145,10 +157,15 @@ pub fn compose_with(
         metrics(namespace, name),
     );
     scheduled_condition(&mut out, &status, md.spec.replicas);
+    let changes_at = availability::condition(&mut out, &status, &clusters, now);
     cache_condition(&mut out, &md.spec, &gate, &status);
     pods::condition(&mut out, req, &md.spec, &status);
     if waits(&status, &clusters, &me) || !evicted.is_empty() {
         out.ttl = Some(WAITING_TTL);
+    }
+    // Called again when a cluster's grace period runs out, not a poll later.
+    if let Some(at) = changes_at {
+        out.compose_again_by(at, now);
     }
     out.set_status(&status)?;
     Ok(out)
@@ -170,6 +187,7 @@ fn input<'a>(
     clusters: &'a [ClusterView],
     pins: &'a BTreeMap<u32, schedule::Pin>,
     used_elsewhere: &'a BTreeMap<(String, String), u64>,
+    now: jiff::Timestamp,
 ) -> Input<'a> {
     Input {
         spec: &spec.template.spec,
@@ -177,6 +195,7 @@ fn input<'a>(
         clusters,
         pins,
         used_elsewhere,
+        now,
     }
 }
 
@@ -218,6 +237,8 @@ struct Replicas<'a> {
     cache: Option<CacheUse<'a>>,
     /// The namespace's ModelServices, while a replica moves and once Crossplane fetched them.
     services: Option<services::Services>,
+    /// The time clusters' grace periods are measured against.
+    now: jiff::Timestamp,
 }
 
 impl Replicas<'_> {
@@ -231,6 +252,11 @@ impl Replicas<'_> {
                 Outcome::Placed(placement) => self.compose_placed(out, index, placement),
                 Outcome::Unplaced(unplaced) => unplaced_status(index, unplaced),
             };
+            // A replica on a cluster Modelplane cannot reach serves nobody through the fleet, whatever its
+            // Objects last said: its endpoint goes at once, and it counts as not ready.
+            if !self.routes(replica.cluster.as_deref()) {
+                replica.ready = replica.ready.map(|_| false);
+            }
             let serving = replica.ready == Some(true);
             // Make before break reaches the callers too: a moving replica's old placement, and its endpoint,
             // stay until the new placement's endpoint is Ready, not merely its engines.
@@ -348,7 +374,7 @@ impl Replicas<'_> {
                     out.compose(key.clone(), object, object_ready(resource));
                 }
             }
-            if serves && keep == Keep::Serving {
+            if serves && keep == Keep::Serving && view.availability(self.now).routes() {
                 self.compose_endpoint(out, index, cluster);
             }
             kept.get_or_insert_with(|| PreviousPlacement {
@@ -360,7 +386,14 @@ impl Replicas<'_> {
     }
 }
 
-/// Nodes one engine of a replica holds: a node per pod of every copy.
+impl Replicas<'_> {
+    /// Whether callers may be sent to a replica on `cluster` (one not read counts as routed: it is going).
+    fn routes(&self, cluster: Option<&str>) -> bool {
+        let view = cluster.and_then(|name| self.clusters.iter().find(|c| c.metadata.name == name));
+        view.is_none_or(|c| c.availability(self.now).routes())
+    }
+}
+
 fn scheduled_condition(out: &mut Output, status: &ModelDeploymentStatus, wanted: u32) {
     match status.replicas.iter().find_map(|r| r.reason) {
         None => out.condition(
@@ -463,6 +496,8 @@ fn object_ready(observed: Option<&Resource>) -> bool {
 
 #[cfg(test)]
 mod engine_tests;
+#[cfg(test)]
+mod evacuation_tests;
 #[cfg(test)]
 mod pd_tests;
 #[cfg(test)]

@@ -12,8 +12,8 @@ use super::{
 };
 use crate::compose::fixtures::{run, with_required};
 
-const WEST: &str = "eks-h200-us-west";
-const EAST: &str = "eks-h200-us-east";
+pub(super) const WEST: &str = "eks-h200-us-west";
+pub(super) const EAST: &str = "eks-h200-us-east";
 
 /// `cluster` whose gateway answers at `address`.
 fn with_gateway(mut cluster: Value, address: &str) -> Value {
@@ -21,11 +21,11 @@ fn with_gateway(mut cluster: Value, address: &str) -> Value {
     cluster
 }
 
-fn west() -> Value {
+pub(super) fn west() -> Value {
     with_gateway(standard(), "203.0.113.10")
 }
 
-fn east() -> Value {
+pub(super) fn east() -> Value {
     with_gateway(dynamo(), "eks-east-gw.example.com")
 }
 
@@ -35,7 +35,7 @@ fn draining(mut cluster: Value) -> Value {
 }
 
 /// The endpoint keys composed, in order.
-fn endpoints(out: &Output) -> Vec<&str> {
+pub(super) fn endpoints(out: &Output) -> Vec<&str> {
     out.resources
         .keys()
         .filter(|k| k.starts_with("endpoint-"))
@@ -43,7 +43,7 @@ fn endpoints(out: &Output) -> Vec<&str> {
         .collect()
 }
 
-fn step(previous: &Output, clusters: &[Value], ready: impl Fn(&str) -> bool) -> Output {
+pub(super) fn step(previous: &Output, clusters: &[Value], ready: impl Fn(&str) -> bool) -> Output {
     run(compose, &next_request(&seed(), clusters, previous, ready)).unwrap()
 }
 
@@ -112,7 +112,7 @@ fn service(routed: &[&str]) -> Value {
            "status": {"endpoints": {"routed": routed}}})
 }
 
-fn step_served(
+pub(super) fn step_served(
     previous: &Output,
     clusters: &[Value],
     ready: impl Fn(&str) -> bool,
@@ -126,8 +126,8 @@ fn step_served(
     .unwrap()
 }
 
-const WEST_ENDPOINT: &str = "qwen3-coder-0-eks-h200-us-west";
-const EAST_ENDPOINT: &str = "qwen3-coder-0-eks-h200-us-east";
+pub(super) const WEST_ENDPOINT: &str = "qwen3-coder-0-eks-h200-us-west";
+pub(super) const EAST_ENDPOINT: &str = "qwen3-coder-0-eks-h200-us-east";
 
 #[test]
 fn a_moving_deployment_keeps_serving_the_new_endpoint_is_routed_before_the_old_one_goes() {
