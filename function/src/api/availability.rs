@@ -48,7 +48,9 @@ impl Scheduling {
 #[serde(rename_all = "camelCase")]
 pub struct Reachability {
     pub reachable: bool,
-    /// When it became unreachable; once reachable again, when it came back. Absent on a cluster never lost.
+    /// When it became unreachable; once reachable again, when it came back. Absent on a cluster never lost, and on
+    /// one never reached yet (its credentials wrong from the start, or not ready yet): it has nothing to evacuate,
+    /// and its first answer is no return.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<Timestamp>,
     /// What the provider said when it could not reach the cluster.
@@ -73,12 +75,12 @@ impl Reachability {
         match (previous, probe) {
             (previous, Probe::NotYet) => previous.cloned(),
             (Some(p), Probe::Answered) if p.reachable => Some(p.clone()),
-            (Some(_), Probe::Answered) => Some(Reachability {
+            (Some(p), Probe::Answered) if p.since.is_some() => Some(Reachability {
                 reachable: true,
                 since: Some(now),
                 message: None,
             }),
-            (None, Probe::Answered) => Some(Reachability {
+            (_, Probe::Answered) => Some(Reachability {
                 reachable: true,
                 since: None,
                 message: None,
@@ -87,9 +89,14 @@ impl Reachability {
                 message: Some(message),
                 ..p.clone()
             }),
-            (_, Probe::Failed(message)) => Some(Reachability {
+            (Some(_), Probe::Failed(message)) => Some(Reachability {
                 reachable: false,
                 since: Some(now),
+                message: Some(message),
+            }),
+            (None, Probe::Failed(message)) => Some(Reachability {
+                reachable: false,
+                since: None,
                 message: Some(message),
             }),
         }
@@ -111,6 +118,8 @@ pub enum Availability {
         since: Timestamp,
         evacuate_at: Timestamp,
     },
+    /// Never reached yet: takes nothing, and has nothing to evacuate.
+    NeverReached,
     /// Not reached for longer than its grace period: its replicas are placed elsewhere.
     Evacuating {
         since: Timestamp,
@@ -125,10 +134,15 @@ impl Availability {
         match reachability {
             Some(Reachability {
                 reachable: false,
-                since,
+                since: None,
+                ..
+            }) => Self::NeverReached,
+            Some(Reachability {
+                reachable: false,
+                since: Some(since),
                 ..
             }) => {
-                let since = since.unwrap_or(now);
+                let since = *since;
                 let evacuate_at = after(since);
                 if now < evacuate_at {
                     Self::Unreachable { since, evacuate_at }
@@ -156,13 +170,16 @@ impl Availability {
     pub fn keeps_replicas(&self) -> bool {
         matches!(
             self,
-            Self::Open | Self::Returning { .. } | Self::Unreachable { .. }
+            Self::Open | Self::Returning { .. } | Self::Unreachable { .. } | Self::NeverReached
         )
     }
 
     /// Whether callers may be sent to the replicas here.
     pub fn routes(&self) -> bool {
-        !matches!(self, Self::Unreachable { .. } | Self::Evacuating { .. })
+        !matches!(
+            self,
+            Self::Unreachable { .. } | Self::Evacuating { .. } | Self::NeverReached
+        )
     }
 
     /// When this state ends on its own (a grace period running out), if it does.
@@ -170,7 +187,7 @@ impl Availability {
         match self {
             Self::Returning { until } => Some(*until),
             Self::Unreachable { evacuate_at, .. } => Some(*evacuate_at),
-            Self::Open | Self::Cordoned | Self::Evacuating { .. } => None,
+            Self::Open | Self::Cordoned | Self::Evacuating { .. } | Self::NeverReached => None,
         }
     }
 
@@ -182,6 +199,7 @@ impl Availability {
                 "reachable again; takes new replicas from {until} (one grace period after it came back)"
             )),
             Self::Cordoned => Some("cordoned (spec.scheduling.cordoned)".into()),
+            Self::NeverReached => Some("not reached yet through its provider config".into()),
             Self::Unreachable { since, evacuate_at } => Some(format!(
                 "unreachable since {since}; its replicas take no traffic, and are placed elsewhere from \
                  {evacuate_at}"
@@ -203,6 +221,25 @@ mod tests {
 
     fn failed() -> Probe {
         Probe::Failed("connection refused".into())
+    }
+
+    #[test]
+    fn a_cluster_never_reached_is_not_lost_and_its_first_answer_is_no_return() {
+        let never = Reachability::next(None, failed(), at(0)).unwrap();
+        assert_eq!((never.reachable, never.since), (false, None));
+        let state = Availability::of(&Scheduling::default(), Some(&never), at(10_000));
+        assert_eq!(
+            state,
+            Availability::NeverReached,
+            "nothing to evacuate, however long"
+        );
+        assert!(!state.takes_new() && !state.routes());
+        let first = Reachability::next(Some(&never), Probe::Answered, at(20)).unwrap();
+        assert_eq!((first.reachable, first.since), (true, None));
+        assert_eq!(
+            Availability::of(&Scheduling::default(), Some(&first), at(21)),
+            Availability::Open
+        );
     }
 
     #[test]
@@ -234,7 +271,8 @@ mod tests {
     #[test]
     fn a_cluster_is_evacuated_only_after_its_grace_period_and_takes_nothing_new_until_one_after_it_returns() {
         let scheduling = Scheduling::default();
-        let lost = Reachability::next(None, failed(), at(0)).unwrap();
+        let reached = Reachability::next(None, Probe::Answered, at(-10));
+        let lost = Reachability::next(reached.as_ref(), failed(), at(0)).unwrap();
         let state = Availability::of(&scheduling, Some(&lost), at(299));
         assert!(matches!(state, Availability::Unreachable { .. }));
         assert!(state.keeps_replicas() && !state.routes() && !state.takes_new());
@@ -261,7 +299,8 @@ mod tests {
         let state = Availability::of(&cordoned, None, at(0));
         assert_eq!(state, Availability::Cordoned);
         assert!(!state.takes_new() && !state.keeps_replicas() && state.routes());
-        let lost = Reachability::next(None, failed(), at(0)).unwrap();
+        let reached = Reachability::next(None, Probe::Answered, at(-10));
+        let lost = Reachability::next(reached.as_ref(), failed(), at(0)).unwrap();
         assert!(!Availability::of(&cordoned, Some(&lost), at(1)).routes());
     }
 }

@@ -144,6 +144,21 @@ def install_crds(kube: Kube) -> list[str]:
     return names
 
 
+def install_workload_crds(kube: Kube) -> list[str]:
+    """The CRDs a workload cluster holds (the serving stacks', routing, certificates, monitoring, autoscaling), on
+    an API server that is one: none of the control plane's (Crossplane's, its providers')."""
+    control_plane = {"crossplane", "provider-kubernetes", "provider-helm"}
+    files = [crds_dir() / entry for entry in UPSTREAM_CRDS if entry not in control_plane]
+    names = []
+    for crd in load_yaml_documents(*files):
+        assert crd.get("kind") == "CustomResourceDefinition", f"not a CRD: {describe(crd)}"
+        kube.apply(rendered_as_helm_would(crd))
+        names.append(crd["metadata"]["name"])
+    for name in names:
+        wait_for(f"CRD {name} Established", lambda: is_established(kube, name), ESTABLISH_TIMEOUT_SECONDS)
+    return names
+
+
 def install_configuration(kube: Kube) -> None:
     """Our XRDs (Crossplane generates their CRDs), Compositions, default classes and activation policy, applied
     with strict field validation."""

@@ -103,7 +103,7 @@ pub fn report(
         Availability::Open => Reason::Open,
         Availability::Returning { .. } => Reason::Returning,
         Availability::Cordoned => Reason::Cordoned,
-        Availability::Unreachable { .. } => Reason::Unreachable,
+        Availability::Unreachable { .. } | Availability::NeverReached => Reason::Unreachable,
         Availability::Evacuating { .. } => Reason::Evacuating,
     };
     let status = if availability.takes_new() {

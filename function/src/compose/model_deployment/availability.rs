@@ -44,7 +44,7 @@ pub fn condition(
             }
             let reason = match state {
                 Availability::Open | Availability::Returning { .. } => continue,
-                Availability::Unreachable { .. } => Reason::ClusterUnreachable,
+                Availability::Unreachable { .. } | Availability::NeverReached => Reason::ClusterUnreachable,
                 Availability::Evacuating { .. } => Reason::Evacuating,
                 Availability::Cordoned => Reason::Draining,
             };

@@ -369,7 +369,8 @@ impl Replicas<'_> {
             let mut serves = !placement.pools.is_empty();
             for key in &placement.keys {
                 let resource = request::observed_composed(self.req, key);
-                serves &= object_ready(resource);
+                // A pod report is only read, and exists only once the cluster's reporter writes it.
+                serves &= object_ready(resource) || resource.is_some_and(observed::only_reads);
                 if let Some(object) = resource.and_then(observed::retained) {
                     out.compose(key.clone(), object, object_ready(resource));
                 }

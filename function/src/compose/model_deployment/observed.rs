@@ -194,6 +194,15 @@ fn as_composed(object: Value) -> Option<Fields> {
     }
 }
 
+/// Whether an observed Object only reads its remote object (a placement's pod report, or an Object handed over):
+/// its readiness says nothing about whether the placement serves.
+pub fn only_reads(observed: &Resource) -> bool {
+    match observed.resource.as_ref().and_then(|r| r.to_json().ok()) {
+        Some(Value::Object(object)) => only_observes(&object),
+        _ => false,
+    }
+}
+
 /// Whether an observed Object was handed over already, so that deleting it now deletes nothing remote.
 fn only_observes(observed: &Map<String, Value>) -> bool {
     observed

@@ -200,6 +200,29 @@ fn a_moving_deployment_keeps_serving_the_new_endpoint_is_routed_before_the_old_o
 }
 
 #[test]
+fn a_moving_replica_keeps_its_old_endpoint_while_its_pod_report_is_not_written() {
+    // No pod reporter writes the report (one not running yet): the Object reading it is never Ready.
+    let unreported = |k: &str| !k.ends_with("-pods");
+    let placed = compose_on(seed(), &[west()]);
+    let serving = step(&step(&placed, &[west()], unreported), &[west()], unreported);
+    assert_eq!(endpoints(&serving), ["endpoint-0-eks-h200-us-west"]);
+    let fleet = [draining(west()), east()];
+    let moving = step(&serving, &fleet, unreported);
+    assert_eq!(moving.status["replicas"][0]["cluster"], EAST);
+    let loading = step_served(
+        &moving,
+        &fleet,
+        |k| unreported(k) && !k.contains(EAST),
+        &[WEST_ENDPOINT],
+    );
+    assert_eq!(
+        endpoints(&loading),
+        ["endpoint-0-eks-h200-us-west"],
+        "the old placement serves until the new one does"
+    );
+}
+
+#[test]
 fn a_move_to_a_cluster_without_a_gateway_does_not_wait_for_an_endpoint_that_never_comes() {
     let placed = compose_on(seed(), &[west()]);
     let serving = step(&step(&placed, &[west()], |_| true), &[west()], |_| true);
