@@ -3,9 +3,10 @@
 #
 #   controlplane.sh build [COMPONENT...]   build (or reuse) the binaries into tests/controlplane/.bin/ (components:
 #                                          etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet
-#                                          kube-proxy coredns pause crossplane provider-kubernetes promtool
-#                                          prometheus keda-operator containerd containerd-shim-runc-v2 ctr, egctl, and
-#                                          the test peers mock-engine and dra-driver)
+#                                          kube-proxy coredns pause crossplane crank (the Crossplane CLI) registry
+#                                          provider-kubernetes promtool prometheus keda-operator containerd
+#                                          containerd-shim-runc-v2 ctr, egctl, and the test peers mock-engine and
+#                                          dra-driver)
 #   controlplane.sh up [--nodes] [--kubelets [N]]
 #                                          build, then start etcd, kube-apiserver and kube-controller-manager;
 #                                          prints `export KUBECONFIG=...` lines for eval. With --nodes, also
@@ -66,6 +67,10 @@ components=(
     "pause|pause|modelplane.test/controlplane/pause"
     "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok"
     "crossplane|crossplane|github.com/crossplane/crossplane/v2/cmd/crossplane"
+    # The Crossplane CLI (`crossplane xpkg build/push`; upstream's cmd/crank) and a loopback OCI registry: the
+    # install tests build and push the packages as a user does (modules/crossplane-cli/go.mod says which release).
+    "crank|crossplane-cli|github.com/crossplane/crossplane/v2/cmd/crank"
+    "registry|crossplane-cli|modelplane.test/controlplane/crossplane-cli/registry"
     "provider-kubernetes|provider-kubernetes|github.com/crossplane-contrib/provider-kubernetes/cmd/provider"
     "promtool|prometheus|github.com/prometheus/prometheus/cmd/promtool"
     "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus"
