@@ -98,15 +98,25 @@ module_env=(
 # debug them. -trimpath keeps machine paths out of the binaries.
 build_flags=(-trimpath "-ldflags=-s -w")
 
-# The flags of one module's build, into module_flags. Kubernetes' binaries read their version from variables its
-# release build sets with -X (else they report v0.0.0-master, and a kubelet's Node says so); the release is the one
+# The flags of one module's build, into module_flags. Kubernetes' and Crossplane's binaries read their version from
+# variables their release builds set with -X (else a kubelet's Node reports v0.0.0-master); the release is the one
 # go.mod pins. Only that module gets them: other modules link the same package at other versions.
 module_build_flags() { # MODULE
+    local version
     module_flags=("${build_flags[@]}")
     # containerd's btrfs snapshotter needs the btrfs headers; the nodes use overlayfs.
     if [[ "$1" == containerd ]]; then module_flags+=(-tags no_btrfs); fi
+    # Crossplane checks each package's `spec.crossplane.version` against its own, which its release build stamps;
+    # unstamped, it refuses every package that names a range ("invalid semantic version").
+    if [[ "$1" == crossplane ]]; then
+        version="$(awk '$1 == "github.com/crossplane/crossplane/v2" && $2 ~ /^v/ { print $2; exit }' \
+            "$here/modules/crossplane/go.mod")"
+        [[ -n "$version" ]] || die "no github.com/crossplane/crossplane/v2 release in modules/crossplane/go.mod"
+        module_flags=(-trimpath "-ldflags=-s -w -X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=\
+$version")
+    fi
     [[ "$1" == kubernetes ]] || return 0
-    local version pkg=k8s.io/component-base/version
+    local pkg=k8s.io/component-base/version
     version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$here/modules/kubernetes/go.mod")"
     [[ "$version" =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "no k8s.io/kubernetes release in modules/kubernetes/go.mod"
     module_flags=(-trimpath "-ldflags=-s -w -X $pkg.gitVersion=$version -X $pkg.gitMajor=${BASH_REMATCH[1]} -X \
