@@ -233,6 +233,47 @@ def test_the_configuration_serves_the_apis_and_calls_the_installed_function(inst
     assert kube.get(PKG, "Function", FUNCTION_OBJECT)
 
 
+def test_the_rest_of_step_2_activates_only_what_the_policy_names(installed: Installed):
+    """README step 2 after the Configuration, verbatim: the activation policy, provider-kubernetes' Secret
+    redaction (its DeploymentRuntimeConfig and the patch naming it) and the default InferenceClasses."""
+    kube = installed.kube
+    wait_installed(installed)
+    for obj in load_yaml_documents(REPO_ROOT / "package" / "configuration" / "activation",
+                                   REPO_ROOT / "examples" / "install" / "06-provider-kubernetes-sanitize-secrets.yaml"):
+        kube.apply(obj)
+    provider_kubernetes = xpkgs.object_name(xpkgs.PROVIDER_KUBERNETES)
+    kube.request("PATCH", kube.path(PKG, "Provider", name=provider_kubernetes),
+                 body={"spec": {"runtimeConfigRef": {"name": "provider-kubernetes-sanitize-secrets"}}},
+                 content_type="application/merge-patch+json", what=f"patch Provider {provider_kubernetes}")
+    mrd = ("apiextensions.crossplane.io/v1alpha1", "ManagedResourceDefinition")
+
+    def state(name: str) -> str | None:
+        return ((kube.get(*mrd, name) or {}).get("spec") or {}).get("state")
+
+    # SafeStart: the policy's two kinds become Active (their CRDs served), every other stays Inactive.
+    activated = ("objects.kubernetes.m.crossplane.io", "releases.helm.m.crossplane.io")
+    wait_for("the policy's kinds Active", lambda: all(state(n) == "Active" for n in activated), INSTALL_SECONDS,
+             lambda: str({n: state(n) for n in activated}))
+    for name in activated:
+        wait_for(f"CRD {name} Established", lambda: is_true(
+            kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name), "Established"), INSTALL_SECONDS)
+    others = {m["metadata"]["name"]: m["spec"].get("state") for m in kube.list(*mrd)
+              if m["metadata"]["name"] not in activated}
+    assert any(name.endswith(".eks.m.modelplane.ai") for name in others), sorted(others)
+    assert set(others.values()) == {"Inactive"}, others
+
+    def sanitized() -> bool:
+        deployments = [d for d in kube.list("apps/v1", "Deployment", NAMESPACE)
+                       if d["metadata"]["name"].startswith(provider_kubernetes + "-")]
+        return bool(deployments) and all(
+            {"name": "SANITIZE_SECRETS", "value": "true"} in (c.get("env") or [])
+            for d in deployments for c in d["spec"]["template"]["spec"]["containers"])
+
+    wait_for("provider-kubernetes' Deployment redacting Secrets", sanitized, INSTALL_SECONDS)
+    for obj in load_yaml_documents(REPO_ROOT / "package" / "configuration" / "classes"):
+        kube.apply(obj)
+
+
 def test_the_function_runs_from_our_image_with_certificates_crossplane_issued(installed: Installed):
     """The package runtime's Deployment of the Function runs the runtime image embedded in our package, pulled
     through the ImageConfig, behind the Service Crossplane dials with the certificate it issued itself. (kwok
