@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -177,6 +178,9 @@ def installed(kube: Kube, tmp_path_factory) -> Installed:
         if core:
             core.stop()
         registry.stop()
+        # About 0.5 GB (the binaries three times: image tarballs, xpkgs, registry blobs); the logs are in
+        # CONTROLPLANE_STATE.
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def dependency_objects() -> dict[str, str]:
