@@ -163,8 +163,18 @@ bash tests/controlplane/controlplane.sh run --crossplane --nodes -- \
     --ignore=tests/controlplane/python/test_real_nodes.py \
     --ignore=tests/controlplane/python/test_gangs_live.py \
     --ignore=tests/controlplane/python/test_serving_live.py \
-    --ignore=tests/controlplane/python/test_stage_live.py || status=$?
+    --ignore=tests/controlplane/python/test_stage_live.py \
+    --ignore=tests/controlplane/python/test_install.py || status=$?
 ((status == 0)) || fail "control-plane tests failed (exit $status; logs in tests/controlplane/.run/)"
+
+# Then the packages installed as a user installs them, on a control plane of their own (without the harness's
+# Crossplane): built with the real Crossplane CLI, pushed to a loopback registry, and installed by a Crossplane
+# started as its Helm chart starts it, with the package manager resolving every dependency (test_install.py).
+step "pytest test_install.py: the packages built, pushed and installed by Crossplane's package manager"
+status=0
+bash tests/controlplane/controlplane.sh run --nodes -- \
+    "$venv/bin/python" -m pytest tests/controlplane/python/test_install.py -q || status=$?
+((status == 0)) || fail "install tests failed (exit $status; logs in tests/controlplane/.run/)"
 
 # Then containers that really run: two kubelets with containerd 2.x (built here, CDI), a DRA driver each, kube-proxy
 # and CoreDNS (controlplane.sh installs Debian's runc, CNI plugins, nftables and busybox-static where missing, and

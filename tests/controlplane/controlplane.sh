@@ -3,9 +3,10 @@
 #
 #   controlplane.sh build [COMPONENT...]   build (or reuse) the binaries into tests/controlplane/.bin/ (components:
 #                                          etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet
-#                                          kube-proxy coredns pause crossplane provider-kubernetes promtool
-#                                          prometheus keda-operator containerd containerd-shim-runc-v2 ctr, egctl, and
-#                                          the test peers mock-engine and dra-driver)
+#                                          kube-proxy coredns pause crossplane crank (the Crossplane CLI) registry
+#                                          provider-kubernetes promtool prometheus keda-operator containerd
+#                                          containerd-shim-runc-v2 ctr, egctl, and the test peers mock-engine and
+#                                          dra-driver)
 #   controlplane.sh up [--nodes] [--kubelets [N]]
 #                                          build, then start etcd, kube-apiserver and kube-controller-manager;
 #                                          prints `export KUBECONFIG=...` lines for eval. With --nodes, also
@@ -66,6 +67,10 @@ components=(
     "pause|pause|modelplane.test/controlplane/pause"
     "kwok|kwok|sigs.k8s.io/kwok/cmd/kwok"
     "crossplane|crossplane|github.com/crossplane/crossplane/v2/cmd/crossplane"
+    # The Crossplane CLI (`crossplane xpkg build/push`; upstream's cmd/crank) and a loopback OCI registry: the
+    # install tests build and push the packages as a user does (modules/crossplane-cli/go.mod says which release).
+    "crank|crossplane-cli|github.com/crossplane/crossplane/v2/cmd/crank"
+    "registry|crossplane-cli|modelplane.test/controlplane/crossplane-cli/registry"
     "provider-kubernetes|provider-kubernetes|github.com/crossplane-contrib/provider-kubernetes/cmd/provider"
     "promtool|prometheus|github.com/prometheus/prometheus/cmd/promtool"
     "prometheus|prometheus|github.com/prometheus/prometheus/cmd/prometheus"
@@ -93,15 +98,25 @@ module_env=(
 # debug them. -trimpath keeps machine paths out of the binaries.
 build_flags=(-trimpath "-ldflags=-s -w")
 
-# The flags of one module's build, into module_flags. Kubernetes' binaries read their version from variables its
-# release build sets with -X (else they report v0.0.0-master, and a kubelet's Node says so); the release is the one
+# The flags of one module's build, into module_flags. Kubernetes' and Crossplane's binaries read their version from
+# variables their release builds set with -X (else a kubelet's Node reports v0.0.0-master); the release is the one
 # go.mod pins. Only that module gets them: other modules link the same package at other versions.
 module_build_flags() { # MODULE
+    local version
     module_flags=("${build_flags[@]}")
     # containerd's btrfs snapshotter needs the btrfs headers; the nodes use overlayfs.
     if [[ "$1" == containerd ]]; then module_flags+=(-tags no_btrfs); fi
+    # Crossplane checks each package's `spec.crossplane.version` against its own, which its release build stamps;
+    # unstamped, it refuses every package that names a range ("invalid semantic version").
+    if [[ "$1" == crossplane ]]; then
+        version="$(awk '$1 == "github.com/crossplane/crossplane/v2" && $2 ~ /^v/ { print $2; exit }' \
+            "$here/modules/crossplane/go.mod")"
+        [[ -n "$version" ]] || die "no github.com/crossplane/crossplane/v2 release in modules/crossplane/go.mod"
+        module_flags=(-trimpath "-ldflags=-s -w -X github.com/crossplane/crossplane-runtime/v2/pkg/version.version=\
+$version")
+    fi
     [[ "$1" == kubernetes ]] || return 0
-    local version pkg=k8s.io/component-base/version
+    local pkg=k8s.io/component-base/version
     version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$here/modules/kubernetes/go.mod")"
     [[ "$version" =~ ^v([0-9]+)\.([0-9]+)\. ]] || die "no k8s.io/kubernetes release in modules/kubernetes/go.mod"
     module_flags=(-trimpath "-ldflags=-s -w -X $pkg.gitVersion=$version -X $pkg.gitMajor=${BASH_REMATCH[1]} -X \

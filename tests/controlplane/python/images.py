@@ -1,6 +1,7 @@
 """Container images built here from files, for the real nodes of the test control plane (controlplane.sh up
 --kubelets). No image registry is reachable and no Docker daemon runs, so every image a pod runs is made by the
-suite: one layer holding the given files, written as an OCI image tarball and imported into each node's containerd.
+suite: one layer holding the given files, written as an OCI image tarball and imported into each node's containerd,
+or embedded in a package by `crossplane xpkg build` (test_install.py, with `docker_save=True`).
 
 Python API (the harness itself uses the command line below, with the system python3: standard library only):
 
@@ -110,9 +111,11 @@ def _digest(path: Path) -> str:
 
 def build_image(name: str, files: Mapping[str, FileSource], *, entrypoint: list[str], out: Path,
                 cmd: list[str] | None = None, env: Mapping[str, str] | None = None, workdir: str = "/",
-                user: str | None = None) -> Path:
+                user: str | None = None, docker_save: bool = False) -> Path:
     """Writes the OCI image tarball of a one-layer image `name` (`registry/repository:tag`) holding `files` to
-    `out`, and returns `out`. `env` adds to a default PATH; `user` is the image's `USER` (uid[:gid])."""
+    `out`, and returns `out`. `env` adds to a default PATH; `user` is the image's `USER` (uid[:gid]).
+    `docker_save` adds `docker save`'s manifest.json, as Docker 25 and later write both: `crossplane xpkg build
+    --embed-runtime-image-tarball` reads that one (go-containerregistry's tarball package)."""
     if not re.fullmatch(r"[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+", name):
         raise ValueError(f"image name {name!r} is not registry/repository:tag")
     out = Path(out)
@@ -155,9 +158,15 @@ def build_image(name: str, files: Mapping[str, FileSource], *, entrypoint: list[
         }
         (Path(scratch) / "index.json").write_text(json.dumps(index))
         (Path(scratch) / "oci-layout").write_text(json.dumps({"imageLayoutVersion": "1.0.0"}))
+        entries = ["oci-layout", "index.json", "blobs"]
+        if docker_save:
+            (Path(scratch) / "manifest.json").write_text(json.dumps([{
+                "Config": "blobs/sha256/" + config["digest"].split(":")[1], "RepoTags": [name],
+                "Layers": ["blobs/sha256/" + layer_digest.split(":")[1]]}]))
+            entries.append("manifest.json")
         partial = out.with_name(out.name + ".partial")
         with tarfile.open(partial, "w") as tar:
-            for entry in ("oci-layout", "index.json", "blobs"):
+            for entry in entries:
                 tar.add(Path(scratch) / entry, arcname=entry)
         partial.rename(out)
     return out
