@@ -4,8 +4,9 @@
 #   controlplane.sh build [COMPONENT...]   build (or reuse) the binaries into tests/controlplane/.bin/ (components:
 #                                          etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet
 #                                          kube-proxy coredns pause crossplane provider-kubernetes promtool
-#                                          prometheus keda-operator containerd containerd-shim-runc-v2 ctr, egctl, and
-#                                          the test peers mock-engine and dra-driver)
+#                                          prometheus keda-operator containerd containerd-shim-runc-v2 ctr, egctl,
+#                                          check-eg-config and render-chart, and the test peers mock-engine and
+#                                          dra-driver)
 #   controlplane.sh up [--nodes] [--kubelets [N]]
 #                                          build, then start etcd, kube-apiserver and kube-controller-manager;
 #                                          prints `export KUBECONFIG=...` lines for eval. With --nodes, also
@@ -72,6 +73,10 @@ components=(
     "keda-operator|keda|github.com/kedacore/keda/v2/cmd/operator"
     # Envoy Gateway's CLI: `egctl x translate` runs its translator offline on the gateways we compose.
     "egctl|egctl|github.com/envoyproxy/gateway/cmd/egctl"
+    # A strict decoder of Envoy Gateway's configuration, on egctl's own packages.
+    "check-eg-config|egctl|modelplane.test/controlplane/egctl/check-eg-config"
+    # Helm v4's loader and engine: renders a stack chart with the values a composed Release sets.
+    "render-chart|helm|modelplane.test/controlplane/helm/render-chart"
     # Test peers of our own (each module's README.md): a vLLM stand-in for the images pods run, and a DRA driver.
     "mock-engine|mock-engine|modelplane.test/controlplane/mock-engine"
     "dra-driver|dra-driver|modelplane.test/controlplane/dra-driver"
