@@ -5,8 +5,8 @@
 #                                          etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet
 #                                          kube-proxy coredns pause crossplane crank (the Crossplane CLI) registry
 #                                          provider-kubernetes promtool prometheus keda-operator containerd
-#                                          containerd-shim-runc-v2 ctr, egctl, and the test peers mock-engine and
-#                                          dra-driver)
+#                                          containerd-shim-runc-v2 ctr, egctl, check-eg-config, render-chart, epp
+#                                          and ask-picker, and the test peers mock-engine and dra-driver)
 #   controlplane.sh up [--nodes] [--kubelets [N]]
 #                                          build, then start etcd, kube-apiserver and kube-controller-manager;
 #                                          prints `export KUBECONFIG=...` lines for eval. With --nodes, also
@@ -77,6 +77,13 @@ components=(
     "keda-operator|keda|github.com/kedacore/keda/v2/cmd/operator"
     # Envoy Gateway's CLI: `egctl x translate` runs its translator offline on the gateways we compose.
     "egctl|egctl|github.com/envoyproxy/gateway/cmd/egctl"
+    # A strict decoder of Envoy Gateway's configuration, on egctl's own packages.
+    "check-eg-config|egctl|modelplane.test/controlplane/egctl/check-eg-config"
+    # Helm v4's loader and engine: renders a stack chart with the values a composed Release sets.
+    "render-chart|helm|modelplane.test/controlplane/helm/render-chart"
+    # The inference extension's endpoint picker, and a client asking it over Envoy's ext-proc protocol what it picks.
+    "epp|epp|sigs.k8s.io/gateway-api-inference-extension/cmd/epp"
+    "ask-picker|epp|modelplane.test/controlplane/epp/ask-picker"
     # Test peers of our own (each module's README.md): a vLLM stand-in for the images pods run, and a DRA driver.
     "mock-engine|mock-engine|modelplane.test/controlplane/mock-engine"
     "dra-driver|dra-driver|modelplane.test/controlplane/dra-driver"

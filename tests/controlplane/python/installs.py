@@ -55,6 +55,17 @@ def built_component(name: str) -> Path:
     return CONTROLPLANE / ".bin" / name
 
 
+def stop_process(process: subprocess.Popen, grace: float = 10) -> None:
+    """Stops a process a test started: SIGTERM, then SIGKILL after GRACE seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(grace)
+
+
 def function_binary() -> Path:
     path = Path(os.environ.get("MODELPLANE_FUNCTION_BIN", ""))
     if not path.is_file():

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from installs import CONTROLPLANE, built_component
+from installs import CONTROLPLANE, built_component, stop_process
 from kube import REPO_ROOT, wait_for
 
 MODULE = CONTROLPLANE / "modules" / "mock-engine"
@@ -72,13 +71,7 @@ class Engine:
         return requests.post(self.url + path, json=body, timeout=10, stream=stream)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process)
 
 
 @pytest.fixture

@@ -1,10 +1,16 @@
 // Builds egctl, Envoy Gateway's CLI, at the release our vendored Envoy Gateway CRDs come from
-// (tests/crds/routing/SOURCES.md): its `x translate` runs Envoy Gateway's own translator offline.
+// (tests/crds/routing/SOURCES.md): its `x translate` runs Envoy Gateway's own translator offline. check-eg-config
+// (a main of ours) decodes an Envoy Gateway configuration strictly into that release's type.
 module modelplane.test/controlplane/egctl
 
 go 1.26.4
 
 tool github.com/envoyproxy/gateway/cmd/egctl
+
+require (
+	github.com/envoyproxy/gateway v1.8.1
+	sigs.k8s.io/yaml v1.6.0
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect
@@ -71,7 +77,6 @@ require (
 	github.com/dominikbraun/graph v0.23.0 // indirect
 	github.com/ebitengine/purego v0.10.0 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
-	github.com/envoyproxy/gateway v1.8.1 // indirect
 	github.com/envoyproxy/go-control-plane v0.14.1-0.20260409050421-3f47accd6e14 // indirect
 	github.com/envoyproxy/go-control-plane/contrib v1.36.1-0.20260409050421-3f47accd6e14 // indirect
 	github.com/envoyproxy/go-control-plane/envoy v1.37.1-0.20260409050421-3f47accd6e14 // indirect
@@ -291,5 +296,4 @@ require (
 	sigs.k8s.io/mcs-api v0.4.1 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
