@@ -131,6 +131,16 @@ pub enum Reason {
     ClustersAvailable,
 }
 
+/// A condition message naming the first `max` of `items` and counting the rest, joined with "; ".
+pub fn first_named(items: Vec<String>, max: usize) -> String {
+    let hidden = items.len().saturating_sub(max);
+    let mut message: Vec<String> = items.into_iter().take(max).collect();
+    if hidden > 0 {
+        message.push(format!("and {hidden} more"));
+    }
+    message.join("; ")
+}
+
 impl ConditionType {
     pub fn as_str(self) -> &'static str {
         self.into()

@@ -7,7 +7,7 @@ use crate::{
     api::{availability::Availability, model_deployment::ModelDeploymentStatus},
     compose::{
         Output,
-        conditions::{ConditionType, Reason},
+        conditions::{ConditionType, Reason, first_named},
     },
     proto::v1::Status,
     schedule::ClusterView,
@@ -71,16 +71,12 @@ pub fn condition(
         return changes_at;
     };
     let reason = *reason;
-    let hidden = affected.len().saturating_sub(MAX_NAMED);
-    let mut message: Vec<String> = affected.into_iter().take(MAX_NAMED).map(|(_, m)| m).collect();
-    if hidden > 0 {
-        message.push(format!("and {hidden} more"));
-    }
+    let message = first_named(affected.into_iter().map(|(_, m)| m).collect(), MAX_NAMED);
     out.condition(
         ConditionType::ClustersAvailable,
         Status::ConditionFalse,
         reason,
-        message.join("; "),
+        message,
     );
     changes_at
 }

@@ -12,7 +12,7 @@ use crate::{
     api::model_deployment::{ModelDeploymentSpec, ModelDeploymentStatus},
     compose::{
         Output,
-        conditions::{ConditionType, Reason},
+        conditions::{ConditionType, Reason, first_named},
         remote,
     },
     proto::v1::{RunFunctionRequest, Status},
@@ -96,15 +96,11 @@ pub fn condition(
         return;
     };
     let reason = Reason::from(*first);
-    let hidden = failures.len().saturating_sub(MAX_NAMED);
-    let mut message: Vec<String> = failures.into_iter().take(MAX_NAMED).map(|(_, m)| m).collect();
-    if hidden > 0 {
-        message.push(format!("and {hidden} more"));
-    }
+    let message = first_named(failures.into_iter().map(|(_, m)| m).collect(), MAX_NAMED);
     out.condition(
         ConditionType::EnginesRunning,
         Status::ConditionFalse,
         reason,
-        message.join("; "),
+        message,
     );
 }
