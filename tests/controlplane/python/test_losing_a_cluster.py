@@ -39,6 +39,9 @@ STAYS = "onprem-stays"
 GRACE_SECONDS = 45
 CONVERGE_SECONDS = 180
 CLUSTER_LABEL = "modelplane.ai/cluster"
+# Its own name: its pods, which kwok ends only while their nodes exist, never pass for another test's.
+DEPLOYMENT = "qwen3-evacuated"
+NAMESPACE = load_yaml_documents(EXAMPLES / "deployments" / "qwen3-small.yaml")[0]["metadata"]["namespace"]
 
 
 def free_port() -> int:
@@ -146,6 +149,10 @@ def fleet(platform, nodes) -> Iterator[tuple[Kube, SecondApiServer, dict, dict]]
     finally:
         for name in (LOST, STAYS):
             kube.delete(API, "InferenceCluster", name)
+        # Pods still there (a failed run) go at once, before their nodes: no kubelet would confirm their end.
+        for pod in engine_pods(kube, NAMESPACE):
+            kube.request("DELETE", kube.path("v1", "Pod", NAMESPACE, pod["metadata"]["name"]),
+                         params={"gracePeriodSeconds": "0"}, ok=(404,), what="delete a leftover engine pod")
         if lost.process and lost.process.poll() is None:
             wait_for("both clusters removed", lambda: not any(kube.get(API, "InferenceCluster", n)
                                                               for n in (LOST, STAYS)), CONVERGE_SECONDS)
@@ -153,6 +160,11 @@ def fleet(platform, nodes) -> Iterator[tuple[Kube, SecondApiServer, dict, dict]]
         for obj in simulated:
             if obj["kind"] != "DeviceClass":
                 kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+
+
+def engine_pods(kube: Kube, namespace: str) -> list[dict]:
+    return [p for p in kube.list("v1", "Pod", namespace)
+            if (p["metadata"].get("labels") or {}).get("modelplane.ai/workload", "").startswith(f"{DEPLOYMENT}-")]
 
 
 def endpoints_by_cluster(kube: Kube, namespace: str) -> dict[str, list[str]]:
@@ -195,7 +207,8 @@ def test_a_lost_clusters_replica_moves_to_the_cluster_that_stays_and_never_comes
     assert cluster_now(LOST)["status"]["reachability"] == {"reachable": True}
 
     deployment = standalone_deployment(lost_cluster)
-    namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    deployment["metadata"]["name"] = DEPLOYMENT
+    namespace, name = deployment["metadata"]["namespace"], DEPLOYMENT
     kube.ensure_namespace(namespace)
     kube.apply(deployment)
 
@@ -273,5 +286,7 @@ def test_a_lost_clusters_replica_moves_to_the_cluster_that_stays_and_never_comes
 
     wait_for("the replica drained to the returned cluster", drained, GRACE_SECONDS + CONVERGE_SECONDS,
              lambda: str(deployment_now().get("status")))
+    wait_for("the cordoned cluster's engine pods gone", lambda: not engine_pods(kube, namespace), CONVERGE_SECONDS,
+             lambda: str([p["metadata"]["name"] for p in engine_pods(kube, namespace)]))
     kube.delete(API, "ModelDeployment", name, namespace)
     wait_for("the ModelDeployment removed", lambda: not deployment_now(), CONVERGE_SECONDS)
