@@ -252,9 +252,11 @@ def _function_version() -> str:
     raise RuntimeError("function/Cargo.toml names no version")
 
 
+# The Function package's repository: its runtime image and its package are published there.
+FUNCTION_REPOSITORY = "ghcr.io/modelplaneai/function-modelplane"
 # The same image under the name the function composes for what each cluster runs from it (the pod reporter):
 # function/src/workload/well_known.rs FUNCTION_IMAGE, the release this binary is.
-FUNCTION_RELEASE_IMAGE = f"ghcr.io/modelplaneai/function-modelplane:v{_function_version()}"
+FUNCTION_RELEASE_IMAGE = f"{FUNCTION_REPOSITORY}:v{_function_version()}"
 
 
 def _built_binary(name: str) -> Path:

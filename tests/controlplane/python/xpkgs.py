@@ -41,7 +41,7 @@ PREFIXES = {
 
 VERSION = "v" + images._function_version()
 CONFIGURATION = "ghcr.io/modelplaneai/modelplane"
-FUNCTION = "ghcr.io/modelplaneai/function-modelplane"
+FUNCTION = images.FUNCTION_REPOSITORY
 PROVIDER_EKS = "ghcr.io/modelplaneai/provider-eks"
 PROVIDER_KUBERNETES = "xpkg.crossplane.io/crossplane-contrib/provider-kubernetes"
 
