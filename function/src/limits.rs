@@ -22,8 +22,9 @@ pub const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 /// Most replicas of one ModelDeployment (the XRD's maximum): the scheduler's memory is linear in it.
 pub const MAX_REPLICAS: u32 = 1000;
 
-/// How long Crossplane waits for a function (`runFunctionTimeout` in crossplane's `internal/xfn`): work past it
-/// is never read.
+/// The longest a call may take. Crossplane v2 sets no deadline of its own per call: a call may take what is left of
+/// the composite's two-minute reconcile, during which that reconcile worker waits. The server answers (or stops)
+/// every call by this time, so a slow function holds each of Crossplane's workers for seconds, not minutes.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Longest FATAL message. Crossplane copies it into an event and a condition message (Kubernetes truncates event

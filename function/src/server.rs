@@ -4,7 +4,7 @@
 //! Connections are bounded so that no client can exhaust the process: at most `max_connections` are open (the
 //! rest wait in the kernel's backlog, unaccepted), each must deliver its first bytes within the handshake
 //! timeout, each carries at most `max_concurrent_streams` calls, and at most `max_concurrent_calls` compose at
-//! once while the others wait.
+//! once while the others wait, each for at most a quarter of its deadline before it hears the server is busy.
 
 use std::{
     net::SocketAddr,
@@ -71,7 +71,7 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
     /// Calls in flight on one HTTP/2 connection (`SETTINGS_MAX_CONCURRENT_STREAMS`).
     pub max_concurrent_streams: u32,
-    /// Calls composing at once across all connections; the rest wait their turn.
+    /// Calls composing at once across all connections; the rest wait their turn, or hear the server is busy.
     pub max_concurrent_calls: usize,
     /// Time a new connection has to send its first bytes (the HTTP/2 preface or a TLS ClientHello) and finish a
     /// TLS handshake.
@@ -470,13 +470,27 @@ async fn return_memory_when_idle(runner: Runner) {
     }
 }
 
+/// The share of a call's time it may wait for a call slot. Past it every slot has been taken for that long, so
+/// the backlog is deeper than the server can work through in time: the caller hears at once that the server is
+/// busy (Crossplane requeues the composite with its per-object backoff) rather than waiting out its deadline, and
+/// the calls already composing keep their time.
+const QUEUE_SHARE: f64 = 0.25;
+
+/// UNAVAILABLE is gRPC's code for "retry later, with backoff"; the message says what to change if it persists.
+fn busy(max_calls: usize) -> Status {
+    Status::unavailable(format!(
+        "busy: all {max_calls} call slots stayed taken for a quarter of the call's deadline; the call was not \
+         started and can be retried. If this persists, give the function more CPU or raise MAX_CONCURRENT_CALLS"
+    ))
+}
+
 fn tag_of(req: &v1::RunFunctionRequest) -> &str {
     req.meta.as_ref().map_or("", |meta| meta.tag.as_str())
 }
 
 impl Runner {
-    /// Runs the call off the async workers, on its own thread under a deadline, once a call slot is free. If
-    /// tonic drops this future (the client went away, or its `grpc-timeout` or ours passed) the call is
+    /// Runs the call off the async workers, on its own thread under a deadline, once a call slot is free (or
+    /// answers [`busy`] if none comes free in time). If tonic drops this future (the client went away, or its `grpc-timeout` or ours passed) the call is
     /// cancelled and stops at its next check.
     async fn run_logged(
         &self,
@@ -489,12 +503,19 @@ impl Runner {
         let timeout = client_timeout.unwrap_or(CALL_TIMEOUT).min(CALL_TIMEOUT);
         let deadline = Deadline::after(timeout.mul_f64(0.9));
         // The slot goes with the work, not with this future: a cancelled call keeps it until it has stopped.
-        let slot = self
-            .calls
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Status::unavailable("the server is shutting down"))?;
+        let slot = match tokio::time::timeout(
+            timeout.mul_f64(QUEUE_SHARE),
+            self.calls.clone().acquire_owned(),
+        )
+        .await
+        {
+            Ok(Ok(slot)) => slot,
+            Ok(Err(_)) => return Err(Status::unavailable("the server is shutting down")),
+            Err(_) => {
+                tracing::debug!(parent: &span, "busy: no call slot came free");
+                return Err(busy(self.max_calls));
+            }
+        };
         if self.inline_below > 0
             && req.encoded_len() < self.inline_below
             && let Ok(_worker) = self.inline_slots.try_acquire()

@@ -202,3 +202,28 @@ def test_an_abandoned_call_stops_working_and_frees_its_slot(tmp_path):
             assert call(channel, timeout=5, tag="next").meta.tag == "next"
     finally:
         assert server.stop() == 0
+
+
+def test_a_call_that_finds_every_slot_taken_hears_the_server_is_busy_and_the_slot_holder_finishes(tmp_path):
+    """With its one slot held by a call that composes for its whole budget, a second call waits a quarter of its
+    deadline and is answered UNAVAILABLE, gRPC's "retry with backoff", saying why and what to change; it is never
+    left to time out. The call holding the slot still ends with its own answer, and the server serves on."""
+    server = conftest.start_server(tmp_path, "--insecure", "--max-concurrent-calls", "1")
+    try:
+        with server.channel() as channel:
+            stub = grpcv1.FunctionRunnerServiceStub(channel)
+            holder = stub.RunFunction.future(heavy_request(), timeout=8)
+            time.sleep(0.5)
+            assert not holder.done(), "the heavy call finished before the second call was sent"
+            with pytest.raises(grpc.RpcError) as refused:
+                call(channel, timeout=4, tag="second")
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, refused.value
+            assert refused.value.details().startswith("busy: all 1 call slots"), refused.value.details()
+            assert "MAX_CONCURRENT_CALLS" in refused.value.details()
+            assert not holder.done(), "the slot came free before the second call gave up: nothing was shown"
+            # The holder composes to 90% of its 8 s and answers a FATAL that says so, not a transport error.
+            answer = holder.result()
+            assert "deadline" in answer.results[0].message, answer
+            assert call(channel, timeout=30, tag="after").meta.tag == "after"
+    finally:
+        assert server.stop() == 0
