@@ -16,16 +16,20 @@ without --crossplane):
 - step 2 applies examples/install/01-namespace.yaml and 02-configuration.yaml unchanged, and the package manager
   resolves every dependency from the registry; the Function's and provider-kubernetes' Deployments, made by
   Crossplane's package runtime, start on the real node from the images it resolved (pulled by containerd), and
-  Crossplane, in its pod, calls the function through its Service with the certificates it issued itself.
+  Crossplane, in its pod, calls the function through its Service with the certificates it issued itself;
+- through that installation, the Existing example cluster (its kubeconfig pointing back at this API server through
+  the `kubernetes` Service) and a ModelDeployment become Ready, provider-kubernetes applying and observing what the
+  function composes.
 
 Not verbatim, and why: Crossplane's image is built here and imported into the node's containerd under the chart's
 default repository (no registry holding it is reachable), so the chart is given the release's tag (a released
 chart's appVersion; the module's says 0.0.1); the real node is tainted so that only pods that ask land on it, so
 Crossplane's pods get its node selector and toleration (chart values), and so do the Function's and
 provider-kubernetes' (a DeploymentRuntimeConfig each, named by runtimeConfigRef as step 2 does for
-provider-kubernetes). Every other dependency runs on a node kwok simulates, where its pod is Ready without starting:
-provider-eks (idle until an EKS cluster exists) and the stand-ins of xpkgs.stand_ins(), packages under the real
-names carrying vendored CRDs and no controller.
+provider-kubernetes); provider-kubernetes polls every 10 s, as the harness runs it, instead of its default 10 min,
+so that what it applies is seen Ready within a test's bounds. Every other dependency runs on a node kwok
+simulates, where its pod is Ready without starting: provider-eks (idle until an EKS cluster exists) and the
+stand-ins of xpkgs.stand_ins(), packages under the real names carrying vendored CRDs and no controller.
 """
 
 from __future__ import annotations
@@ -43,10 +47,13 @@ import yaml
 
 import images
 import xpkgs
-from installs import built_component, function_binary
+from installs import built_component, function_binary, install_workload_crds
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
 from real_nodes import KUBELET_LABEL, TOLERATE_ALL, pod_status, require_kubelets
-from simulated_nodes import apply_simulated, node
+from simulated_nodes import apply_simulated, cluster_nodes, device_classes, node
+from test_scheduling import (all_engines_running, apply_until_serving, cache_volume, engine_pods, existing_cluster,
+                             standalone_deployment)
+from workload import API, OBJECT_API, composed_by, kubeconfig_pointing_back
 
 PKG = "pkg.crossplane.io/v1"
 NAMESPACE = "crossplane-system"
@@ -166,6 +173,24 @@ def wait_on_real_node(kube: Kube, name: str) -> dict:
                     POD_SECONDS, lambda: describe_pods(kube, name))
 
 
+def stop_pods(kube: Kube) -> None:
+    """Deletes Crossplane's Deployments, then the package runtime's (Crossplane would make them again), and waits
+    until no pod of theirs is left: the harness's `down` then has none to wait for on the real node."""
+    chart = ("crossplane", "crossplane-rbac-manager")
+    for name in chart:
+        kube.delete("apps/v1", "Deployment", name, NAMESPACE)
+
+    def crossplane_pods() -> list[str]:
+        return [p["metadata"]["name"] for p in kube.list("v1", "Pod", NAMESPACE)
+                if (p["metadata"].get("labels") or {}).get("app") in chart]
+
+    wait_for("Crossplane's pods gone", lambda: not crossplane_pods(), POD_SECONDS, lambda: str(crossplane_pods()))
+    for deployment in kube.list("apps/v1", "Deployment", NAMESPACE):
+        kube.delete("apps/v1", "Deployment", deployment["metadata"]["name"], NAMESPACE)
+    wait_for(f"every pod of {NAMESPACE} gone", lambda: not kube.list("v1", "Pod", NAMESPACE), POD_SECONDS,
+             lambda: str([p["metadata"]["name"] for p in kube.list("v1", "Pod", NAMESPACE)]))
+
+
 @dataclasses.dataclass
 class Installed:
     kube: Kube
@@ -225,6 +250,7 @@ def installed(kube: Kube, tmp_path_factory) -> Installed:
                                        REPO_ROOT / "examples" / "install" / "02-configuration.yaml"):
             kube.apply(obj)
         yield Installed(kube, registry, xpkgs.Cli(work), work, pushed, chart, image)
+        stop_pods(kube)
     finally:
         registry.stop()
         # About 0.5 GB (the binaries three times: image tarballs, xpkgs, registry blobs); the logs are in
@@ -309,20 +335,31 @@ def test_the_configuration_serves_the_apis_and_calls_the_installed_function(inst
     assert kube.get(PKG, "Function", FUNCTION_OBJECT)
 
 
+def apply_rest_of_step_2(kube: Kube) -> None:
+    """README step 2 after the Configuration: the activation policy, provider-kubernetes' DeploymentRuntimeConfig
+    (given the real node's selector and toleration, and the poll interval the harness runs provider-kubernetes
+    with, 10 s instead of its default 10 min, so that what it applies is seen Ready within a test's bounds) and
+    the patch naming it."""
+    for obj in load_yaml_documents(REPO_ROOT / "package" / "configuration" / "activation"):
+        kube.apply(obj)
+    [sanitize] = load_yaml_documents(REPO_ROOT / "examples" / "install" /
+                                     "06-provider-kubernetes-sanitize-secrets.yaml")
+    assert sanitize["metadata"]["name"] == PROVIDER_KUBERNETES_CONFIG
+    config = on_real_node(sanitize)
+    [container] = config["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"]
+    container["args"] = ["--poll=10s"]
+    kube.apply(config)
+    patch_runtime_config(kube, "Provider", xpkgs.object_name(xpkgs.PROVIDER_KUBERNETES), PROVIDER_KUBERNETES_CONFIG)
+
+
 def test_the_rest_of_step_2_activates_only_what_the_policy_names(installed: Installed):
     """README step 2 after the Configuration: the activation policy, and provider-kubernetes' Secret redaction (its
     DeploymentRuntimeConfig, given the real node's selector and toleration, and the patch naming it). Its
     Deployment then runs the real controller from its package on the real node, redacting Secrets."""
     kube = installed.kube
     wait_installed(installed)
-    for obj in load_yaml_documents(REPO_ROOT / "package" / "configuration" / "activation"):
-        kube.apply(obj)
-    [sanitize] = load_yaml_documents(REPO_ROOT / "examples" / "install" /
-                                     "06-provider-kubernetes-sanitize-secrets.yaml")
-    assert sanitize["metadata"]["name"] == PROVIDER_KUBERNETES_CONFIG
-    kube.apply(on_real_node(sanitize))
+    apply_rest_of_step_2(kube)
     provider_kubernetes = xpkgs.object_name(xpkgs.PROVIDER_KUBERNETES)
-    patch_runtime_config(kube, "Provider", provider_kubernetes, PROVIDER_KUBERNETES_CONFIG)
     mrd = ("apiextensions.crossplane.io/v1alpha1", "ManagedResourceDefinition")
 
     def state(name: str) -> str | None:
@@ -344,6 +381,7 @@ def test_the_rest_of_step_2_activates_only_what_the_policy_names(installed: Inst
     pod = wait_on_real_node(kube, revision["metadata"]["name"])
     [container] = pod["spec"]["containers"]
     assert {"name": "SANITIZE_SECRETS", "value": "true"} in container["env"], container["env"]
+    assert "--poll=10s" in container["args"], container
     [status] = pod["status"]["containerStatuses"]
     assert status["image"] == f"{installed.registry.address}/crossplane-contrib/provider-kubernetes:" \
         f"{installed.pushed[xpkgs.PROVIDER_KUBERNETES]}", status
@@ -359,8 +397,18 @@ def patch_runtime_config(kube: Kube, kind: str, name: str, config: str) -> None:
 
 
 def revision_of(kube: Kube, kind: str, package: str) -> dict:
-    [revision] = [r for r in kube.list(PKG, kind) if r["metadata"]["labels"].get("pkg.crossplane.io/package") == package]
+    [revision] = [r for r in kube.list(PKG, kind)
+                  if r["metadata"]["labels"].get("pkg.crossplane.io/package") == package]
     return revision
+
+
+def function_on_real_node(kube: Kube) -> None:
+    """The Function's Deployment moved to the real node: a DeploymentRuntimeConfig with its selector and
+    toleration, named by the Function's runtimeConfigRef."""
+    kube.apply(on_real_node({"apiVersion": "pkg.crossplane.io/v1beta1", "kind": "DeploymentRuntimeConfig",
+                             "metadata": {"name": FUNCTION_CONFIG},
+                             "spec": {"deploymentTemplate": {"spec": {"selector": {}}}}}))
+    patch_runtime_config(kube, "Function", FUNCTION_OBJECT, FUNCTION_CONFIG)
 
 
 def test_the_function_runs_our_image_on_the_real_node_and_crossplane_calls_it(installed: Installed):
@@ -371,10 +419,7 @@ def test_the_function_runs_our_image_on_the_real_node_and_crossplane_calls_it(in
     Synced and Ready."""
     kube = installed.kube
     wait_installed(installed)
-    kube.apply(on_real_node({"apiVersion": "pkg.crossplane.io/v1beta1", "kind": "DeploymentRuntimeConfig",
-                             "metadata": {"name": FUNCTION_CONFIG},
-                             "spec": {"deploymentTemplate": {"spec": {"selector": {}}}}}))
-    patch_runtime_config(kube, "Function", FUNCTION_OBJECT, FUNCTION_CONFIG)
+    function_on_real_node(kube)
     revision = revision_of(kube, "FunctionRevision", FUNCTION_OBJECT)
     status = revision["status"]
     assert status["capabilities"] == ["composition"], status
@@ -413,6 +458,77 @@ def test_the_function_runs_our_image_on_the_real_node_and_crossplane_calls_it(in
         wait_for(f"InferenceClass {name} Synced and Ready",
                  lambda: is_true(kube.get(obj["apiVersion"], obj["kind"], name), "Synced", "Ready"), INSTALL_SECONDS,
                  lambda: conditions(kube.get(obj["apiVersion"], obj["kind"], name)))
+
+
+# --- composing through the installation --------------------------------------------------------------------------
+
+EXISTING_CLUSTER = "onprem-installed"
+# Crossplane (GOMAXPROCS 1 under the chart's 500m CPU limit) and provider-kubernetes (polling every 10 s)
+# converging on a loaded 2-core machine.
+CONVERGE_SECONDS = 300
+
+
+def kubeconfig_through_the_service(kube: Kube) -> str:
+    """The Existing cluster's kubeconfig as a pod uses it: this API server through the `kubernetes` Service (an
+    address its certificate names), the admin's client certificate."""
+    service = kube.get("v1", "Service", "kubernetes", "default")
+    address = f"https://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
+    return kubeconfig_pointing_back(kube).replace(kube.server, address)
+
+
+def test_an_existing_cluster_and_a_model_deployment_become_ready_through_it(installed: Installed):
+    """The Existing example cluster, its kubeconfig pointing back at this API server through its Service, and the
+    small example deployment, composed by our function in its pod, with provider-kubernetes in its pod applying
+    and observing what the function composes: the InferenceCluster becomes Ready with its gateway's address, the
+    ModelDeployment Ready with its replica. This API server is the workload cluster too, with its CRDs (stacks,
+    routing, certificates, monitoring, autoscaling).
+
+    Stand-ins, as in test_scheduling.py: provider-helm's charts and trust-manager (played by the test), Envoy
+    Gateway (the test gives the cluster gateway its address), the cluster's nodes and the engine pods (kwok
+    simulates both: they are scheduled onto the GPU pool with their devices, Running and Ready without starting)."""
+    kube = installed.kube
+    wait_installed(installed)
+    apply_rest_of_step_2(kube)
+    function_on_real_node(kube)
+    provider_kubernetes = xpkgs.object_name(xpkgs.PROVIDER_KUBERNETES)
+    wait_for("provider-kubernetes running on the real node", lambda: is_true(
+        kube.get(PKG, "Provider", provider_kubernetes), "Healthy") and running_on_real_node(
+        kube, revision_of(kube, "ProviderRevision", provider_kubernetes)["metadata"]["name"]), POD_SECONDS,
+        lambda: conditions(kube.get(PKG, "Provider", provider_kubernetes)))
+    wait_for("the Function running on the real node", lambda: running_on_real_node(
+        kube, revision_of(kube, "FunctionRevision", FUNCTION_OBJECT)["metadata"]["name"]), POD_SECONDS)
+    install_workload_crds(kube)
+    classes = load_yaml_documents(REPO_ROOT / "examples" / "classes")
+    cluster = existing_cluster(kube, EXISTING_CLUSTER)
+    secret_ref = cluster["spec"]["cluster"]["existing"]["secretRef"]
+    kube.apply({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": secret_ref["name"], "namespace": secret_ref.get("namespace", "modelplane-system")},
+                "stringData": {secret_ref.get("key", "kubeconfig"): kubeconfig_through_the_service(kube)}})
+    for obj in classes:
+        kube.apply(obj)
+    apply_simulated(kube, device_classes(classes) + cluster_nodes(cluster, classes) + [cache_volume(cluster)])
+    apply_until_serving(kube, cluster)
+
+    deployment = standalone_deployment(cluster)
+    namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    kube.ensure_namespace(namespace)
+    kube.apply(deployment)
+
+    def deployment_now() -> dict:
+        return kube.get(API, "ModelDeployment", name, namespace) or {}
+
+    ready = wait_for("the ModelDeployment Ready", lambda: is_true(deployment_now(), "Ready") and deployment_now(),
+                     CONVERGE_SECONDS, lambda: str(deployment_now().get("status")))
+    assert ready["status"]["readyReplicas"] == 1, ready["status"]
+    # provider-kubernetes, in its pod, applied the composed workload into the cluster, whose controllers made the
+    # engine pods the replica asks for, on the cluster's GPU pool.
+    copies = deployment["spec"]["template"]["spec"]["engines"][0]["copies"]
+    pods = all_engines_running(kube, namespace, name, copies)
+    assert pods, [p.get("status") for p in engine_pods(kube, namespace, name)]
+    assert all(p["spec"]["nodeName"].startswith(f"{EXISTING_CLUSTER}-gpu-") for p in pods), \
+        [p["spec"]["nodeName"] for p in pods]
+    applied = [o for o in composed_by(kube, OBJECT_API, "Object", name) if is_true(o, "Ready", "Synced")]
+    assert applied, "no composed Object Ready and Synced"
 
 
 def test_an_unpullable_dependency_is_named_and_nothing_installed_moves(installed: Installed):
