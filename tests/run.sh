@@ -168,11 +168,12 @@ bash tests/controlplane/controlplane.sh run --crossplane --nodes -- \
 ((status == 0)) || fail "control-plane tests failed (exit $status; logs in tests/controlplane/.run/)"
 
 # Then the packages installed as a user installs them, on a control plane of their own (without the harness's
-# Crossplane): built with the real Crossplane CLI, pushed to a loopback registry, and installed by a Crossplane
-# started as its Helm chart starts it, with the package manager resolving every dependency (test_install.py).
+# Crossplane) with one real node: built with the real Crossplane CLI, pushed to a registry on the node's bridge,
+# and installed by Crossplane running as a pod from its Helm chart, with the package manager resolving every
+# dependency and the function's and provider-kubernetes' pods running from their packages (test_install.py).
 step "pytest test_install.py: the packages built, pushed and installed by Crossplane's package manager"
 status=0
-bash tests/controlplane/controlplane.sh run --nodes -- \
+bash tests/controlplane/controlplane.sh run --kubelets 1 -- \
     "$venv/bin/python" -m pytest tests/controlplane/python/test_install.py -q || status=$?
 ((status == 0)) || fail "install tests failed (exit $status; logs in tests/controlplane/.run/)"
 

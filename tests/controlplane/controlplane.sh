@@ -476,8 +476,11 @@ cmd_up() {
         kcm_controllers+=,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller
     fi
     # A real pod mounts its service account's token with the cluster's CA, from the kube-root-ca.crt ConfigMap
-    # this controller publishes in every namespace.
-    if ((kubelets)); then kcm_controllers+=,root-ca-certificate-publisher-controller; fi
+    # this controller publishes in every namespace. Pods that run as a chart installs them (Crossplane's, in
+    # test_install_pods.py) hold the rules their ClusterRoles aggregate, which this controller fills in.
+    if ((kubelets)); then
+        kcm_controllers+=,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller
+    fi
     # The controller manager brings garbage collection (owner references), namespace deletion and service accounts.
     start kube-controller-manager "$bin_dir/kube-controller-manager" \
         --kubeconfig "$state/kubeconfig" --authentication-kubeconfig "$state/kubeconfig" \

@@ -397,6 +397,11 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 [$images.pinned_images]
   sandbox = "$pause_image"
 
+# Where a test says how to reach a registry (certs.d/HOST:PORT/hosts.toml): the install test's loopback-bridge
+# registry serves plain HTTP, which containerd uses for a host only when told so. Read at every pull.
+[$images.registry]
+  config_path = "$dir/certs.d"
+
 [$runtime]
   cdi_spec_dirs = ["$dir/cdi"]
   # Processes here lack CAP_SYS_RESOURCE: runc cannot give a sandbox the OOM score -998 containerd asks for.
@@ -552,7 +557,7 @@ nodes_up() { # N
         dir="$state/$node"
         mkdir -p "$dir"
         containerd_config "$dir" "$i"
-        mkdir -p "$dir/cdi"
+        mkdir -p "$dir/cdi" "$dir/certs.d"
         # containerd finds its shim (containerd-shim-runc-v2) on PATH; runc is Debian's.
         PATH="$bin_dir:$PATH" start "containerd-$i" "$bin_dir/containerd" --config "$dir/containerd.toml"
         wait_ready "containerd-$i" containerd_ready "$dir/containerd.sock"

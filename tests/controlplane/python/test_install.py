@@ -1,128 +1,194 @@
-"""Modelplane installed the way a user installs it (README, "Install into Crossplane"), as far as this machine
-allows, on a control plane of its own (`controlplane.sh run --nodes`, without `--crossplane`):
+"""Modelplane installed the way a user installs it (README, "Install into Crossplane"), with Crossplane and the
+packages' runtimes as pods on a real node, on a control plane of its own (`controlplane.sh run --kubelets 1`,
+without --crossplane):
 
-- the packages are built with the real Crossplane CLI and pushed to a loopback registry (xpkgs.py);
-- Crossplane core starts as its Helm chart runs it (step 1): `crossplane core init` with the chart's environment
-  (the chart's TLS Secret names, no default activation policy: `--set provider.defaultActivations=null`), then
-  `crossplane core start` with the client certificate init made, and the default package runtime (Deployment);
+- the packages are built with the real Crossplane CLI and pushed to a registry on the first node's bridge address
+  (xpkgs.py), which the Crossplane pod and the node's containerd both reach (containerd told by a hosts.toml that
+  it speaks plain HTTP);
+- step 1: Crossplane is its Helm chart, rendered from the pinned module (cluster/charts/crossplane) by Helm's own
+  engine (`render-chart`, as `helm install --dry-run` renders it) with the step's `provider.defaultActivations=null`
+  and only what this machine needs (chart_values), and applied: core and its RBAC manager run in pods from an image
+  of the Crossplane binary the harness builds, laid out as Crossplane's release image is (the binary on PATH, its
+  CRDs at /crds, its webhook configurations at /webhookconfigurations, user 65532), under the chart's own
+  ServiceAccounts and RBAC, with its Services, certificates and admission webhooks;
 - ImageConfigs rewrite ghcr.io/modelplaneai, xpkg.crossplane.io/crossplane-contrib and xpkg.upbound.io/upbound to
-  the loopback registry, as an air-gapped user points Crossplane at a mirror;
+  the registry, as an air-gapped user points Crossplane at a mirror;
 - step 2 applies examples/install/01-namespace.yaml and 02-configuration.yaml unchanged, and the package manager
-  resolves every dependency from the registry.
+  resolves every dependency from the registry; the Function's and provider-kubernetes' Deployments, made by
+  Crossplane's package runtime, start on the real node from the images it resolved (pulled by containerd), and
+  Crossplane, in its pod, calls the function through its Service with the certificates it issued itself;
+- through that installation, the Existing example cluster (its kubeconfig pointing back at this API server through
+  the `kubernetes` Service) and a ModelDeployment become Ready, provider-kubernetes applying and observing what the
+  function composes.
 
-Not verbatim, and why: Helm does not run (the chart's values are read from the pinned module, its two containers
-become two host processes), so Crossplane runs on the host, not as a pod; webhooks are off (the API server could
-not reach a Service here), as the harness's Crossplane runs; the package runtime's Deployments run on a kwok node
-(scheduled and marked Ready, no container starts), so no provider's controller runs and Crossplane never dials the
-function's pod; every dependency but our three packages and provider-kubernetes is a stand-in
-(xpkgs.stand_ins()).
+Not verbatim, and why: Crossplane's image is built here and imported into the node's containerd under the chart's
+default repository (no registry holding it is reachable), so the chart is given the release's tag (a released
+chart's appVersion; the module's says 0.0.1); the real node is tainted so that only pods that ask land on it, so
+Crossplane's pods get its node selector and toleration (chart values), and so do the Function's and
+provider-kubernetes' (a DeploymentRuntimeConfig each, named by runtimeConfigRef as step 2 does for
+provider-kubernetes); provider-kubernetes polls every 10 s, as the harness runs it, instead of its default 10 min,
+so that what it applies is seen Ready within a test's bounds. Every other dependency runs on a node kwok
+simulates, where its pod is Ready without starting: provider-eks (idle until an EKS cluster exists) and the
+stand-ins of xpkgs.stand_ins(), packages under the real names carrying vendored CRDs and no controller.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-import requests
 import yaml
 
+import images
 import xpkgs
-from installs import built_component, function_binary
-from kube import REPO_ROOT, Kube, crds_dir, load_yaml_documents, wait_for
-from simulated_nodes import apply_simulated, node, require_nodes
+from installs import built_component, function_binary, install_workload_crds
+from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
+from real_nodes import KUBELET_LABEL, TOLERATE_ALL, pod_status, require_kubelets
+from simulated_nodes import apply_simulated, cluster_nodes, device_classes, node
+from test_scheduling import (all_engines_running, apply_until_serving, cache_volume, engine_pods, existing_cluster,
+                             standalone_deployment)
+from workload import API, OBJECT_API, composed_by, kubeconfig_pointing_back
 
 PKG = "pkg.crossplane.io/v1"
 NAMESPACE = "crossplane-system"
-# Pulling 16 packages, establishing their CRDs and MRDs and rolling out 15 Deployments on a kwok node.
+# Pulling 16 packages, establishing their CRDs and MRDs and rolling out 15 Deployments.
 INSTALL_SECONDS = 300
-CORE_START_SECONDS = 120
-INIT_ATTEMPTS = 5
+# Pulling an image (the function's debug binary is about 100 MB) and starting a pod on a loaded 2-core machine.
+POD_SECONDS = 300
+RENDER_SECONDS = 120
 # What Crossplane names the Configuration's dependencies it installs (package/README.md, "The function's name").
 FUNCTION_OBJECT = "modelplaneai-function-modelplane"
+CROSSPLANE_MODULE = "github.com/crossplane/crossplane/v2"
+# The image Crossplane's chart runs by default (its values.yaml, image.repository).
+CROSSPLANE_REPOSITORY = "xpkg.crossplane.io/crossplane/crossplane"
+# The real node's label and taint, for the pods that must run there.
+ON_REAL_NODE = {"nodeSelector": dict(KUBELET_LABEL), "tolerations": list(TOLERATE_ALL)}
+PROVIDER_KUBERNETES_CONFIG = "provider-kubernetes-sanitize-secrets"
+FUNCTION_CONFIG = "function-modelplane-on-real-node"
 
 
-class Core:
-    """Crossplane core as its Helm chart runs it (cluster/charts/crossplane/templates/deployment.yaml of the pinned
-    module): the init container's `core init`, then `core start`; recorded in CONTROLPLANE_PIDS."""
+def crossplane_module() -> tuple[Path, str]:
+    """The pinned Crossplane module's directory and release (tests/controlplane/modules/crossplane)."""
+    listing = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}} {{.Version}}", CROSSPLANE_MODULE],
+                             cwd=REPO_ROOT / "tests" / "controlplane" / "modules" / "crossplane",
+                             capture_output=True, text=True, timeout=120)
+    assert listing.returncode == 0, f"go list {CROSSPLANE_MODULE}: {listing.stderr}"
+    directory, version = listing.stdout.split()
+    return Path(directory), version
 
-    def __init__(self, kube: Kube, work: Path):
-        self.binary = built_component("crossplane")
-        state = Path(os.environ["CONTROLPLANE_STATE"])
-        kube.ensure_namespace(NAMESPACE)
-        # The chart's ServiceAccount (templates/serviceaccount.yaml): the package runtime copies its image pull
-        # Secrets into the Deployments it makes. Its RBAC is not applied: core runs as the harness's admin.
-        kube.apply({"apiVersion": "v1", "kind": "ServiceAccount",
-                    "metadata": {"name": "crossplane", "namespace": NAMESPACE}})
-        env = os.environ | {
-            "POD_NAMESPACE": NAMESPACE, "POD_SERVICE_ACCOUNT": "crossplane", "ENABLE_WEBHOOKS": "false",
-            "TLS_CA_SECRET_NAME": "crossplane-root-ca", "TLS_SERVER_SECRET_NAME": "crossplane-tls-server",
-            "TLS_CLIENT_SECRET_NAME": "crossplane-tls-client",
-        }
-        # The chart's image holds the CRDs at /crds; here they are the vendored release's.
-        # A kubelet restarts a failed init container: `core init` applies the CRDs and then uses one of them (the
-        # Lock) at once, which fails while the API server does not serve it yet.
-        for _ in range(INIT_ATTEMPTS):
-            init = subprocess.run([str(self.binary), "core", "init"],
-                                  env=env | {"CRDS_PATH": str(crds_dir() / "crossplane")},
-                                  capture_output=True, text=True, timeout=CORE_START_SECONDS)
-            with (state / "crossplane-init.log").open("a") as log:
-                log.write(init.stdout + init.stderr)
-            if init.returncode == 0:
-                break
-            time.sleep(2)
-        assert init.returncode == 0, f"crossplane core init failed:\n{init.stderr[-3000:]}"
-        # The chart mounts Secret crossplane-tls-client at /tls/client.
-        client = work / "tls-client"
-        client.mkdir()
-        secret = kube.get("v1", "Secret", "crossplane-tls-client", NAMESPACE)
-        assert secret and secret.get("data"), "core init made no crossplane-tls-client Secret"
-        for key, value in secret["data"].items():
-            (client / key).write_bytes(base64.b64decode(value))
-        # The chart's emptyDir at /cache/xpkg: the package manager stores what it pulls there.
-        (work / "xpkg-cache").mkdir()
-        ports = [self._free_port() for _ in range(2)]
-        self.log = state / "crossplane-installed.log"
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [str(self.binary), "core", "start", "--xpkg-cache-dir", str(work / "xpkg-cache"),
-                 "--poll-interval", "10s", "--sync-interval", "30s", "--debug"],
-                env=env | {"TLS_CLIENT_CERTS_DIR": str(client), "LEADER_ELECTION": "false",
-                           "HEALTH_PROBE_PORT": str(ports[0]), "METRICS_PORT": str(ports[1])},
-                stdout=log, stderr=subprocess.STDOUT)
-        with open(os.environ["CONTROLPLANE_PIDS"], "a") as pids:
-            pids.write(f"crossplane-installed {self.process.pid} {self.binary}\n")
-        wait_for("Crossplane core ready", lambda: self._ready(ports[0]), CORE_START_SECONDS,
-                 lambda: self.log.read_text()[-3000:])
 
-    def _ready(self, port: int) -> bool:
-        if self.process.poll() is not None:
-            pytest.fail(f"crossplane core start exited:\n{self.log.read_text()[-3000:]}")
-        try:
-            return requests.get(f"http://127.0.0.1:{port}/readyz", timeout=5).ok
-        except requests.RequestException:
-            return False
+def crossplane_image(module: Path, version: str, out: Path) -> str:
+    """Crossplane's image from the binary controlplane.sh built, laid out as the release image is; imported into
+    every real node's containerd. Returns its name."""
+    name = f"{CROSSPLANE_REPOSITORY}:{version}"
+    files: dict[str, images.FileSource] = dict(images.with_libraries("/usr/local/bin/crossplane",
+                                                                      built_component("crossplane")))
+    for directory in ("crds", "webhookconfigurations"):
+        for path in sorted((module / "cluster" / directory).glob("*.yaml")):
+            files[f"/{directory}/{path.name}"] = path.read_bytes()
+    images.load_image(images.build_image(name, files, entrypoint=["crossplane"], user="65532", out=out))
+    return name
 
-    @staticmethod
-    def _free_port() -> int:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
 
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
+def chart_values(version: str) -> dict:
+    """The values this install gives Crossplane's chart, each named in the module's docstring."""
+    return {
+        "image": {"tag": version},
+        # README step 1: `--set provider.defaultActivations=null`.
+        "provider": {"defaultActivations": None},
+        **ON_REAL_NODE,
+        "rbacManager": dict(ON_REAL_NODE),
+    }
+
+
+def render_chart(module: Path, values: dict, kube: Kube, work: Path) -> list[dict]:
+    """The chart's manifests as `helm install crossplane -n crossplane-system` renders them, for this API
+    server's Kubernetes version."""
+    values_file = work / "crossplane-values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    version = kube.request("GET", "/version")["gitVersion"]
+    chart = module / "cluster" / "charts" / "crossplane"
+    done = subprocess.run([str(built_component("render-chart")), "-chart", str(chart), "-values", str(values_file),
+                           "-release", "crossplane", "-namespace", NAMESPACE, "-kube-version", version],
+                          capture_output=True, text=True, timeout=RENDER_SECONDS)
+    assert done.returncode == 0, f"render-chart crossplane failed:\n{done.stderr}"
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def trust_plain_http(registry: xpkgs.Registry) -> None:
+    """Tells every real node's containerd that the registry speaks plain HTTP (its hosts.toml, which containerd
+    reads at each pull: nodes.sh points it at the node's certs.d)."""
+    state = Path(os.environ["CONTROLPLANE_STATE"])
+    for name in require_kubelets():
+        hosts = state / name / "certs.d" / registry.address
+        hosts.mkdir(parents=True, exist_ok=True)
+        (hosts / "hosts.toml").write_text(f'server = "http://{registry.address}"\n\n'
+                                          f'[host."http://{registry.address}"]\n'
+                                          '  capabilities = ["pull", "resolve"]\n')
+
+
+def on_real_node(runtime_config: dict) -> dict:
+    """A DeploymentRuntimeConfig whose pods also carry the real node's selector and toleration."""
+    config = copy.deepcopy(runtime_config)
+    template = config["spec"]["deploymentTemplate"]["spec"].setdefault("template", {})
+    template.setdefault("spec", {}).update(copy.deepcopy(ON_REAL_NODE))
+    template["spec"].setdefault("containers", [{"name": "package-runtime"}])
+    return config
+
+
+def deployment_pods(kube: Kube, name: str) -> list[dict]:
+    """The pods of Deployment `name` in crossplane-system that are not going away."""
+    deployment = kube.get("apps/v1", "Deployment", name, NAMESPACE)
+    if not deployment:
+        return []
+    labels = deployment["spec"]["selector"]["matchLabels"]
+    return [p for p in kube.list("v1", "Pod", NAMESPACE) if not p["metadata"].get("deletionTimestamp")
+            and labels.items() <= (p["metadata"].get("labels") or {}).items()]
+
+
+def running_on_real_node(kube: Kube, name: str) -> dict | None:
+    """The one pod of Deployment `name`, once it is Ready on a real node with every container started."""
+    pods = deployment_pods(kube, name)
+    if len(pods) != 1 or not pods[0]["spec"].get("nodeName", "").startswith("kubelet-"):
+        return None
+    statuses = pods[0]["status"].get("containerStatuses") or []
+    if not (statuses and all(s.get("started") for s in statuses) and is_true(pods[0], "Ready")):
+        return None
+    return pods[0]
+
+
+def describe_pods(kube: Kube, name: str) -> str:
+    return str([pod_status(kube, NAMESPACE, p["metadata"]["name"]) for p in deployment_pods(kube, name)]) or \
+        f"no pods of Deployment {name}"
+
+
+def wait_on_real_node(kube: Kube, name: str) -> dict:
+    return wait_for(f"Deployment {name}'s pod Ready on a real node", lambda: running_on_real_node(kube, name),
+                    POD_SECONDS, lambda: describe_pods(kube, name))
+
+
+def stop_pods(kube: Kube) -> None:
+    """Deletes Crossplane's Deployments, then the package runtime's (Crossplane would make them again), and waits
+    until no pod of theirs is left: the harness's `down` then has none to wait for on the real node."""
+    chart = ("crossplane", "crossplane-rbac-manager")
+    for name in chart:
+        kube.delete("apps/v1", "Deployment", name, NAMESPACE)
+
+    def crossplane_pods() -> list[str]:
+        return [p["metadata"]["name"] for p in kube.list("v1", "Pod", NAMESPACE)
+                if (p["metadata"].get("labels") or {}).get("app") in chart]
+
+    wait_for("Crossplane's pods gone", lambda: not crossplane_pods(), POD_SECONDS, lambda: str(crossplane_pods()))
+    for deployment in kube.list("apps/v1", "Deployment", NAMESPACE):
+        kube.delete("apps/v1", "Deployment", deployment["metadata"]["name"], NAMESPACE)
+    wait_for(f"every pod of {NAMESPACE} gone", lambda: not kube.list("v1", "Pod", NAMESPACE), POD_SECONDS,
+             lambda: str([p["metadata"]["name"] for p in kube.list("v1", "Pod", NAMESPACE)]))
 
 
 @dataclasses.dataclass
@@ -132,6 +198,8 @@ class Installed:
     cli: xpkgs.Cli
     work: Path
     pushed: dict[str, str]
+    chart: list[dict]
+    crossplane_image: str
 
 
 def condition(obj: dict | None, kind: str) -> dict:
@@ -151,19 +219,27 @@ def conditions(obj: dict | None) -> str:
 
 @pytest.fixture(scope="module")
 def installed(kube: Kube, tmp_path_factory) -> Installed:
-    require_nodes()
+    require_kubelets()
     if kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", "configurations.pkg.crossplane.io"):
         pytest.fail("Crossplane's CRDs are already installed: run test_install.py on a control plane of its own "
-                    "(`controlplane.sh run --nodes`, without --crossplane), as tests/run.sh does")
+                    "(`controlplane.sh run --kubelets 1`, without --crossplane), as tests/run.sh does")
     work = tmp_path_factory.mktemp("install")
+    module, version = crossplane_module()
     function_bin = function_binary()
-    registry = xpkgs.Registry(work)
-    core = None
+    # The first node's bridge address: pods reach it, and so does this machine (the nodes' containerd, the CLI).
+    registry = xpkgs.Registry(work, os.environ["CONTROLPLANE_CLUSTER_DNS"])
     try:
+        trust_plain_http(registry)
         pushed = xpkgs.build_and_push(work, registry, function_bin, function_bin.parent / "modelplane-package")
-        # Where the package runtime's pods go: one untainted node kwok runs.
+        image = crossplane_image(module, version, work / "crossplane.tar")
+        # Where the packages that cannot run here go: one untainted node kwok runs.
         apply_simulated(kube, [node("install-0", "system", [])])
-        core = Core(kube, work)
+        # README step 1: `helm install crossplane ... -n crossplane-system --create-namespace`.
+        kube.ensure_namespace(NAMESPACE)
+        chart = render_chart(module, chart_values(version), kube, work)
+        for obj in chart:
+            kube.apply(obj)
+        wait_on_real_node(kube, "crossplane")
         for prefix, path in xpkgs.PREFIXES.items():
             kube.apply({"apiVersion": "pkg.crossplane.io/v1beta1", "kind": "ImageConfig",
                         "metadata": {"name": "mirror-" + path},
@@ -173,14 +249,36 @@ def installed(kube: Kube, tmp_path_factory) -> Installed:
         for obj in load_yaml_documents(REPO_ROOT / "examples" / "install" / "01-namespace.yaml",
                                        REPO_ROOT / "examples" / "install" / "02-configuration.yaml"):
             kube.apply(obj)
-        yield Installed(kube, registry, xpkgs.Cli(work), work, pushed)
+        yield Installed(kube, registry, xpkgs.Cli(work), work, pushed, chart, image)
+        stop_pods(kube)
     finally:
-        if core:
-            core.stop()
         registry.stop()
         # About 0.5 GB (the binaries three times: image tarballs, xpkgs, registry blobs); the logs are in
-        # CONTROLPLANE_STATE.
+        # CONTROLPLANE_STATE, the pods' through the API while the control plane runs.
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_crossplane_runs_from_its_chart_on_the_real_node(installed: Installed):
+    kube = installed.kube
+    rendered = {(o["kind"], o["metadata"]["name"]) for o in installed.chart}
+    assert {("Deployment", "crossplane"), ("Deployment", "crossplane-rbac-manager"),
+            ("Service", "crossplane-webhooks"), ("ServiceAccount", "crossplane"),
+            ("ServiceAccount", "rbac-manager")} <= rendered, sorted(rendered)
+    for name, account in (("crossplane", "crossplane"), ("crossplane-rbac-manager", "rbac-manager")):
+        pod = wait_on_real_node(kube, name)
+        assert pod["spec"]["serviceAccountName"] == account, pod["spec"]
+        [status] = pod["status"]["containerStatuses"]
+        assert status["image"] == installed.crossplane_image, status
+        # The init container (`core init`, `rbac init`) ran to completion.
+        [init] = pod["status"]["initContainerStatuses"]
+        assert (init["state"].get("terminated") or {}).get("exitCode") == 0, init
+    # `core init` made the certificates the chart mounts, and pointed the admission webhooks at the chart's
+    # Service, which kube-apiserver reaches through kube-proxy (every apply of a Crossplane object passes them).
+    for secret in ("crossplane-root-ca", "crossplane-tls-server", "crossplane-tls-client"):
+        assert (kube.get("v1", "Secret", secret, NAMESPACE) or {}).get("data"), f"Secret {secret}"
+    webhooks = kube.get("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "crossplane-no-usages")
+    assert webhooks and {w["clientConfig"]["service"]["name"] for w in webhooks["webhooks"]} == \
+        {"crossplane-webhooks"}, webhooks
 
 
 def dependency_objects() -> dict[str, str]:
@@ -237,18 +335,31 @@ def test_the_configuration_serves_the_apis_and_calls_the_installed_function(inst
     assert kube.get(PKG, "Function", FUNCTION_OBJECT)
 
 
+def apply_rest_of_step_2(kube: Kube) -> None:
+    """README step 2 after the Configuration: the activation policy, provider-kubernetes' DeploymentRuntimeConfig
+    (given the real node's selector and toleration, and the poll interval the harness runs provider-kubernetes
+    with, 10 s instead of its default 10 min, so that what it applies is seen Ready within a test's bounds) and
+    the patch naming it."""
+    for obj in load_yaml_documents(REPO_ROOT / "package" / "configuration" / "activation"):
+        kube.apply(obj)
+    [sanitize] = load_yaml_documents(REPO_ROOT / "examples" / "install" /
+                                     "06-provider-kubernetes-sanitize-secrets.yaml")
+    assert sanitize["metadata"]["name"] == PROVIDER_KUBERNETES_CONFIG
+    config = on_real_node(sanitize)
+    [container] = config["spec"]["deploymentTemplate"]["spec"]["template"]["spec"]["containers"]
+    container["args"] = ["--poll=10s"]
+    kube.apply(config)
+    patch_runtime_config(kube, "Provider", xpkgs.object_name(xpkgs.PROVIDER_KUBERNETES), PROVIDER_KUBERNETES_CONFIG)
+
+
 def test_the_rest_of_step_2_activates_only_what_the_policy_names(installed: Installed):
-    """README step 2 after the Configuration, verbatim: the activation policy, provider-kubernetes' Secret
-    redaction (its DeploymentRuntimeConfig and the patch naming it) and the default InferenceClasses."""
+    """README step 2 after the Configuration: the activation policy, and provider-kubernetes' Secret redaction (its
+    DeploymentRuntimeConfig, given the real node's selector and toleration, and the patch naming it). Its
+    Deployment then runs the real controller from its package on the real node, redacting Secrets."""
     kube = installed.kube
     wait_installed(installed)
-    for obj in load_yaml_documents(REPO_ROOT / "package" / "configuration" / "activation",
-                                   REPO_ROOT / "examples" / "install" / "06-provider-kubernetes-sanitize-secrets.yaml"):
-        kube.apply(obj)
+    apply_rest_of_step_2(kube)
     provider_kubernetes = xpkgs.object_name(xpkgs.PROVIDER_KUBERNETES)
-    kube.request("PATCH", kube.path(PKG, "Provider", name=provider_kubernetes),
-                 body={"spec": {"runtimeConfigRef": {"name": "provider-kubernetes-sanitize-secrets"}}},
-                 content_type="application/merge-patch+json", what=f"patch Provider {provider_kubernetes}")
     mrd = ("apiextensions.crossplane.io/v1alpha1", "ManagedResourceDefinition")
 
     def state(name: str) -> str | None:
@@ -266,42 +377,158 @@ def test_the_rest_of_step_2_activates_only_what_the_policy_names(installed: Inst
     assert any(name.endswith(".eks.m.modelplane.ai") for name in others), sorted(others)
     assert set(others.values()) == {"Inactive"}, others
 
-    def sanitized() -> bool:
-        deployments = [d for d in kube.list("apps/v1", "Deployment", NAMESPACE)
-                       if d["metadata"]["name"].startswith(provider_kubernetes + "-")]
-        return bool(deployments) and all(
-            {"name": "SANITIZE_SECRETS", "value": "true"} in (c.get("env") or [])
-            for d in deployments for c in d["spec"]["template"]["spec"]["containers"])
+    revision = revision_of(kube, "ProviderRevision", provider_kubernetes)
+    pod = wait_on_real_node(kube, revision["metadata"]["name"])
+    [container] = pod["spec"]["containers"]
+    assert {"name": "SANITIZE_SECRETS", "value": "true"} in container["env"], container["env"]
+    assert "--poll=10s" in container["args"], container
+    [status] = pod["status"]["containerStatuses"]
+    assert status["image"] == f"{installed.registry.address}/crossplane-contrib/provider-kubernetes:" \
+        f"{installed.pushed[xpkgs.PROVIDER_KUBERNETES]}", status
+    assert status["restartCount"] == 0, status
+    wait_for("provider-kubernetes Healthy on the real node", lambda: is_true(
+        kube.get(PKG, "Provider", provider_kubernetes), "Installed", "Healthy"), INSTALL_SECONDS,
+        lambda: conditions(kube.get(PKG, "Provider", provider_kubernetes)))
 
-    wait_for("provider-kubernetes' Deployment redacting Secrets", sanitized, INSTALL_SECONDS)
-    for obj in load_yaml_documents(REPO_ROOT / "package" / "configuration" / "classes"):
-        kube.apply(obj)
+
+def patch_runtime_config(kube: Kube, kind: str, name: str, config: str) -> None:
+    kube.request("PATCH", kube.path(PKG, kind, name=name), body={"spec": {"runtimeConfigRef": {"name": config}}},
+                 content_type="application/merge-patch+json", what=f"patch {kind} {name}")
 
 
-def test_the_function_runs_from_our_image_with_certificates_crossplane_issued(installed: Installed):
-    """The package runtime's Deployment of the Function runs the runtime image embedded in our package, pulled
-    through the ImageConfig, behind the Service Crossplane dials with the certificate it issued itself. (kwok
-    marks its pod Ready; no container starts here.)"""
+def revision_of(kube: Kube, kind: str, package: str) -> dict:
+    [revision] = [r for r in kube.list(PKG, kind)
+                  if r["metadata"]["labels"].get("pkg.crossplane.io/package") == package]
+    return revision
+
+
+def function_on_real_node(kube: Kube) -> None:
+    """The Function's Deployment moved to the real node: a DeploymentRuntimeConfig with its selector and
+    toleration, named by the Function's runtimeConfigRef."""
+    kube.apply(on_real_node({"apiVersion": "pkg.crossplane.io/v1beta1", "kind": "DeploymentRuntimeConfig",
+                             "metadata": {"name": FUNCTION_CONFIG},
+                             "spec": {"deploymentTemplate": {"spec": {"selector": {}}}}}))
+    patch_runtime_config(kube, "Function", FUNCTION_OBJECT, FUNCTION_CONFIG)
+
+
+def test_the_function_runs_our_image_on_the_real_node_and_crossplane_calls_it(installed: Installed):
+    """The package runtime's Deployment of the Function starts on the real node from the image the package
+    manager resolved through the ImageConfig (our runtime image inside our package, pulled by containerd from the
+    registry), serves with the certificate Crossplane issued from its own root CA, and Crossplane, in its pod,
+    calls it through its Service: the default InferenceClasses (the end of README step 2), composed by it, become
+    Synced and Ready."""
     kube = installed.kube
     wait_installed(installed)
-    revisions = [r for r in kube.list(PKG, "FunctionRevision")
-                 if r["metadata"]["labels"].get("pkg.crossplane.io/package") == FUNCTION_OBJECT]
-    assert len(revisions) == 1, [r["metadata"]["name"] for r in revisions]
-    revision = revisions[0]
+    function_on_real_node(kube)
+    revision = revision_of(kube, "FunctionRevision", FUNCTION_OBJECT)
     status = revision["status"]
     assert status["capabilities"] == ["composition"], status
     assert {"name": "mirror-modelplaneai", "reason": "RewriteImage"} in status["appliedImageConfigRefs"], status
     assert status["endpoint"] == f"dns:///{FUNCTION_OBJECT}.{NAMESPACE}:9443", status
-    deployment = kube.get("apps/v1", "Deployment", revision["metadata"]["name"], NAMESPACE)
-    assert deployment and deployment["status"].get("availableReplicas") == 1, deployment and deployment["status"]
-    container = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] == f"{installed.registry.address}/modelplaneai/function-modelplane:{xpkgs.VERSION}"
     assert kube.get("v1", "Service", FUNCTION_OBJECT, NAMESPACE), f"no Service {FUNCTION_OBJECT}"
+    pod = wait_on_real_node(kube, revision["metadata"]["name"])
+    [container] = pod["status"]["containerStatuses"]
+    assert container["image"] == f"{installed.registry.address}/modelplaneai/function-modelplane:{xpkgs.VERSION}", \
+        container
+    assert container["restartCount"] == 0, container
     # Crossplane issues the function's serving certificate itself, from the root CA `core init` made.
     secret = kube.get("v1", "Secret", status["tlsServerSecretName"], NAMESPACE)
     assert secret and {"tls.crt", "tls.key", "ca.crt"} <= set(secret["data"]), secret and list(secret["data"])
     root = kube.get("v1", "Secret", "crossplane-root-ca", NAMESPACE)
     assert base64.b64decode(secret["data"]["ca.crt"]) == base64.b64decode(root["data"]["tls.crt"])
+    wait_for("the Function Healthy on the real node", lambda: is_true(kube.get(PKG, "Function", FUNCTION_OBJECT),
+                                                                      "Installed", "Healthy"), INSTALL_SECONDS,
+             lambda: conditions(kube.get(PKG, "Function", FUNCTION_OBJECT)))
+
+    # The Service's only endpoint is that pod: the pod kwok ran before the patch is gone.
+    def endpoints() -> list[str]:
+        slices = [s for s in kube.list("discovery.k8s.io/v1", "EndpointSlice", NAMESPACE)
+                  if s["metadata"].get("labels", {}).get("kubernetes.io/service-name") == FUNCTION_OBJECT]
+        return sorted(a for s in slices for e in s.get("endpoints") or [] for a in e["addresses"]
+                      if (e.get("conditions") or {}).get("ready"))
+
+    wait_for("the function's Service routing to its pod on the real node",
+             lambda: endpoints() == [pod["status"]["podIP"]], POD_SECONDS, lambda: str(endpoints()))
+
+    classes = load_yaml_documents(REPO_ROOT / "package" / "configuration" / "classes")
+    for obj in classes:
+        kube.apply(obj)
+    for obj in classes:
+        name = obj["metadata"]["name"]
+        wait_for(f"InferenceClass {name} Synced and Ready",
+                 lambda: is_true(kube.get(obj["apiVersion"], obj["kind"], name), "Synced", "Ready"), INSTALL_SECONDS,
+                 lambda: conditions(kube.get(obj["apiVersion"], obj["kind"], name)))
+
+
+# --- composing through the installation --------------------------------------------------------------------------
+
+EXISTING_CLUSTER = "onprem-installed"
+# Crossplane (GOMAXPROCS 1 under the chart's 500m CPU limit) and provider-kubernetes (polling every 10 s)
+# converging on a loaded 2-core machine.
+CONVERGE_SECONDS = 300
+
+
+def kubeconfig_through_the_service(kube: Kube) -> str:
+    """The Existing cluster's kubeconfig as a pod uses it: this API server through the `kubernetes` Service (an
+    address its certificate names), the admin's client certificate."""
+    service = kube.get("v1", "Service", "kubernetes", "default")
+    address = f"https://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
+    return kubeconfig_pointing_back(kube).replace(kube.server, address)
+
+
+def test_an_existing_cluster_and_a_model_deployment_become_ready_through_it(installed: Installed):
+    """The Existing example cluster, its kubeconfig pointing back at this API server through its Service, and the
+    small example deployment, composed by our function in its pod, with provider-kubernetes in its pod applying
+    and observing what the function composes: the InferenceCluster becomes Ready with its gateway's address, the
+    ModelDeployment Ready with its replica. This API server is the workload cluster too, with its CRDs (stacks,
+    routing, certificates, monitoring, autoscaling).
+
+    Stand-ins, as in test_scheduling.py: provider-helm's charts and trust-manager (played by the test), Envoy
+    Gateway (the test gives the cluster gateway its address), the cluster's nodes and the engine pods (kwok
+    simulates both: they are scheduled onto the GPU pool with their devices, Running and Ready without starting)."""
+    kube = installed.kube
+    wait_installed(installed)
+    apply_rest_of_step_2(kube)
+    function_on_real_node(kube)
+    provider_kubernetes = xpkgs.object_name(xpkgs.PROVIDER_KUBERNETES)
+    wait_for("provider-kubernetes running on the real node", lambda: is_true(
+        kube.get(PKG, "Provider", provider_kubernetes), "Healthy") and running_on_real_node(
+        kube, revision_of(kube, "ProviderRevision", provider_kubernetes)["metadata"]["name"]), POD_SECONDS,
+        lambda: conditions(kube.get(PKG, "Provider", provider_kubernetes)))
+    wait_for("the Function running on the real node", lambda: running_on_real_node(
+        kube, revision_of(kube, "FunctionRevision", FUNCTION_OBJECT)["metadata"]["name"]), POD_SECONDS)
+    install_workload_crds(kube)
+    classes = load_yaml_documents(REPO_ROOT / "examples" / "classes")
+    cluster = existing_cluster(kube, EXISTING_CLUSTER)
+    secret_ref = cluster["spec"]["cluster"]["existing"]["secretRef"]
+    kube.apply({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": secret_ref["name"], "namespace": secret_ref.get("namespace", "modelplane-system")},
+                "stringData": {secret_ref.get("key", "kubeconfig"): kubeconfig_through_the_service(kube)}})
+    for obj in classes:
+        kube.apply(obj)
+    apply_simulated(kube, device_classes(classes) + cluster_nodes(cluster, classes) + [cache_volume(cluster)])
+    apply_until_serving(kube, cluster)
+
+    deployment = standalone_deployment(cluster)
+    namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    kube.ensure_namespace(namespace)
+    kube.apply(deployment)
+
+    def deployment_now() -> dict:
+        return kube.get(API, "ModelDeployment", name, namespace) or {}
+
+    ready = wait_for("the ModelDeployment Ready", lambda: is_true(deployment_now(), "Ready") and deployment_now(),
+                     CONVERGE_SECONDS, lambda: str(deployment_now().get("status")))
+    assert ready["status"]["readyReplicas"] == 1, ready["status"]
+    # provider-kubernetes, in its pod, applied the composed workload into the cluster, whose controllers made the
+    # engine pods the replica asks for, on the cluster's GPU pool.
+    copies = deployment["spec"]["template"]["spec"]["engines"][0]["copies"]
+    pods = all_engines_running(kube, namespace, name, copies)
+    assert pods, [p.get("status") for p in engine_pods(kube, namespace, name)]
+    assert all(p["spec"]["nodeName"].startswith(f"{EXISTING_CLUSTER}-gpu-") for p in pods), \
+        [p["spec"]["nodeName"] for p in pods]
+    applied = [o for o in composed_by(kube, OBJECT_API, "Object", name) if is_true(o, "Ready", "Synced")]
+    assert applied, "no composed Object Ready and Synced"
 
 
 def test_an_unpullable_dependency_is_named_and_nothing_installed_moves(installed: Installed):

@@ -9,9 +9,10 @@
 - Every other dependency of the Configuration is a STAND-IN: a Provider package under the dependency's own name
   and a release its range admits, carrying the vendored CRDs of tests/crds (verbatim) and no runtime of its
   own. stand_ins() lists them; the tests name them as such.
-- `crossplane xpkg push` puts everything into `registry` (go-containerregistry's, on loopback, plain HTTP, as
-  go-containerregistry speaks to 127.0.0.1) under the registry's path of the package's real name: the registry
-  host is replaced by the loopback one, and Crossplane's ImageConfigs rewrite the prefixes back (PREFIXES).
+- `crossplane xpkg push` puts everything into `registry` (go-containerregistry's, plain HTTP, which
+  go-containerregistry falls back to for loopback and private addresses; test_install.py serves it on the first
+  real node's bridge address) under the registry's path of the package's real name: the registry host is replaced
+  by the test one, and Crossplane's ImageConfigs rewrite the prefixes back (PREFIXES).
 """
 
 from __future__ import annotations
@@ -104,15 +105,17 @@ def loopback_path(package: str) -> str:
 
 
 class Registry:
-    """The loopback registry (controlplane.sh's `registry`), recorded in CONTROLPLANE_PIDS so that the harness's
+    """The test registry (controlplane.sh's `registry`), recorded in CONTROLPLANE_PIDS so that the harness's
     `down` stops it even if the tests do not."""
 
-    def __init__(self, work: Path):
+    def __init__(self, work: Path, host: str = "127.0.0.1"):
+        """Listens on `host` (loopback by default; test_install.py gives the first real node's bridge address, which
+        pods and the nodes' containerd reach too), on a port the kernel picks."""
         binary = built_component("registry")
         address_file = work / "registry.address"
         self.log = Path(os.environ["CONTROLPLANE_STATE"]) / "registry.log"
         with self.log.open("wb") as log:
-            self.process = subprocess.Popen([str(binary), "--address", "127.0.0.1:0", "--blobs",
+            self.process = subprocess.Popen([str(binary), "--address", f"{host}:0", "--blobs",
                                              str(work / "registry-blobs"), "--address-file", str(address_file)],
                                             stdout=log, stderr=subprocess.STDOUT)
         with open(os.environ["CONTROLPLANE_PIDS"], "a") as pids:
