@@ -477,7 +477,7 @@ cmd_up() {
     fi
     # A real pod mounts its service account's token with the cluster's CA, from the kube-root-ca.crt ConfigMap
     # this controller publishes in every namespace. Pods that run as a chart installs them (Crossplane's, in
-    # test_install_pods.py) hold the rules their ClusterRoles aggregate, which this controller fills in.
+    # test_install.py) hold the rules their ClusterRoles aggregate, which this controller fills in.
     if ((kubelets)); then
         kcm_controllers+=,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller
     fi
