@@ -5,12 +5,14 @@ into the status Envoy Gateway would write and the xDS Envoy would load. No API s
 
 Proven here: every object is Accepted with its references resolved, and the HTTPS listener requires a client
 certificate validated against exactly the CA we mean, in each state (refusing everyone before a fleet CA, the
-fleet CA once published, nothing when the cluster opts out), and what the translator reports when a reference is
-broken. On the fleet gateway: its Gateway, EnvoyProxy and caller-key SecurityPolicy, and a ModelService's
-Backends, are accepted; a route to a TLS backend presents the fleet client certificate and checks the backend's
-name; the caller keys are enforced on the route. Not proven: Envoy's data path (no Envoy runs here), the replicas'
-routes, and the fleet's AIGatewayRoutes (model names, weights, priorities): Envoy AI Gateway's controller turns
-those into HTTPRoutes and is not served by the Go module proxy, so a stand-in HTTPRoute takes their place.
+fleet CA once published, for every example cluster of each cloud, nothing when the cluster opts out), and what the
+translator reports when a reference is broken. On the fleet gateway: its Gateway, EnvoyProxy and caller-key
+SecurityPolicy, and a ModelService's Backends, are accepted; a route to a TLS backend presents the fleet client
+certificate and checks the backend's name; the caller keys are enforced on the route. Not proven: Envoy's data
+path (no Envoy runs here), the replicas' routes (their InferencePool backends go to Envoy AI Gateway's extension
+server, which egctl does not run), and the fleet's AIGatewayRoutes (model names, weights, priorities): Envoy AI
+Gateway's controller turns those into HTTPRoutes and is not served by the Go module proxy, so a stand-in HTTPRoute
+takes their place.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -122,10 +125,9 @@ def trusted_client_ca(resources: list[dict], tmp_path: Path) -> str | None:
     return base64.b64decode(ca).decode() if ca else None
 
 
-def render_cluster(tmp_path: Path, *required: Path, opt_out: bool = False) -> list[dict]:
-    cluster = CLUSTER
+def render_cluster(tmp_path: Path, *required: Path, opt_out: bool = False, cluster: Path = CLUSTER) -> list[dict]:
     if opt_out:
-        xr = yaml.safe_load(CLUSTER.read_text())
+        xr = yaml.safe_load(cluster.read_text())
         xr["spec"]["gateway"] = {"beforeFleetClientCA": "AdmitAll"}
         cluster = tmp_path / "opted-out.yaml"
         cluster.write_text(yaml.safe_dump(xr))
@@ -162,9 +164,12 @@ def test_before_any_fleet_ca_the_cluster_gateway_requires_a_certificate_under_th
     assert trusted_client_ca(resources, tmp_path).strip() == REFUSE_ALL_CA.strip()
 
 
-def test_once_the_fleet_gateway_publishes_its_ca_the_cluster_gateway_requires_a_certificate_under_it(tmp_path):
+@pytest.mark.parametrize("cluster", sorted((EXAMPLES / "clusters").glob("*.yaml")), ids=lambda path: path.stem)
+def test_once_the_fleet_gateway_publishes_its_ca_the_cluster_gateway_requires_a_certificate_under_it(tmp_path,
+                                                                                                    cluster):
+    """Every example cluster, each cloud's and both stacks', provisioned or Existing."""
     gateway, ca = published_fleet_gateway(tmp_path)
-    documents = render_cluster(tmp_path, gateway)
+    documents = render_cluster(tmp_path, gateway, cluster=cluster)
     assert documents[0]["status"]["gateway"]["admits"] == "FleetGateways"
     resources = composed_for_egctl(documents) + [serving_secret()]
     assert_accepted_and_requiring(resources, tmp_path)
