@@ -189,10 +189,13 @@ class Recorded:
         if old in _started:
             _started.pop(old).wait(timeout=GONE_SECONDS)
         wait_for(f"{self.name} (pid {old}) gone after SIGKILL", lambda: not running(old), GONE_SECONDS)
-        # A port the dead process held may linger a moment for the new one; a start that exits is tried again.
+        # A port the dead process held may linger a moment for the new one (kube-apiserver found its port in use
+        # once): a start that exits is tried again.
+        killed = old
         for attempt in range(3):
             with open(self.launch.log, "ab") as log:
-                log.write(f"--- restarted by faults.py after SIGKILL of pid {old} ---\n".encode())
+                log.write(f"--- started by faults.py after SIGKILL of pid {killed} (attempt {attempt + 1}) ---\n"
+                          .encode())
                 log.flush()
                 process = subprocess.Popen(self.launch.args, env=self.launch.env, cwd=self.launch.cwd, stdout=log,
                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

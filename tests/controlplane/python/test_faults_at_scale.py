@@ -8,8 +8,10 @@ are restarted, and so is Crossplane (faults.py; each comes back as it was, on th
 - no replica is placed twice: each deployment composed exactly the resources its `resourceRefs` list, every one
   of them for the cluster its status names, the same set for every deployment;
 - nothing is orphaned: every composed object of the fleet is controlled by a composite that exists, by UID;
-- no status regressed, sampled throughout: a placed replica never became unplaced, a replica its cluster admitted
-  (listed among a pool's holders) never moved nor left that list, and no composite's observedGeneration went back;
+- no status regressed, sampled throughout: a placed replica never became unplaced (unless its `ClustersAvailable`
+  condition named its cluster unreachable, which a restart of this API server can make it: such replicas are
+  counted), a replica its cluster admitted (listed among a pool's holders) never moved nor left that list, and no
+  composite's observedGeneration went back;
 - each cluster's ledger (`status.pools[].holders`, `allocatedNodes`) sums to the deployments placed there, with
   nothing over-committed.
 
@@ -178,6 +180,9 @@ class StatusSampler(threading.Thread):
         self.generations: dict[str, int] = {}
         self.placed: dict[str, str] = {}
         self.admitted: dict[str, str] = {}  # deployment key -> the cluster that admitted it
+        # Deployments whose cluster they saw unreachable, from their `ClustersAvailable` condition: moving off it,
+        # or unplaced while they stay with nowhere to go, has that cause.
+        self.evacuated: set[str] = set()
 
     def run(self) -> None:
         while not self.stop.wait(self.period):
@@ -201,7 +206,13 @@ class StatusSampler(threading.Thread):
                 self.regressed(f"{key}: observedGeneration went from {self.generations[key]} to {generation}")
             self.generations[key] = max(generation, self.generations.get(key, 0))
         on_cluster = {f"{NAMESPACE}/{d['metadata']['name']}#0": placed_cluster(d) for d in deployments}
+        for d in deployments:
+            available = {c.get("type"): c for c in (d.get("status") or {}).get("conditions") or []}
+            if (available.get("ClustersAvailable") or {}).get("reason") in ("ClusterUnreachable", "Evacuating"):
+                self.evacuated.add(f"{NAMESPACE}/{d['metadata']['name']}#0")
         for key, cluster in on_cluster.items():
+            if key in self.evacuated:
+                continue
             if self.placed.get(key) and not cluster:
                 self.regressed(f"{key}: placed on {self.placed[key]}, then unplaced")
             if cluster:
@@ -295,8 +306,9 @@ def check_outcomes(kube: Kube, size: Size) -> None:
     deployments = {d["metadata"]["name"]: d for d in kube.list(API, "ModelDeployment", NAMESPACE)}
     clusters = {c["metadata"]["name"]: c for c in ours(kube.list(API, "InferenceCluster"))}
     assert len(deployments) == size.deployments and len(clusters) == size.clusters
-    composites = {d["metadata"]["uid"]: d for d in deployments.values()} | {c["metadata"]["uid"]: c
-                                                                              for c in clusters.values()}
+    # A replica's ModelEndpoint is a composite too (composing nothing here, but it may own what it composes).
+    endpoints = kube.list(API, "ModelEndpoint", NAMESPACE)
+    composites = {o["metadata"]["uid"]: o for o in [*deployments.values(), *clusters.values(), *endpoints]}
     composed: dict[str, list[dict]] = {}
     for api_version, kind in OBJECT_KINDS:
         for obj in kube.list(api_version, kind):
@@ -318,8 +330,8 @@ def check_outcomes(kube: Kube, size: Size) -> None:
 
     for uid, composite in composites.items():
         kinds = {kind for _, kind in OBJECT_KINDS}
-        refs = sorted((r["kind"], r["name"]) for r in composite["spec"]["crossplane"].get("resourceRefs") or []
-                      if r["kind"] in kinds)
+        listed = (composite["spec"].get("crossplane") or {}).get("resourceRefs") or []
+        refs = sorted((r["kind"], r["name"]) for r in listed if r["kind"] in kinds)
         made = sorted((o["kind"], o["metadata"]["name"]) for o in composed.get(uid, []))
         assert made == refs, f"{composite['metadata']['name']} composed {made}, but references {refs}"
 
@@ -371,6 +383,7 @@ class Outcome:
     converge_seconds: float
     faults: Faults
     samples: int
+    evacuated: int
     calls: dict[str, float]
     function: Usage
     crossplane: Usage
@@ -400,11 +413,11 @@ def run_with_faults(kube: Kube, size: Size, keep: Callable[[Outcome], None], con
         wait_for("every deployment Ready and every ledger what is placed", tolerant(lambda: converged(kube, size)),
                  converge_bound, tolerant(lambda: unconverged(kube)))
         converge_seconds = time.monotonic() - started
-        outcome = Outcome(size, converge_seconds, faults, sampler.samples, faults.metrics.totals(),
+        outcome = Outcome(size, converge_seconds, faults, sampler.samples, 0, faults.metrics.totals(),
                           faults.function.finish(), faults.crossplane.finish())
         sampler.stop.set()
         sampler.join()
-        outcome.samples = sampler.samples
+        outcome.samples, outcome.evacuated = sampler.samples, len(sampler.evacuated)
         keep(outcome)
         check_outcomes(kube, size)
         assert not sampler.regressions, "statuses regressed:\n" + "\n".join(sampler.regressions)
@@ -434,18 +447,20 @@ def report(outcome: Outcome) -> str:
     """The benchmark's figures, as docs/benchmarks.md's table rows."""
     faults, size, calls = outcome.faults, outcome.size, outcome.calls
     function, crossplane = outcome.function, outcome.crossplane
-    composites = size.clusters + size.deployments
+    # Each deployment's replica composes a ModelEndpoint, a composite of its own that the function composes too.
+    composites = size.clusters + 2 * size.deployments
     failed = sum(v for k, v in calls.items() if k.startswith("responses ") and k != "responses OK")
     rows = [
         ("clusters, deployments", f"{size.clusters}, {size.deployments}"),
         ("faults", "; ".join(faults.done)),
         ("time to converge (s)", f"{outcome.converge_seconds:.0f}"),
         ("RunFunction calls (not answered OK)", f"{calls.get('requests', 0):.0f} ({failed:.0f})"),
-        ("calls per composite", f"{calls.get('requests', 0) / composites:.1f}"),
+        ("calls per composite (clusters, deployments, endpoints)", f"{calls.get('requests', 0) / composites:.1f}"),
         ("function CPU s, peak RSS MiB", f"{function.cpu_seconds:.1f}, {function.peak_rss_bytes / 2**20:.0f}"),
         ("Crossplane CPU s, peak RSS MiB", f"{crossplane.cpu_seconds:.1f}, {crossplane.peak_rss_bytes / 2**20:.0f}"),
         ("function CPU ms per call", f"{1000 * function.cpu_seconds / max(calls.get('requests', 1), 1):.2f}"),
         ("status samples", str(outcome.samples)),
+        ("replicas whose cluster was reported unreachable", str(outcome.evacuated)),
     ]
     return "\n".join(f"| {what} | {value} |" for what, value in rows)
 
