@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import os
 import signal
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 
 import installs
+from faults import command_line, free_port, record, recorded_pid
 from kube import Kube, load_yaml_documents, wait_for
 from simulated_nodes import apply_simulated, cluster_nodes, device_classes
 from test_scheduling import EXAMPLES, apply_until_serving, play_envoy_gateway, standalone_deployment
@@ -44,20 +44,12 @@ DEPLOYMENT = "qwen3-evacuated"
 NAMESPACE = load_yaml_documents(EXAMPLES / "deployments" / "qwen3-small.yaml")[0]["metadata"]["namespace"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class SecondApiServer:
     """Another kube-apiserver: the running one's command line, on a port, a certificate directory and an etcd prefix
     of its own. Recorded in the harness's PID file, so `controlplane.sh down` stops it whatever happens here."""
 
     def __init__(self, state: Path):
-        pids = Path(os.environ["CONTROLPLANE_PIDS"])
-        pid = next(line.split()[1] for line in pids.read_text().splitlines() if line.split()[0] == "kube-apiserver")
-        args = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
+        args = command_line(recorded_pid("kube-apiserver"))
         self.port = free_port()
         own = {"--secure-port": str(self.port), "--bind-address": "127.0.0.1", "--advertise-address": "127.0.0.1",
                "--cert-dir": str(state / "lost-cluster-certs")}
@@ -74,7 +66,6 @@ class SecondApiServer:
             self.args += [name, value]
         self.args += ["--etcd-prefix", "/lost-cluster"]
         self.log = state / "kube-apiserver-lost.log"
-        self.pids = pids
         self.process: subprocess.Popen | None = None
         self.kube = Kube(f"https://127.0.0.1:{self.port}", state / "pki" / "ca.crt", state / "pki" / "admin.crt",
                          state / "pki" / "admin.key")
@@ -82,8 +73,7 @@ class SecondApiServer:
     def start(self) -> None:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(self.args, stdout=log, stderr=log, start_new_session=True)
-        with open(self.pids, "a") as pids:
-            pids.write(f"kube-apiserver-lost {self.process.pid} {self.args[0]}\n")
+        record("kube-apiserver-lost", self.process.pid, self.args[0])
 
         def ready() -> bool:
             assert self.process.poll() is None, f"the second kube-apiserver exited; see {self.log}"

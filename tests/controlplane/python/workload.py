@@ -47,16 +47,19 @@ def composed_by(kube: Kube, api_version: str, kind: str, composite: str) -> list
             if ((o.get("metadata") or {}).get("labels") or {}).get("crossplane.io/composite") == composite]
 
 
-def play_provider_helm(kube: Kube, composite: str) -> list[dict]:
-    """Marks the composite's Releases Ready and Synced, as provider-helm reports an installed chart, after creating
-    the namespace each installs into, as installing it would."""
-    releases = composed_by(kube, RELEASE_API, "Release", composite)
+def play_provider_helm(kube: Kube, composite: str | None) -> list[dict]:
+    """Marks the composite's Releases (every composite's, for None: one list for a whole fleet) Ready and Synced, as
+    provider-helm reports an installed chart, after creating the namespace each installs into, as installing it
+    would."""
+    releases = composed_by(kube, RELEASE_API, "Release", composite) if composite else kube.list(RELEASE_API, "Release")
+    made: set[str] = set()
     for release in releases:
-        namespace = release["spec"]["forProvider"].get("namespace")
-        if namespace:
-            kube.ensure_namespace(namespace)
         if conditions(release).get("Ready") == "True":
-            continue  # already "installed": patching again would only add watch events
+            continue  # already "installed" (its namespace made): patching again would only add watch events
+        namespace = release["spec"]["forProvider"].get("namespace")
+        if namespace and namespace not in made:
+            kube.ensure_namespace(namespace)
+            made.add(namespace)
         kube.patch_status(release, {"conditions": [
             {"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z"},
             {"type": "Synced", "status": "True", "reason": "ReconcileSuccess",
