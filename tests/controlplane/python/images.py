@@ -111,9 +111,10 @@ def _digest(path: Path) -> str:
 
 def build_image(name: str, files: Mapping[str, FileSource], *, entrypoint: list[str], out: Path,
                 cmd: list[str] | None = None, env: Mapping[str, str] | None = None, workdir: str = "/",
-                user: str | None = None, docker_save: bool = False) -> Path:
+                user: str | None = None, labels: Mapping[str, str] | None = None, docker_save: bool = False) -> Path:
     """Writes the OCI image tarball of a one-layer image `name` (`registry/repository:tag`) holding `files` to
-    `out`, and returns `out`. `env` adds to a default PATH; `user` is the image's `USER` (uid[:gid]).
+    `out`, and returns `out`. `env` adds to a default PATH; `user` is the image's `USER` (uid[:gid]); `labels`
+    its `LABEL`s.
     `docker_save` adds `docker save`'s manifest.json, as Docker 25 and later write both: `crossplane xpkg build
     --embed-runtime-image-tarball` reads that one (go-containerregistry's tarball package)."""
     if not re.fullmatch(r"[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+:[A-Za-z0-9._-]+", name):
@@ -140,7 +141,7 @@ def build_image(name: str, files: Mapping[str, FileSource], *, entrypoint: list[
             "architecture": _architecture(), "os": "linux",
             "config": {"Entrypoint": list(entrypoint), "Cmd": list(cmd or []),
                        "Env": [f"{k}={v}" for k, v in environment.items()], "WorkingDir": workdir}
-                      | ({"User": user} if user else {}),
+                      | ({"User": user} if user else {}) | ({"Labels": dict(labels)} if labels else {}),
             "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
             "history": [{"created_by": "tests/controlplane/python/images.py"}],
         })

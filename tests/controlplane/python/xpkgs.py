@@ -194,12 +194,15 @@ def dockerfile_recipe(dockerfile: Path) -> Recipe:
     return Recipe(copy, user, entrypoint)
 
 
-def _runtime(package: str, binary: Path, out: Path) -> Path:
-    """The runtime image of package/<package>/Dockerfile, from `binary` (with the libraries it loads)."""
+def _runtime(package: str, binary: Path, out: Path, labels: dict[str, str] | None = None,
+             arguments: tuple[str, ...] = ()) -> Path:
+    """The runtime image of package/<package>/Dockerfile, from `binary` (with the libraries it loads), with
+    `labels` and `arguments` after the recipe's entrypoint."""
     recipe = dockerfile_recipe(REPO_ROOT / "package" / package / "Dockerfile")
     return images.build_image(f"modelplane.test/{package}-runtime:local",
-                              images.with_libraries(recipe.binary, binary), entrypoint=recipe.entrypoint,
-                              user=recipe.user, out=out, docker_save=True)
+                              images.with_libraries(recipe.binary, binary),
+                              entrypoint=recipe.entrypoint + list(arguments), user=recipe.user, labels=labels,
+                              out=out, docker_save=True)
 
 
 def _provider_kubernetes_runtime(binary: Path, out: Path) -> Path:
@@ -250,8 +253,7 @@ def build_and_push(work: Path, registry: Registry, function_bin: Path, package_b
     assert done.returncode == 0, f"modelplane-package build failed:\n{done.stderr}"
     provider_eks_bin = function_bin.parent / "modelplane-provider-eks"
     assert provider_eks_bin.is_file(), f"no provider-eks binary next to the function's: {provider_eks_bin}"
-    xpkgs = work / "xpkgs"
-    xpkgs.mkdir(exist_ok=True)
+    (work / "xpkgs").mkdir(exist_ok=True)
     provider_kubernetes_root, provider_kubernetes_version = provider_kubernetes_module()
     plan = [
         (CONFIGURATION, VERSION, built / "configuration", None),
@@ -267,7 +269,41 @@ def build_and_push(work: Path, registry: Registry, function_bin: Path, package_b
                      stand_in_root(stand_in, work / "stand-ins" / object_name(stand_in.package)), None))
     pushed = {}
     for package, version, root, runtime in plan:
-        xpkg = cli.build(root, xpkgs / f"{object_name(package)}.xpkg", runtime)
-        cli.push(xpkg, f"{registry.address}/{loopback_path(package)}:{version}")
+        _build_and_push(cli, registry, package, version, root, runtime)
         pushed[package] = version
     return pushed
+
+
+def _build_and_push(cli: Cli, registry: Registry, package: str, version: str, root: Path,
+                    runtime: Path | None) -> None:
+    xpkg = cli.build(root, cli.work / "xpkgs" / f"{object_name(package)}-{version}.xpkg", runtime)
+    cli.push(xpkg, f"{registry.address}/{loopback_path(package)}:{version}")
+
+
+# The label a release build puts on each runtime image (OCI's annotation key, as `docker build --label` sets it).
+VERSION_LABEL = "org.opencontainers.image.version"
+
+
+def push_function(cli: Cli, registry: Registry, function_bin: Path, version: str,
+                  arguments: tuple[str, ...] = ()) -> str:
+    """Another release of the Function package, after build_and_push: the same package root and binary, its
+    runtime image labelled with `version` (so the package, its revision and its pod are not the first release's,
+    while the binary's layer is the one the node already holds), `arguments` after the recipe's entrypoint.
+    Returns the package's reference."""
+    runtime = _runtime("function", function_bin, cli.work / f"function-runtime-{version}.tar",
+                       {VERSION_LABEL: version}, arguments)
+    _build_and_push(cli, registry, FUNCTION, version, cli.work / "packages" / "function", runtime)
+    return f"{FUNCTION}:{version}"
+
+
+def push_configuration(cli: Cli, registry: Registry, version: str, function_range: str) -> str:
+    """Another release of the Configuration, after build_and_push: the same XRDs and Compositions, depending on the
+    Function releases `function_range` admits. Returns the package's reference."""
+    meta, *rest = yaml.safe_load_all((cli.work / "packages" / "configuration" / "package.yaml").read_text())
+    [dependency] = [d for d in meta["spec"]["dependsOn"] if d.get("package") == FUNCTION]
+    dependency["version"] = function_range
+    root = cli.work / "packages" / f"configuration-{version}"
+    root.mkdir(exist_ok=True)
+    (root / "package.yaml").write_text(yaml.safe_dump_all([meta, *rest]))
+    _build_and_push(cli, registry, CONFIGURATION, version, root, None)
+    return f"{CONFIGURATION}:{version}"
