@@ -177,9 +177,16 @@ class Recorded:
         self._baseline = Usage(cpu_seconds=cpu)
         self.ready = ready_check(name, self.launch.args)
 
-    def restart(self, before_kill=None) -> int:
-        """SIGKILLs the process and starts it again as it was; returns the new PID once it is ready. `before_kill`
-        runs just before the signal (to read what only the living process can tell)."""
+    def restart(self, before_kill=None, *extra: str) -> int:
+        """SIGKILLs the process and starts it again as it was (with `extra` arguments appended); returns the new PID
+        once it is ready. `before_kill` runs just before the signal (to read what only the living process can
+        tell)."""
+        self.kill(before_kill)
+        return self.start(*extra)
+
+    def kill(self, before_kill=None) -> None:
+        """SIGKILLs the process, as a crash or an OOM kill ends it, and waits until it is gone; `start` brings it
+        back."""
         old = self.pid
         self.usage.add_lifetime(old, self._baseline)
         self._baseline = None
@@ -189,16 +196,20 @@ class Recorded:
         if old in _started:
             _started.pop(old).wait(timeout=GONE_SECONDS)
         wait_for(f"{self.name} (pid {old}) gone after SIGKILL", lambda: not running(old), GONE_SECONDS)
-        # A port the dead process held may linger a moment for the new one (kube-apiserver found its port in use
-        # once): a start that exits is tried again.
-        killed = old
+
+    def start(self, *extra: str) -> int:
+        """Starts the killed process again as it was, with `extra` arguments appended; returns the new PID once it
+        is ready. A port the dead process held may linger a moment for the new one (kube-apiserver found its port
+        in use once): a start that exits is tried again."""
+        assert not running(self.pid), f"{self.name} (pid {self.pid}) still runs: kill it first"
+        killed = old = self.pid
         for attempt in range(3):
             with open(self.launch.log, "ab") as log:
                 log.write(f"--- started by faults.py after SIGKILL of pid {killed} (attempt {attempt + 1}) ---\n"
                           .encode())
                 log.flush()
-                process = subprocess.Popen(self.launch.args, env=self.launch.env, cwd=self.launch.cwd, stdout=log,
-                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                process = subprocess.Popen(self.launch.args + list(extra), env=self.launch.env, cwd=self.launch.cwd,
+                                           stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                            start_new_session=True)
             _started[process.pid] = process
             self._replace_record(old, process.pid)

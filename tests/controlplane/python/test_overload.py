@@ -19,17 +19,14 @@ answered is in flight.
 from __future__ import annotations
 
 import os
-import re
-import signal
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
 
+import faults
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
 from test_scheduling import EXAMPLES, existing_cluster
 from workload import API, conditions
@@ -46,49 +43,6 @@ STARVED_QUOTA_US, PERIOD_US = 3_000, 100_000
 # Every kind our Configuration defines, from the XRDs it ships.
 COMPOSITE_KINDS = [xrd["spec"]["names"]["kind"]
                    for xrd in load_yaml_documents(*sorted((REPO_ROOT / "package/configuration/xrds").glob("*.yaml")))]
-
-
-class Recorded:
-    """A process the harness started and recorded in $CONTROLPLANE_PIDS: killed, and started again from its own
-    command line, environment and directory, logging where it logged, and recorded again, so `controlplane.sh down`
-    stops whatever runs at the end."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.pids = Path(os.environ["CONTROLPLANE_PIDS"])
-        self.log = Path(os.environ["CONTROLPLANE_STATE"]) / f"{name}.log"
-        self.pid = self.current()
-        self.args = Path(f"/proc/{self.pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
-        environ = Path(f"/proc/{self.pid}/environ").read_bytes().rstrip(b"\0").decode().split("\0")
-        self.env = dict(entry.split("=", 1) for entry in environ if "=" in entry)
-        self.cwd = os.readlink(f"/proc/{self.pid}/cwd")
-
-    def current(self) -> int:
-        lines = [line.split() for line in self.pids.read_text().splitlines()]
-        return int([fields[1] for fields in lines if fields[0] == self.name][-1])
-
-    def option(self, name: str) -> str:
-        return self.args[self.args.index(name) + 1]
-
-    def kill(self) -> None:
-        os.kill(self.pid, signal.SIGKILL)
-        wait_for(f"{self.name} (pid {self.pid}) gone", lambda: not running(self.pid), 30)
-
-    def start(self, *extra: str) -> int:
-        with open(self.log, "ab") as log:
-            process = subprocess.Popen(self.args + list(extra), env=self.env, cwd=self.cwd, stdout=log, stderr=log,
-                                       start_new_session=True)
-        with open(self.pids, "a") as pids:
-            pids.write(f"{self.name} {process.pid} {self.args[0]}\n")
-        self.pid = process.pid
-        return process.pid
-
-
-def running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class CpuQuota:
@@ -119,37 +73,17 @@ class CpuQuota:
 
 
 class CrossplaneCounters:
-    """Crossplane's function-call counters, read from its metrics endpoint."""
-
-    def __init__(self, crossplane: Recorded):
-        self.url = f"http://127.0.0.1:{crossplane.option('--metrics-port')}/metrics"
-
-    def read(self) -> tuple[int, Counter]:
-        """Requests sent, and responses by gRPC code."""
-        text = requests.get(self.url, timeout=10).text
-        sent = sum(int(float(v)) for v in re.findall(r"^function_run_function_request_total\{[^}]*\} (\S+)$", text,
-                                                       re.M))
-        heard: Counter = Counter()
-        for labels, value in re.findall(r"^function_run_function_response_total\{([^}]*)\} (\S+)$", text, re.M):
-            heard[re.search(r'grpc_code="([^"]*)"', labels).group(1)] += int(float(value))
-        return sent, heard
-
-
-class CrossplaneCounters:
     """Crossplane's function-call counters, read from its metrics endpoint in one scrape."""
 
-    def __init__(self, crossplane: Recorded):
-        self.url = f"http://127.0.0.1:{crossplane.option('--metrics-port')}/metrics"
+    def __init__(self):
+        self.metrics = faults.CrossplaneMetrics(faults.Recorded("crossplane"))
 
     def read(self) -> tuple[int, Counter]:
         """Requests sent, and responses heard by gRPC code."""
-        text = requests.get(self.url, timeout=10).text
-        sent = sum(int(float(value)) for value in
-                   re.findall(r"^function_run_function_request_total\{[^}]*\} (\S+)$", text, re.M))
-        heard: Counter = Counter()
-        for labels, value in re.findall(r"^function_run_function_response_total\{([^}]*)\} (\S+)$", text, re.M):
-            heard[re.search(r'grpc_code="([^"]*)"', labels).group(1)] += int(float(value))
-        return sent, heard
+        totals = self.metrics.read()
+        heard = Counter({key.removeprefix("responses "): int(value) for key, value in totals.items()
+                         if key.startswith("responses ")})
+        return int(totals.get("requests", 0)), heard
 
 
 def composites(kube: Kube) -> int:
@@ -222,7 +156,7 @@ def fleet(platform) -> Iterator[tuple[Kube, list[str]]]:
 
 def test_with_the_function_down_crossplane_waits_and_nothing_applied_meanwhile_is_lost(fleet):
     kube, before = fleet
-    function, counters = Recorded("modelplane-function"), CrossplaneCounters(Recorded("crossplane"))
+    function, counters = faults.Recorded("modelplane-function"), CrossplaneCounters()
     uids = wait_composed(kube, before)
 
     function.kill()
@@ -259,7 +193,7 @@ def cordoned(kube: Kube, name: str) -> bool:
 def test_a_starved_function_says_it_is_busy_and_crossplane_hears_nothing_worse(fleet):
     kube, before = fleet
     names = before + [f"{PREFIX}-{i}" for i in range(BEFORE, BEFORE + DURING)]
-    function, counters = Recorded("modelplane-function"), CrossplaneCounters(Recorded("crossplane"))
+    function, counters = faults.Recorded("modelplane-function"), CrossplaneCounters()
     uids = wait_composed(kube, names)
 
     starved = CpuQuota(STARVED_QUOTA_US, PERIOD_US)

@@ -9,7 +9,7 @@ import base64
 import os
 from pathlib import Path
 
-from kube import REPO_ROOT, Kube
+from kube import REPO_ROOT, ApiError, Kube
 
 API = "modelplane.ai/v1alpha1"
 OBJECT_API = "kubernetes.m.crossplane.io/v1alpha1"
@@ -56,15 +56,22 @@ def play_provider_helm(kube: Kube, composite: str | None) -> list[dict]:
     for release in releases:
         if conditions(release).get("Ready") == "True":
             continue  # already "installed" (its namespace made): patching again would only add watch events
+        if release["metadata"].get("deletionTimestamp"):
+            continue  # its composite is going: nothing installs it now
         namespace = release["spec"]["forProvider"].get("namespace")
         if namespace and namespace not in made:
             kube.ensure_namespace(namespace)
             made.add(namespace)
-        kube.patch_status(release, {"conditions": [
-            {"type": "Ready", "status": "True", "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-            {"type": "Synced", "status": "True", "reason": "ReconcileSuccess",
-             "lastTransitionTime": "2026-01-01T00:00:00Z"},
-        ]})
+        try:
+            kube.patch_status(release, {"conditions": [
+                {"type": "Ready", "status": "True", "reason": "Available",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                {"type": "Synced", "status": "True", "reason": "ReconcileSuccess",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            ]})
+        except ApiError as error:
+            if error.status != 404:  # deleted since the list (another test's composite going): nothing to play
+                raise
     return releases
 
 
