@@ -41,6 +41,7 @@ import requests
 from faults import CrossplaneMetrics, Recorded, Usage
 from kube import ApiError, Kube, load_yaml_documents, wait_for
 from simulated_nodes import POOL_LABEL, apply_simulated, cluster_nodes, device_classes
+from simulated_nodes import remove as remove_simulated
 from test_scheduling import EXAMPLES, existing_cluster, play_envoy_gateway, standalone_deployment
 from workload import API, conditions, play_provider_helm, play_trust_manager
 
@@ -392,12 +393,7 @@ def remove_fleet(kube: Kube, clusters: list[dict], simulated: list[dict]) -> Non
     for cluster in clusters:
         secret = cluster["spec"]["cluster"]["existing"]["secretRef"]
         kube.delete("v1", "Secret", secret["name"], secret.get("namespace", "modelplane-system"))
-    kube.request("DELETE", kube.path("v1", "Pod", NAMESPACE), params={"gracePeriodSeconds": "0"},
-                 what=f"delete the pods of {NAMESPACE}")
-    kube.delete("v1", "Namespace", NAMESPACE)
-    for obj in simulated:
-        if obj["kind"] != "DeviceClass":
-            kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+    remove_simulated(kube, NAMESPACE, simulated)
 
 
 @dataclasses.dataclass
