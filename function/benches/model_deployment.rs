@@ -104,6 +104,7 @@ fn scheduler_on_a_thousand_clusters() {
         pins: &pins,
         used_elsewhere: &used,
         now: jiff::Timestamp::now(),
+        spread_key: "bench/deployment",
     };
     let samples = (0..50)
         .map(|_| {

@@ -12,8 +12,11 @@
 //! back from an outage takes no new replica.
 //!
 //! Ties are broken deterministically: a new replica goes where this deployment has the fewest replicas (spread
-//! for availability), then to the cluster whose name sorts first; an engine goes to the fitting pool that leaves
-//! the fewest nodes free (keeping big pools whole for big engines), then by pool name.
+//! for availability), then to the cluster ranked first for this deployment by a hash of the deployment's key and
+//! the cluster's name (rendezvous hashing): every deployment prefers its own order of the fleet, so a burst of
+//! deployments applied at once, which all read the same ledgers, spreads over equal clusters instead of piling
+//! onto the one whose name sorts first. An engine goes to the fitting pool that leaves the fewest nodes free
+//! (keeping big pools whole for big engines), then by pool name.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -54,6 +57,23 @@ pub struct Input<'a> {
     pub used_elsewhere: &'a BTreeMap<(String, String), u64>,
     /// The time clusters' grace periods are measured against ([`ClusterView::availability`]).
     pub now: jiff::Timestamp,
+    /// Names the deployment (`namespace/name`): it orders equally good clusters ([`rank`]).
+    pub spread_key: &'a str,
+}
+
+/// Where cluster `cluster` ranks for the deployment `spread_key` among equally good clusters: lower first. A
+/// SHA-256 prefix, so the order is the same in every release and on every machine, and one deployment's order
+/// says nothing about another's.
+pub fn rank(spread_key: &str, cluster: &str) -> u64 {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    ctx.update(spread_key.as_bytes());
+    // A separator no Kubernetes name holds, so ("a", "bc") and ("ab", "c") rank apart.
+    ctx.update(b"\0");
+    ctx.update(cluster.as_bytes());
+    let digest = ctx.finish();
+    let mut prefix = [0u8; 8];
+    prefix.copy_from_slice(&digest.as_ref()[..8]);
+    u64::from_be_bytes(prefix)
 }
 
 #[derive(Debug)]
@@ -141,7 +161,7 @@ type EnginePools = Vec<(usize, Rc<Binding>)>;
 struct State<'i, 'a> {
     input: &'i Input<'a>,
     matcher: devices::Matcher<'a>,
-    /// Cluster indices in name order.
+    /// Cluster indices in this deployment's order ([`rank`]).
     order: Vec<usize>,
     /// Why a cluster takes nothing, per cluster index.
     ineligible: Vec<Option<String>>,
@@ -161,7 +181,10 @@ impl<'i, 'a> State<'i, 'a> {
         let matcher = devices::Matcher::new(devices::compile(input.spec)?);
         let clusters = input.clusters;
         let mut order: Vec<usize> = (0..clusters.len()).collect();
-        order.sort_by(|&a, &b| clusters[a].metadata.name.cmp(&clusters[b].metadata.name));
+        order.sort_by_cached_key(|&c| {
+            let name = clusters[c].metadata.name.as_str();
+            (rank(input.spread_key, name), name)
+        });
         let ineligible = clusters
             .iter()
             .map(|c| ineligible(input.spec, c, input.now))
@@ -329,8 +352,10 @@ impl<'i, 'a> State<'i, 'a> {
                 reason: "no InferenceClusters exist".into(),
             });
         }
-        for i in 0..self.order.len() {
-            let c = self.order[i];
+        // Said in name order, the order a reader looks clusters up in.
+        let mut by_name = self.order.clone();
+        by_name.sort_by_key(|&c| self.input.clusters[c].metadata.name.as_str());
+        for c in by_name {
             let cluster = &self.input.clusters[c];
             if let Some(reason) = &self.ineligible[c] {
                 rejections.push(Rejection {

@@ -10,6 +10,9 @@ use crate::api::{
     model_deployment::ReplicaSpec,
 };
 
+/// The deployment every case places.
+const SPREAD_KEY: &str = "default/llama";
+
 fn gpu(memory: &str, compute: &str) -> Value {
     json!({"name": "gpu", "driver": "gpu.nvidia.com", "deviceClassName": "gpu.nvidia.com", "count": 8,
            "attributes": {"architecture": {"string": "Hopper"}, "cudaComputeCapability": {"version": compute}},
@@ -139,6 +142,7 @@ fn run(case: &Case) -> Vec<String> {
         pins: &case.pins,
         used_elsewhere: &case.used,
         now: jiff::Timestamp::UNIX_EPOCH,
+        spread_key: SPREAD_KEY,
     })
     .unwrap();
     summary(&outcomes)
@@ -295,7 +299,8 @@ fn placement_table() {
         },
         Case {
             name: "deterministic-ties-and-spread",
-            reason: "equal clusters: name order first, then spread to the cluster with fewer replicas",
+            reason: "equal clusters: this deployment's rank first (a before b, see ranks_are_fixed), then spread to \
+                     the cluster with fewer replicas",
             clusters: vec![
                 cluster("b", vec![h200("gpu", 8)]),
                 cluster("a", vec![h200("gpu", 8)]),
@@ -420,6 +425,7 @@ fn every_rejected_cluster_and_pool_has_a_reason() {
         pins: &case.pins,
         used_elsewhere: &case.used,
         now: jiff::Timestamp::UNIX_EPOCH,
+        spread_key: SPREAD_KEY,
     })
     .unwrap();
     let Outcome::Unplaced(unplaced) = &outcomes[0] else {
@@ -460,6 +466,7 @@ fn a_selector_that_does_not_compile_is_fatal_and_names_engine_member_and_request
         pins: &BTreeMap::new(),
         used_elsewhere: &BTreeMap::new(),
         now: jiff::Timestamp::UNIX_EPOCH,
+        spread_key: SPREAD_KEY,
     })
     .unwrap_err();
     assert_eq!(
@@ -487,6 +494,7 @@ fn remembered_verdicts_belong_to_their_device_and_selector() {
             pins: &BTreeMap::new(),
             used_elsewhere: &BTreeMap::new(),
             now: jiff::Timestamp::UNIX_EPOCH,
+            spread_key: SPREAD_KEY,
         })
         .map(|outcomes| summary(&outcomes))
         .map_err(|e| e.reason)
@@ -533,6 +541,7 @@ fn replicas_whose_containers_outgrow_a_response_are_refused() {
             pins: &BTreeMap::new(),
             used_elsewhere: &BTreeMap::new(),
             now: jiff::Timestamp::UNIX_EPOCH,
+            spread_key: SPREAD_KEY,
         })
         .map(|_| ())
     };
@@ -540,4 +549,49 @@ fn replicas_whose_containers_outgrow_a_response_are_refused() {
     let err = run_with(per_member + 1).unwrap_err();
     assert_eq!(err.path, "spec.replicas");
     assert!(err.reason.contains("over the 4194304 bytes"), "{}", err.reason);
+}
+
+#[test]
+fn ranks_are_fixed() {
+    // Placements are kept across releases, but a new replica's cluster must not depend on the release placing
+    // it: the first 8 bytes of SHA-256("default/llama\0a"), which no release may change.
+    assert_eq!(rank(SPREAD_KEY, "a"), 0x22c6_c617_e828_051f);
+    assert!(rank(SPREAD_KEY, "a") < rank(SPREAD_KEY, "b"));
+    assert_ne!(rank("x", "yz"), rank("xy", "z"));
+}
+
+#[test]
+fn a_burst_of_deployments_spreads_over_equal_clusters() {
+    // 32 deployments applied at once read the same empty ledgers: each must not pick the same cluster.
+    let clusters: Vec<ClusterView> = (0..8)
+        .map(|i| cluster(&format!("gpu-{i}"), vec![h200("gpu", 8)]))
+        .collect();
+    let spec: ReplicaSpec = serde_json::from_value(gang(1, BIG_GPU)).unwrap();
+    let (pins, used) = (BTreeMap::new(), BTreeMap::new());
+    let mut per_cluster: BTreeMap<String, u32> = BTreeMap::new();
+    for d in 0..32 {
+        let key = format!("team/model-{d}");
+        let outcomes = schedule(&Input {
+            spec: &spec,
+            replicas: 1,
+            clusters: &clusters,
+            pins: &pins,
+            used_elsewhere: &used,
+            now: jiff::Timestamp::UNIX_EPOCH,
+            spread_key: &key,
+        })
+        .unwrap();
+        let Outcome::Placed(placed) = &outcomes[0] else {
+            panic!("{key} unplaced")
+        };
+        *per_cluster
+            .entry(placed.cluster.metadata.name.clone())
+            .or_default() += 1;
+    }
+    // Placed by name order, all 32 went to gpu-0.
+    assert!(per_cluster.len() >= 6, "most clusters take some: {per_cluster:?}");
+    assert!(
+        per_cluster.values().all(|&n| n <= 8),
+        "none takes more than a quarter: {per_cluster:?}"
+    );
 }

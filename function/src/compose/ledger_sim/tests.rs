@@ -6,49 +6,50 @@ const WAITING: Option<std::time::Duration> = Some(crate::compose::WAITING_TTL);
 
 #[test]
 fn two_deployments_racing_for_the_last_nodes_resolve_in_a_cluster_and_a_deployment_reconcile() {
-    // "a" has 4 nodes, 2 of them held by "x"; "b" has 2. Both newcomers prefer "a" (its name sorts first).
+    // "a" has 4 nodes, 2 of them held by "x"; "b" has 2. Both newcomers rank "a" first (schedule::rank of
+    // "team/h" and "team/j"), so both go for its last two nodes.
     let mut plane = ControlPlane::new(&[("a", 4), ("b", 2)]);
     plane.add(deployment_xr("team", "x", 1, 2));
     plane.reconcile_deployment("team/x");
     plane.reconcile_cluster("a");
     assert_eq!(plane.placements("team/x"), [Some("a".into())]);
 
-    plane.add(deployment_xr("team", "d", 1, 2));
-    plane.add(deployment_xr("team", "e", 1, 2));
+    plane.add(deployment_xr("team", "h", 1, 2));
+    plane.add(deployment_xr("team", "j", 1, 2));
     // Both reconcile against the same status of "a" (2 free) and both place there: the race.
-    plane.reconcile_deployment("team/d");
-    plane.reconcile_deployment("team/e");
-    assert_eq!(plane.placements("team/d"), [Some("a".into())]);
-    assert_eq!(plane.placements("team/e"), [Some("a".into())]);
+    plane.reconcile_deployment("team/h");
+    plane.reconcile_deployment("team/j");
+    assert_eq!(plane.placements("team/h"), [Some("a".into())]);
+    assert_eq!(plane.placements("team/j"), [Some("a".into())]);
     assert_eq!(plane.claimed("a")["gpu"], 6, "over-committed for now");
     assert_eq!(
-        plane.last("team/e").ttl,
+        plane.last("team/j").ttl,
         WAITING,
         "not admitted yet: retried soon"
     );
 
     // The cluster's reconcile admits the earlier one and lists the later.
     let over = plane.reconcile_cluster("a");
-    assert_eq!(over, [json!({"deployment": "team/e", "replica": 0})]);
-    assert!(plane.holders("a").contains(&("team/d".into(), 0)));
+    assert_eq!(over, [json!({"deployment": "team/j", "replica": 0})]);
+    assert!(plane.holders("a").contains(&("team/h".into(), 0)));
     assert_eq!(plane.cluster_status("a")["pools"][0]["allocatedNodes"], 4);
 
     // The earlier stays put; the later's next reconcile moves it, and its Objects on "a" are gone.
-    assert!(!plane.reconcile_deployment("team/d"));
-    assert_eq!(plane.placements("team/d"), [Some("a".into())]);
-    plane.reconcile_deployment("team/e");
-    assert_eq!(plane.placements("team/e"), [Some("b".into())]);
+    assert!(!plane.reconcile_deployment("team/h"));
+    assert_eq!(plane.placements("team/h"), [Some("a".into())]);
+    plane.reconcile_deployment("team/j");
+    assert_eq!(plane.placements("team/j"), [Some("b".into())]);
     assert_eq!(
         plane.claimed("a")["gpu"],
         4,
         "over-commit over after one deployment reconcile"
     );
-    assert!(plane.last("team/e").warnings[0].contains("over-committed"));
+    assert!(plane.last("team/j").warnings[0].contains("over-committed"));
 
     // Settled: nothing listed, everyone admitted, the default TTL.
     assert!(plane.reconcile_cluster("a").is_empty());
     assert!(plane.reconcile_cluster("b").is_empty());
-    for key in ["team/x", "team/d", "team/e"] {
+    for key in ["team/x", "team/h", "team/j"] {
         assert!(!plane.reconcile_deployment(key), "{key} is settled");
         assert_eq!(plane.last(key).ttl, None, "{key}");
         assert_eq!(

@@ -106,7 +106,7 @@ pub fn compose_at(
     };
     let (mut evicted, mut kept, mut used_elsewhere) = schedule_input(&clusters, &pins);
     if !candidates {
-        let all_placed = schedule::schedule(&input(&md.spec, &clusters, &kept, &used_elsewhere, now))?
+        let all_placed = schedule::schedule(&input(&md.spec, &clusters, &kept, &used_elsewhere, now, &me))?
             .iter()
             .all(|o| matches!(o, Outcome::Placed(_)));
         if !evicted.is_empty() || !all_placed {
@@ -126,7 +126,7 @@ pub fn compose_at(
              its nodes; placing it again"
         ));
     }
-    let outcomes = schedule::schedule(&input(&md.spec, &clusters, &kept, &used_elsewhere, now))?;
+    let outcomes = schedule::schedule(&input(&md.spec, &clusters, &kept, &used_elsewhere, now, &me))?;
     let gate = cache::CacheGate::read(req, &md.spec, namespace);
     let replicas = Replicas {
         req,
@@ -188,6 +188,7 @@ fn input<'a>(
     pins: &'a BTreeMap<u32, schedule::Pin>,
     used_elsewhere: &'a BTreeMap<(String, String), u64>,
     now: jiff::Timestamp,
+    me: &'a str,
 ) -> Input<'a> {
     Input {
         spec: &spec.template.spec,
@@ -196,6 +197,7 @@ fn input<'a>(
         pins,
         used_elsewhere,
         now,
+        spread_key: me,
     }
 }
 

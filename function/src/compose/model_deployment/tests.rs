@@ -333,7 +333,20 @@ fn the_engine_container_is_the_same_on_both_stacks_but_for_stack_env_and_capabil
 fn standalone_engines_are_deployments_on_both_stacks() {
     let small = example("examples/deployments/qwen3-small.yaml");
     let out = compose_on(small.clone(), &[standard(), dynamo()]);
-    for (replica, cluster) in [(0, "eks-h200-us-east"), (1, "eks-h200-us-west")] {
+    let clusters: Vec<&str> = out.status["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cluster"].as_str().unwrap())
+        .collect();
+    let mut spread = clusters.clone();
+    spread.sort();
+    assert_eq!(
+        spread,
+        ["eks-h200-us-east", "eks-h200-us-west"],
+        "replicas spread"
+    );
+    for (replica, cluster) in clusters.into_iter().enumerate() {
         let deployment = manifest(&out, &format!("replica-{replica}-{cluster}-qwen3"));
         assert_eq!(deployment["kind"], "Deployment");
         assert_eq!(deployment["spec"]["replicas"], 2, "replicas = copies");
@@ -350,17 +363,6 @@ fn standalone_engines_are_deployments_on_both_stacks() {
         );
         assert_eq!(deployment["spec"]["template"]["metadata"]["labels"]["team"], "ml");
     }
-    let clusters: Vec<&Value> = out.status["replicas"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| &r["cluster"])
-        .collect();
-    assert_eq!(
-        clusters,
-        [&json!("eks-h200-us-east"), &json!("eks-h200-us-west")],
-        "replicas spread"
-    );
 }
 
 #[test]
