@@ -10,7 +10,7 @@ use super::{
     tests::seed,
     *,
 };
-use crate::compose::fixtures::run;
+use crate::compose::fixtures::{request, run, with_observed, with_required};
 
 /// `cluster` unreachable for `seconds` so far (the default grace period is 300 s).
 fn lost_for(mut cluster: Value, seconds: i64) -> Value {
@@ -195,4 +195,43 @@ fn a_returning_cluster_keeps_its_replicas_but_takes_no_new_one_until_a_grace_per
     )
     .unwrap();
     assert_eq!(out.status["replicas"][1]["cluster"], WEST, "open again");
+}
+
+#[test]
+fn a_cluster_whose_status_lags_is_not_evacuated_once_the_deployments_own_objects_there_answered() {
+    // The cluster's status says lost for longer than its grace period, but the deployment's Objects there were
+    // synced since: the outage ended and the cluster's composite has not been reconciled yet.
+    let serving = serving_on_west();
+    let fleet = [lost_for(west(), 1000), east()];
+    let answered = (jiff::Timestamp::now() - jiff::SignedDuration::from_secs(10)).to_string();
+    let mut req = with_required(request(seed()), CLUSTERS, &fleet);
+    req = with_required(req, CACHE, &[tests::cache(&fleet, "Ready")]);
+    for (key, composed) in &serving.resources {
+        let mut object = Value::Object(composed.object.to_map());
+        object["status"] = json!({"conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "Synced", "status": "True", "lastTransitionTime": answered},
+        ]});
+        req = with_observed(req, key, &object);
+    }
+    let out = run(compose, &req).unwrap();
+    assert_eq!(out.status["replicas"][0]["cluster"], WEST, "not evacuated");
+    assert!(out.status["replicas"][0].get("movingFrom").is_none());
+    assert!(!has_workload_on(&out, EAST));
+    assert_eq!(
+        endpoints(&out),
+        ["endpoint-0-eks-h200-us-west"],
+        "still routed: the cluster answers"
+    );
+    assert!(
+        out.warnings
+            .iter()
+            .any(|w| w.contains("eks-h200-us-west") && w.contains(&answered)),
+        "{:?}",
+        out.warnings
+    );
+
+    // Synced before the outage began says nothing about now: evacuated as before.
+    let lost = step(&serving, &fleet, |_| true);
+    assert_eq!(lost.status["replicas"][0]["cluster"], EAST);
 }

@@ -4,8 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use jiff::Timestamp;
+
 use crate::{
-    api::model_deployment::ModelDeploymentSpec,
+    api::{availability::Reachability, model_deployment::ModelDeploymentSpec},
     compose::API_VERSION,
     proto::v1::{MatchLabels, Resource, ResourceSelector, RunFunctionRequest, resource_selector::Match},
     schedule::{ClusterView, Pin},
@@ -87,6 +89,36 @@ pub fn gather(
         }
     }
     Some(clusters.into_values().collect())
+}
+
+/// Corrects a cluster whose status says it is lost when this deployment's own Objects there have been Synced
+/// since: the provider reached its API server after the cluster's status last changed, so that status lags (its
+/// composite waits to be reconciled, e.g. behind Crossplane's watch circuit breaker after a control-plane
+/// restart). The cluster is read as back from that moment, as its next reconcile will say, and a replica that
+/// runs there is not evacuated for an outage that ended.
+pub fn heard_from(
+    clusters: &mut [ClusterView],
+    answered: &BTreeMap<String, Timestamp>,
+    warnings: &mut Vec<String>,
+) {
+    for cluster in clusters {
+        let name = &cluster.metadata.name;
+        let (Some(lost), Some(at)) = (&cluster.status.reachability, answered.get(name)) else {
+            continue;
+        };
+        let Some(since) = lost.since.filter(|since| !lost.reachable && since < at) else {
+            continue;
+        };
+        warnings.push(format!(
+            "InferenceCluster {name:?} says it has not answered since {since}, but this deployment's Objects there \
+             were synced at {at}: reading it as back since then"
+        ));
+        cluster.status.reachability = Some(Reachability {
+            reachable: true,
+            since: Some(*at),
+            message: None,
+        });
+    }
 }
 
 /// Decodes each cluster's narrow view. A cluster that cannot be read is skipped with a warning rather than

@@ -95,6 +95,7 @@ pub fn compose_at(
     let Some(mut clusters) = fleet::gather(req, &placed_on, candidates, &mut out.warnings) else {
         return Ok(waiting_for_clusters(out));
     };
+    fleet::heard_from(&mut clusters, &observed.answered, &mut out.warnings);
     let schedule_input = |clusters: &[ClusterView], pins: &BTreeMap<u32, schedule::Pin>| {
         let evicted = fleet::overcommitted(clusters, &me, pins);
         let kept: BTreeMap<u32, schedule::Pin> = pins
@@ -117,6 +118,7 @@ pub fn compose_at(
                 return Ok(waiting_for_clusters(out));
             };
             clusters = more;
+            fleet::heard_from(&mut clusters, &observed.answered, &mut out.warnings);
             (evicted, kept, used_elsewhere) = schedule_input(&clusters, &pins);
         }
     }

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -14,7 +15,7 @@ use super::replica::{CLUSTER_ANNOTATION, ENGINE_ANNOTATION, POOL_ANNOTATION, REP
 use crate::wire::tree::Fields;
 use crate::{
     api::model_deployment::RESERVED_PREFIX,
-    compose::Output,
+    compose::{Output, remote::ConditionView},
     proto::v1::{Resource, RunFunctionRequest},
     schedule::Pin,
     sdk::request,
@@ -27,6 +28,14 @@ pub const RETIRING_ANNOTATION: &str = "modelplane.ai/retiring";
 #[derive(Deserialize)]
 struct AnnotatedObject {
     metadata: AnnotatedMeta,
+    #[serde(default)]
+    status: ObjectStatus,
+}
+
+#[derive(Default, Deserialize)]
+struct ObjectStatus {
+    #[serde(default)]
+    conditions: Vec<ConditionView>,
 }
 
 #[derive(Deserialize)]
@@ -48,13 +57,17 @@ pub struct ObservedPlacement {
 #[derive(Debug, Default)]
 pub struct ObservedReplicas {
     pub replicas: BTreeMap<u32, BTreeMap<String, ObservedPlacement>>,
+    /// Per cluster, the latest time one of the deployment's Objects there became Synced: the provider reached
+    /// the cluster's API server then, whatever the cluster's own status, which may lag, says.
+    pub answered: BTreeMap<String, Timestamp>,
 }
 
 impl ObservedReplicas {
     pub fn read(req: &RunFunctionRequest) -> Self {
         let mut replicas: BTreeMap<u32, BTreeMap<String, ObservedPlacement>> = BTreeMap::new();
+        let mut answered: BTreeMap<String, Timestamp> = BTreeMap::new();
         let Some(observed) = req.observed.as_ref() else {
-            return Self { replicas };
+            return Self { replicas, answered };
         };
         for (key, resource) in &observed.resources {
             let Some(Ok(object)) = resource
@@ -78,11 +91,21 @@ impl ObservedReplicas {
                 .or_default();
             placement.keys.push(key.clone());
             placement.retiring |= a.contains_key(RETIRING_ANNOTATION);
+            let synced_at = object
+                .status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Synced" && c.status == "True")
+                .and_then(ConditionView::transitioned_at);
+            if let Some(at) = synced_at {
+                let latest = answered.entry(cluster.clone()).or_insert(at);
+                *latest = (*latest).max(at);
+            }
             if let (Some(engine), Some(pool)) = (a.get(ENGINE_ANNOTATION), a.get(POOL_ANNOTATION)) {
                 placement.pools.insert(engine.clone(), pool.clone());
             }
         }
-        Self { replicas }
+        Self { replicas, answered }
     }
 
     /// Every cluster some replica has a placement on, retiring ones included.

@@ -192,6 +192,16 @@ pub struct ConditionView {
     pub reason: String,
     #[serde(default)]
     pub message: String,
+    /// RFC 3339, as the provider wrote it; read through [`ConditionView::transitioned_at`].
+    #[serde(rename = "lastTransitionTime", default)]
+    pub last_transition_time: String,
+}
+
+impl ConditionView {
+    /// When the condition last changed status; None when absent or unreadable.
+    pub fn transitioned_at(&self) -> Option<jiff::Timestamp> {
+        self.last_transition_time.parse().ok()
+    }
 }
 
 impl<M> Observed<M> {
