@@ -110,19 +110,31 @@ struct PreviousPools {
 #[derive(Deserialize)]
 struct PreviousPool {
     #[serde(default)]
+    name: String,
+    #[serde(default)]
     holders: Vec<Holder>,
 }
 
-/// The placements the previous status admitted, from the observed composite.
-pub fn incumbents(xr: &RawStruct) -> BTreeSet<(String, u32)> {
-    let previous: PreviousStatus = xr.parse().unwrap_or_default();
-    previous
-        .status
-        .pools
-        .into_iter()
-        .flat_map(|p| p.holders)
-        .map(|h| (h.deployment, h.replica))
-        .collect()
+/// What the previous status said, from the observed composite.
+#[derive(Debug, Default)]
+pub struct Previous {
+    /// The placements it admitted.
+    pub incumbents: BTreeSet<(String, u32)>,
+    /// The pools it offered.
+    pub offered: BTreeSet<String>,
+}
+
+impl Previous {
+    pub fn read(xr: &RawStruct) -> Self {
+        let previous: PreviousStatus = xr.parse().unwrap_or_default();
+        let mut out = Self::default();
+        for pool in previous.status.pools {
+            out.incumbents
+                .extend(pool.holders.into_iter().map(|h| (h.deployment, h.replica)));
+            out.offered.insert(pool.name);
+        }
+        out
+    }
 }
 
 /// Admits `entries` into `pools` (filling `allocatedNodes` and `holders`) and returns the over-committed ones,

@@ -163,7 +163,7 @@ pub fn compose_at(
         plan: &plan,
         waiting: &progress.waiting,
         ledger: entries,
-        incumbents: ledger::incumbents(xr),
+        previous: ledger::Previous::read(xr),
         reachability,
     };
     status::report(req, &mut out, name, spec, stack, progress, &classes);

@@ -41,9 +41,9 @@ pub struct Progress<'a> {
     pub cloud: &'a dyn Provisioner,
     pub plan: &'a [Planned],
     pub waiting: &'a [&'a str],
-    /// The placement ledger's entries and the placements the previous status admitted.
+    /// The placement ledger's entries, and the placements and pools the previous status admitted and offered.
     pub ledger: Vec<ledger::Entry>,
-    pub incumbents: BTreeSet<(String, u32)>,
+    pub previous: ledger::Previous,
     pub reachability: Option<Reachability>,
 }
 
@@ -61,7 +61,7 @@ pub fn report(
         plan,
         waiting,
         ledger: entries,
-        incumbents,
+        previous,
         reachability,
     } = progress;
     for (key, composed) in out.resources.iter_mut() {
@@ -103,6 +103,10 @@ pub fn report(
     // Pools are offered once what reaches the cluster is ready (its provider configs, the EKS cluster and the
     // pool's node group). Components do not hold pools back: each is reported below, and the scheduler decides
     // which of them a replica needs (a monitoring chart that is not ready takes no cluster out of scheduling).
+    // Once offered, a pool stays offered for as long as the spec declares it: a resource that is not ready for a
+    // moment (a node group updating, an Object whose reconcile failed across a control-plane restart) must not
+    // take the nodes its holders run on out of the ledger, where every deployment would read them as free. A
+    // cluster that cannot be reached is judged by its reachability and grace period instead.
     let component_keys: BTreeSet<&str> = plan
         .iter()
         .flat_map(|p| p.keys.iter().map(String::as_str))
@@ -121,7 +125,9 @@ pub fn report(
     let mut pools: Vec<PoolStatus> = spec
         .node_pools
         .iter()
-        .filter(|pool| reachable && pool_ready(out, cloud, &pool.name))
+        .filter(|pool| {
+            previous.offered.contains(&pool.name) || (reachable && pool_ready(out, cloud, &pool.name))
+        })
         .map(|pool| {
             let class = classes.get(&pool.class_name);
             let efa_interfaces = match pool.fabric.type_ {
@@ -144,7 +150,7 @@ pub fn report(
             }
         })
         .collect();
-    let overcommitted = ledger::admit(&mut pools, entries, &incumbents);
+    let overcommitted = ledger::admit(&mut pools, entries, &previous.incumbents);
     if !overcommitted.is_empty() {
         // Re-read the ledger soon: the over-committed placements leave, and what waits may then be admitted.
         out.ttl = Some(crate::compose::WAITING_TTL);

@@ -286,6 +286,14 @@ impl ControlPlane {
             .unwrap()
     }
 
+    /// Marks every resource the cluster composes Ready or not, as a blip across a control-plane restart would.
+    pub fn observe_ready(&mut self, cluster: &str, ready: bool) {
+        let status = if ready { "True" } else { "False" };
+        for object in self.clusters.get_mut(cluster).unwrap().composed.values_mut() {
+            object["status"] = json!({"conditions": [{"type": "Ready", "status": status}]});
+        }
+    }
+
     pub fn cluster_status(&self, cluster: &str) -> &Value {
         &self.clusters[cluster].xr["status"]
     }

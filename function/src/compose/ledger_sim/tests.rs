@@ -99,6 +99,32 @@ fn a_loser_with_nowhere_to_go_waits_and_the_winner_is_untouched() {
     assert!(plane.reconcile_cluster("a").is_empty());
 }
 
+#[test]
+fn an_offered_pool_keeps_its_holders_while_the_clusters_resources_are_not_ready_for_a_moment() {
+    let mut plane = ControlPlane::new(&[("a", 2)]);
+    plane.add(deployment_xr("team", "d", 1, 2));
+    plane.reconcile_deployment("team/d");
+    plane.reconcile_cluster("a");
+    assert!(plane.holders("a").contains(&("team/d".into(), 0)));
+
+    // Its composed resources read not Ready (their provider's reconciles failed across a restart): the pool
+    // stays offered and its nodes stay held, so a newcomer does not read them as free.
+    plane.observe_ready("a", false);
+    plane.reconcile_cluster("a");
+    assert!(
+        plane.holders("a").contains(&("team/d".into(), 0)),
+        "{}",
+        plane.cluster_status("a")
+    );
+    assert_eq!(plane.cluster_status("a")["pools"][0]["allocatedNodes"], 2);
+    plane.add(deployment_xr("other", "e", 1, 2));
+    plane.reconcile_deployment("other/e");
+    assert_eq!(plane.placements("other/e"), [None]);
+    assert_eq!(plane.placements("team/d"), [Some("a".into())]);
+    plane.observe_ready("a", true);
+    assert!(plane.reconcile_cluster("a").is_empty());
+}
+
 /// A small deterministic generator (xorshift64*), so every case can be replayed from its seed.
 struct Rng(u64);
 
