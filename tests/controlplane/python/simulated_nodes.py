@@ -132,3 +132,25 @@ def remove(kube: Kube, namespace: str, simulated: list[dict]) -> None:
     for obj in simulated:
         if obj["kind"] != "DeviceClass":
             kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+
+
+def play_pod_readiness(kube: Kube, namespace: str) -> int:
+    """Reports ready again every running pod in `namespace` whose node is Ready but which the node lifecycle
+    controller marked not ready while the node's heartbeats lapsed (across a kube-apiserver restart), as its kubelet
+    would once back. kwok marks a pod ready once, in its stage, and never again. Returns how many it reported."""
+    ready_nodes = {n["metadata"]["name"] for n in kube.list("v1", "Node")
+                   if any(c["type"] == "Ready" and c["status"] == "True"
+                          for c in (n.get("status") or {}).get("conditions") or [])}
+    reported = 0
+    for pod in kube.list("v1", "Pod", namespace):
+        status = pod.get("status") or {}
+        stale = [c for c in status.get("conditions") or []
+                 if c["type"] in ("Ready", "ContainersReady") and c["status"] != "True"]
+        if status.get("phase") != "Running" or not stale or pod["spec"].get("nodeName") not in ready_nodes:
+            continue
+        patch = {"status": {"conditions": [{"type": c["type"], "status": "True"} for c in stale]}}
+        path = kube.path("v1", "Pod", namespace, pod["metadata"]["name"]) + "/status"
+        kube.request("PATCH", path, body=patch, content_type="application/strategic-merge-patch+json",
+                     what=f"readiness of pod {namespace}/{pod['metadata']['name']}", ok=(404,))
+        reported += 1
+    return reported
