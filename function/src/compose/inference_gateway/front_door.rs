@@ -19,34 +19,49 @@ pub const CALLER_HEADER: &str = "x-modelplane-caller";
 const KEY_HEADERS: [&str; 2] = ["Authorization", "x-api-key"];
 const CALLERS_POLICY: &str = "inference-gateway-callers";
 
-/// One Secret to copy onto the gateway's cluster: its composed-resource key, its name there, and the control-plane
-/// Secret it is copied from.
+/// One Secret to copy onto the gateway's cluster: its composed-resource key, its name there, the control-plane
+/// Secret it is copied from and the spec field that names it.
 pub struct SecretToCopy {
     pub key: String,
     pub remote_name: String,
     pub source: String,
+    pub field: String,
     pub secret_type: &'static str,
 }
 
 /// The caller Secrets, then the certificate Secrets, to copy.
 pub fn copies(spec: &InferenceGatewaySpec) -> (Vec<SecretToCopy>, Vec<SecretToCopy>) {
-    let copy = |prefix: &str, secret_type, r: &NameRef| SecretToCopy {
+    let copy = |prefix: &str, secret_type, field: String, r: &NameRef| SecretToCopy {
         key: format!("{prefix}-{}", r.name),
         remote_name: format!("{prefix}-{}", r.name),
         source: r.name.clone(),
+        field,
         secret_type,
     };
     let callers = spec
         .auth
         .iter()
-        .flat_map(|a| &a.callers().1.secret_refs)
-        .map(|r| copy("callers", "Opaque", r))
+        .flat_map(|a| {
+            let (path, keys) = a.callers();
+            keys.secret_refs
+                .iter()
+                .enumerate()
+                .map(move |(i, r)| (format!("{path}.secretRefs[{i}]"), r))
+        })
+        .map(|(field, r)| copy("callers", "Opaque", field, r))
         .collect();
     let certificates = spec
         .tls
         .iter()
-        .flat_map(|t| &t.certificate_refs)
-        .map(|r| copy("certificate", "kubernetes.io/tls", r))
+        .flat_map(|t| t.certificate_refs.iter().enumerate())
+        .map(|(i, r)| {
+            copy(
+                "certificate",
+                "kubernetes.io/tls",
+                format!("spec.tls.certificateRefs[{i}]"),
+                r,
+            )
+        })
         .collect();
     (callers, certificates)
 }

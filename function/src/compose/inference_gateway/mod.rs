@@ -324,7 +324,12 @@ fn compose_copy(
         request::observed_composed(req, &copy.key),
     );
     if let Some(why) = state.waiting() {
-        waiting.push(format!("Secret {CONTROL_NAMESPACE}/{}: {why}", copy.source));
+        // An InferenceGateway reads its Secrets from Modelplane's namespace only: a Secret made in another one is
+        // "not found" here, so the message names where it is looked for.
+        waiting.push(format!(
+            "{} (Secret {CONTROL_NAMESPACE}/{}): {why}",
+            copy.field, copy.source
+        ));
     }
     let filled = state == CopyState::Filled;
     out.compose(copy.key.clone(), in_control_namespace(object), filled);

@@ -165,6 +165,31 @@ fn caller_secrets_are_copied_by_reference_and_only_filled_copies_are_trusted() {
 }
 
 #[test]
+fn a_caller_secret_the_provider_cannot_read_is_named_by_its_field_with_the_providers_words() {
+    // team-b was made in the team's namespace, not Modelplane's: provider-kubernetes cannot find it there.
+    let mut refused = filled_copy();
+    refused["spec"]["references"] = json!([{"patchesFrom": {"name": "team-b"}}]);
+    refused["status"]["conditions"] = json!([{"type": "Synced", "status": "False", "observedGeneration": 2,
+        "reason": "ReconcileError", "message": "cannot get referenced Secret modelplane-system/team-b: not found"}]);
+    let req = with_required(request(with_auth()), "clusters", &[cluster("b", "b-pc")]);
+    let req = with_observed(req, "callers-team-a", &filled_copy());
+    let req = with_observed(req, "callers-team-b", &refused);
+    let req = with_observed(req, "secret-owner", &observed_owner(OWNER));
+    let out = run(compose, &req).unwrap();
+    let auth = out.conditions.iter().find(|c| c.type_ == "CallerAuth").unwrap();
+    assert_eq!(
+        (auth.status, auth.reason),
+        (Status::ConditionTrue, "SomeKeysPending")
+    );
+    assert_eq!(
+        auth.message.as_deref().unwrap(),
+        "1 of 2 caller Secrets in effect; waiting for spec.auth.apiKey.secretRefs[1] (Secret \
+         modelplane-system/team-b): provider-kubernetes cannot copy it: cannot get referenced Secret \
+         modelplane-system/team-b: not found"
+    );
+}
+
+#[test]
 fn a_caller_selector_is_never_resolved_so_every_request_stays_refused() {
     for auth in [
         json!({"secretSelector": {"matchLabels": {"modelplane.ai/inference-keys": "true"}}}),

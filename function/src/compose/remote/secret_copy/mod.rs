@@ -44,11 +44,13 @@ use crate::{
 const PROVIDER_FINALIZER: &str = "finalizer.managedresource.crossplane.io";
 /// What provider-kubernetes writes over a Secret's `data` in status with `--sanitize-secrets`.
 const REDACTION_MARKER: &str = "redacted";
+/// A provider's error can quote a whole response body; a status keeps the start of it.
+const MAX_REFUSAL_CHARS: usize = 512;
 /// Observe, update, never create (a create writes the resolved spec first) and never late-initialize.
 const FILL_POLICIES: [&str; 2] = ["Observe", "Update"];
 
 /// How far a copy has come.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CopyState {
     /// The empty remote Secret is being created.
     Creating,
@@ -58,25 +60,30 @@ pub enum CopyState {
     AwaitingOwner,
     /// The references are in; the provider has not yet applied the data.
     Filling,
+    /// The references are in and the provider's last try at them failed, in its words (the source Secret or a
+    /// key of it missing, most often).
+    Refused(String),
     /// The remote Secret holds the referenced data.
     Filled,
 }
 
 impl CopyState {
     /// Why a copy is not filled yet, for a condition message.
-    pub fn waiting(self) -> Option<&'static str> {
-        match self {
-            Self::Creating => Some("its Secret is being created on the cluster"),
-            Self::Unsanitized => Some(
+    pub fn waiting(&self) -> Option<String> {
+        let why = match self {
+            Self::Creating => "its Secret is being created on the cluster",
+            Self::Unsanitized => {
                 "provider-kubernetes does not run with --sanitize-secrets, so the key would be written into the \
-                 Object's status; it is not copied",
-            ),
-            Self::AwaitingOwner => Some(
-                "its owner ConfigMap (deleted with the composite, and the copy with it) is not on the cluster yet",
-            ),
-            Self::Filling => Some("its key is being copied by reference"),
-            Self::Filled => None,
-        }
+                 Object's status; it is not copied"
+            }
+            Self::AwaitingOwner => {
+                "its owner ConfigMap (deleted with the composite, and the copy with it) is not on the cluster yet"
+            }
+            Self::Filling => "its key is being copied by reference",
+            Self::Refused(message) => return Some(format!("provider-kubernetes cannot copy it: {message}")),
+            Self::Filled => return None,
+        };
+        Some(why.to_owned())
     }
 }
 
@@ -182,6 +189,8 @@ pub fn secret_copy(
         .management_policies(tree!(FILL_POLICIES));
     let state = if seen.filled() {
         CopyState::Filled
+    } else if let Some(message) = seen.refusal() {
+        CopyState::Refused(message)
     } else {
         CopyState::Filling
     };
@@ -351,6 +360,27 @@ impl ObservedCopy {
                 refs.iter()
                     .any(|r| r.get("uid").and_then(Value::as_str) == Some(&owner.uid))
             })
+    }
+
+    /// Why the provider's last reconcile of the generation that carries the references failed, if it did: its
+    /// `Synced=False` message, cut to a status's length.
+    fn refusal(&self) -> Option<String> {
+        if self.spec.references.is_empty() {
+            return None;
+        }
+        let failed = self.status.conditions.iter().find(|c| {
+            c.condition.type_ == "Synced"
+                && c.condition.status == "False"
+                && c.observed_generation
+                    .is_none_or(|g| g == self.metadata.generation)
+        })?;
+        let message = &failed.condition.message;
+        let message = if message.is_empty() {
+            &failed.condition.reason
+        } else {
+            message
+        };
+        Some(message.chars().take(MAX_REFUSAL_CHARS).collect())
     }
 
     /// The references are applied: Ready for the generation that carries them.

@@ -177,6 +177,37 @@ fn a_copy_is_filled_once_ready_for_the_generation_that_carries_the_references() 
 }
 
 #[test]
+fn a_copy_whose_references_the_provider_refuses_says_why_in_its_words() {
+    let mut observed = created(json!({"redacted": null}));
+    observed["spec"]["references"] = json!(refs());
+    observed["metadata"]["generation"] = json!(2);
+    let refused = json!({"type": "Synced", "status": "False", "reason": "ReconcileError", "observedGeneration": 2,
+                         "message": "cannot resolve references: secrets \"callers\" not found"});
+    observed["status"]["conditions"] = json!([refused]);
+    let (object, state) = copy(Some(&observed));
+    assert_eq!(
+        state.waiting().as_deref(),
+        Some("provider-kubernetes cannot copy it: cannot resolve references: secrets \"callers\" not found")
+    );
+    assert_eq!(
+        object["spec"]["references"],
+        json!(refs()),
+        "still asked for: it fills once the Secret exists"
+    );
+
+    // A failure of the generation before the references says nothing about them.
+    observed["status"]["conditions"][0]["observedGeneration"] = json!(1);
+    assert_eq!(copy(Some(&observed)).1, CopyState::Filling);
+    // A provider quoting a whole response body is cut to a status's length.
+    observed["status"]["conditions"][0]["observedGeneration"] = json!(2);
+    observed["status"]["conditions"][0]["message"] = json!("x".repeat(10_000));
+    let CopyState::Refused(message) = copy(Some(&observed)).1 else {
+        panic!("refused")
+    };
+    assert_eq!(message.len(), 512);
+}
+
+#[test]
 fn references_name_a_field_inside_the_manifest() {
     let r = reference("ml-team", "together-api-key", "data.apiKey").to_json();
     assert_eq!(r["patchesFrom"]["fieldPath"], "data.apiKey");
