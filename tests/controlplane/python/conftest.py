@@ -36,7 +36,7 @@ def nodes(kube) -> Kube:
 
 @pytest.fixture(scope="session")
 def installed(kube, tmp_path_factory) -> Iterator[install_step.Installed]:
-    """The install step's installation (install_step.py), made once for both files of the step (test_install.py,
-    then test_upgrade.py, in one pytest invocation) and taken down after the last test. Only those files ask for
-    it; it fails on a control plane that already runs the harness's Crossplane."""
+    """The install step's installation (install_step.py), made once for every file of the step (test_install.py,
+    test_upgrade.py, then test_least_privilege.py, in one pytest invocation) and taken down after the last test.
+    Only those files ask for it; it fails on a control plane that already runs the harness's Crossplane."""
     yield from install_step.install(kube, tmp_path_factory)

@@ -1,10 +1,10 @@
-"""The install step's installation (test_install.py, then test_upgrade.py): Crossplane from its Helm chart on the
-real node, the packages built and pushed to a registry on the node's bridge, the Configuration applied as README
-step 2 says; and what those tests ask of it (package conditions, revisions, package pods on the real node).
-test_install.py's docstring says what is done verbatim and what is not, and why.
+"""The install step's installation (test_install.py, test_upgrade.py, then test_least_privilege.py): Crossplane
+from its Helm chart on the real node, the packages built and pushed to a registry on the node's bridge, the
+Configuration applied as README step 2 says; and what those tests ask of it (package conditions, revisions,
+package pods on the real node). test_install.py's docstring says what is done verbatim and what is not, and why.
 
-conftest.py's session fixture `installed` runs install() once for the whole step: both files run in one pytest
-invocation (tests/run.sh), in that order, on one installation.
+conftest.py's session fixture `installed` runs install() once for the whole step: the three files run in one
+pytest invocation (tests/run.sh), in that order, on one installation.
 """
 
 from __future__ import annotations

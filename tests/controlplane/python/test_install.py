@@ -32,7 +32,8 @@ simulates, where its pod is Ready without starting: provider-eks (idle until an 
 stand-ins of xpkgs.stand_ins(), packages under the real names carrying vendored CRDs and no controller.
 
 The installation is install_step.py's, made once per run by conftest.py's session fixture; test_upgrade.py goes on
-with it after these tests (another release and back, a release that cannot start, bad input).
+with it after these tests (another release and back, a release that cannot start, bad input), then
+test_least_privilege.py (what each package's ServiceAccount may do).
 """
 
 from __future__ import annotations
