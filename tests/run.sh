@@ -164,17 +164,22 @@ bash tests/controlplane/controlplane.sh run --crossplane --nodes -- \
     --ignore=tests/controlplane/python/test_gangs_live.py \
     --ignore=tests/controlplane/python/test_serving_live.py \
     --ignore=tests/controlplane/python/test_stage_live.py \
-    --ignore=tests/controlplane/python/test_install.py || status=$?
+    --ignore=tests/controlplane/python/test_install.py \
+    --ignore=tests/controlplane/python/test_upgrade.py \
+    --ignore=tests/controlplane/python/test_least_privilege.py || status=$?
 ((status == 0)) || fail "control-plane tests failed (exit $status; logs in tests/controlplane/.run/)"
 
 # Then the packages installed as a user installs them, on a control plane of their own (without the harness's
 # Crossplane) with one real node: built with the real Crossplane CLI, pushed to a registry on the node's bridge,
 # and installed by Crossplane running as a pod from its Helm chart, with the package manager resolving every
-# dependency and the function's and provider-kubernetes' pods running from their packages (test_install.py).
-step "pytest test_install.py: the packages built, pushed and installed by Crossplane's package manager"
+# dependency and the function's and provider-kubernetes' pods running from their packages (test_install.py), then
+# another release and back on the same installation (test_upgrade.py), then the RBAC each package's ServiceAccount
+# holds (test_least_privilege.py): one pytest invocation, one installation.
+step "pytest test_install.py, test_upgrade.py, test_least_privilege.py: the packages installed by Crossplane"
 status=0
 bash tests/controlplane/controlplane.sh run --kubelets 1 -- \
-    "$venv/bin/python" -m pytest tests/controlplane/python/test_install.py -q || status=$?
+    "$venv/bin/python" -m pytest tests/controlplane/python/test_install.py \
+    tests/controlplane/python/test_upgrade.py tests/controlplane/python/test_least_privilege.py -q || status=$?
 ((status == 0)) || fail "install tests failed (exit $status; logs in tests/controlplane/.run/)"
 
 # Then containers that really run: two kubelets with containerd 2.x (built here, CDI), a DRA driver each, kube-proxy

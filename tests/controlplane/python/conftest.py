@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+import install_step
 import installs
 from kube import Kube, wait_for
 from simulated_nodes import require_nodes
@@ -29,3 +32,11 @@ def nodes(kube) -> Kube:
     """The control plane, with kube-scheduler and kwok running (`controlplane.sh up --nodes`)."""
     require_nodes()
     return kube
+
+
+@pytest.fixture(scope="session")
+def installed(kube, tmp_path_factory) -> Iterator[install_step.Installed]:
+    """The install step's installation (install_step.py), made once for every file of the step (test_install.py,
+    test_upgrade.py, then test_least_privilege.py, in one pytest invocation) and taken down after the last test.
+    Only those files ask for it; it fails on a control plane that already runs the harness's Crossplane."""
+    yield from install_step.install(kube, tmp_path_factory)
