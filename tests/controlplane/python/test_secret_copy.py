@@ -54,6 +54,7 @@ class Copy:
         return self.kube.get(OBJECT_API, "Object", self.names[kind], "ml-team") or {}
 
     def render(self) -> tuple[dict, dict]:
+        """The copy and its owner as composed now; the composite, with its status, is kept in `self.composite`."""
         files = []
         for kind in self.names:
             seen = self.observed(kind)
@@ -62,7 +63,7 @@ class Copy:
                 path = self.tmp_path / f"observed-{self.rendered}.yaml"
                 path.write_text(yaml.safe_dump(seen))
                 files.append(path)
-        composed = installs.render(SERVICE, FIXTURE, observed=tuple(files))[1:]
+        self.composite, *composed = installs.render(SERVICE, FIXTURE, observed=tuple(files))
         return composed_kind(composed, "Secret"), composed_kind(composed, "ConfigMap")
 
     def apply(self, copy: dict, owner: dict) -> None:
@@ -73,9 +74,8 @@ class Copy:
         return self.observed(kind).get("status", {}).get("atProvider", {}).get("manifest") or {}
 
 
-def test_a_provider_key_reaches_the_cluster_by_reference_never_enters_the_object_and_goes_with_its_owner(
-        platform: Kube, tmp_path):
-    kube = platform
+def reach_the_cluster(kube: Kube) -> None:
+    """The fixture cluster's provider config, pointing back at this API server, and the namespaces."""
     cluster = load_yaml_documents(FIXTURE)[0]
     provider_config = cluster["status"]["providerConfigName"]
     for namespace in ("modelplane-system", "ml-team"):
@@ -86,10 +86,15 @@ def test_a_provider_key_reaches_the_cluster_by_reference_never_enters_the_object
     kube.apply({"apiVersion": OBJECT_API, "kind": "ClusterProviderConfig", "metadata": {"name": provider_config},
                 "spec": {"credentials": {"source": "Secret", "secretRef": {
                     "namespace": "modelplane-system", "name": f"{provider_config}-kubeconfig", "key": "kubeconfig"}}}})
-    kube.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "together-api-key", "namespace": "ml-team"},
-                "stringData": {"apiKey": KEY}})
 
-    copy = Copy(kube, tmp_path)
+
+def provider_key(namespace: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "together-api-key", "namespace": namespace},
+            "stringData": {"apiKey": KEY}}
+
+
+def referenced(kube: Kube, copy: Copy) -> dict:
+    """The three steps up to the copy's reference applied (each checked); returns the first step's Object."""
     first, owner = copy.render()
     assert "references" not in first["spec"], "step 1 carries no reference"
     assert "ownerReferences" not in first["spec"]["forProvider"]["manifest"]["metadata"], "no owner known yet"
@@ -122,7 +127,16 @@ def test_a_provider_key_reaches_the_cluster_by_reference_never_enters_the_object
     assert third["spec"]["managementPolicies"] == ["Observe", "Update"]
     assert third["metadata"]["annotations"]["crossplane.io/composition-resource-name"] == key
     copy.apply(third, owner)
+    return first
 
+
+def test_a_provider_key_reaches_the_cluster_by_reference_never_enters_the_object_and_goes_with_its_owner(
+        platform: Kube, tmp_path):
+    kube = platform
+    reach_the_cluster(kube)
+    kube.apply(provider_key("ml-team"))
+    copy = Copy(kube, tmp_path)
+    first = referenced(kube, copy)
     remote = first["spec"]["forProvider"]["manifest"]["metadata"]
 
     def filled() -> dict | None:
@@ -144,3 +158,42 @@ def test_a_provider_key_reaches_the_cluster_by_reference_never_enters_the_object
     wait_for("the key's copy deleted with its owner",
              lambda: kube.get("v1", "Secret", remote["name"], remote["namespace"]) is None, SECONDS,
              lambda: json.dumps(kube.get("v1", "Secret", remote["name"], remote["namespace"])))
+
+
+def test_a_provider_key_made_in_another_namespace_is_named_with_the_providers_refusal(platform: Kube, tmp_path):
+    """The endpoint's key made in the wrong namespace: provider-kubernetes refuses the reference, the ModelService
+    says so in the provider's words, naming the field and where the key is read from; once the key is where the
+    endpoint says, the copy fills."""
+    kube = platform
+    reach_the_cluster(kube)
+    kube.ensure_namespace("other-team")
+    kube.delete("v1", "Secret", "together-api-key", "ml-team")
+    kube.apply(provider_key("other-team"))
+    copy = Copy(kube, tmp_path)
+    first = referenced(kube, copy)
+
+    def refused() -> dict | None:
+        obj = copy.observed("Secret")
+        synced = [c for c in obj.get("status", {}).get("conditions", []) if c["type"] == "Synced"]
+        generation = obj["metadata"].get("generation")
+        return next((c for c in synced if c["status"] == "False"
+                     and c.get("observedGeneration", generation) == generation), None)
+
+    condition = wait_for("provider-kubernetes refusing the reference", refused, SECONDS,
+                         lambda: json.dumps(copy.observed("Secret").get("status")))
+    copy.render()
+    routing = {c["type"]: c for c in copy.composite["status"]["conditions"]}["RoutingReady"]
+    assert routing["status"] == "False", routing
+    message = routing["message"]
+    assert "spec.credential.apiKey.secretRef ml-team/together-api-key" in message, \
+        message + json.dumps(copy.observed("Secret"))
+    assert f"provider-kubernetes cannot copy it: {condition['message'][:200]}" in message, (message, condition)
+
+    kube.apply(provider_key("ml-team"))
+    remote = first["spec"]["forProvider"]["manifest"]["metadata"]
+    wait_for("the remote Secret filled once the key is where the endpoint says", lambda: (
+        (kube.get("v1", "Secret", remote["name"], remote["namespace"]) or {}).get("data") or {}).get("apiKey"),
+        SECONDS, lambda: json.dumps(copy.observed("Secret").get("status")))
+    kube.delete(OBJECT_API, "Object", copy.names["ConfigMap"], "ml-team")
+    kube.delete(OBJECT_API, "Object", copy.names["Secret"], "ml-team")
+    kube.delete("v1", "Secret", "together-api-key", "other-team")

@@ -558,7 +558,8 @@ fn filled_credentials() -> Value {
     json!({
         "metadata": {"finalizers": ["finalizer.managedresource.crossplane.io"], "generation": 2},
         "spec": {"references": [{"patchesFrom": {"name": "fleet-writer"}}]},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 2}],
+        "status": {"conditions": [{"type": "Ready", "status": "True"},
+                                  {"type": "Synced", "status": "True", "observedGeneration": 2}],
                    "atProvider": {"manifest": fixtures::sanitized_owned_secret("modelplane-remote-write-owner")}},
     })
 }

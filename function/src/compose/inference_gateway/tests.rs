@@ -82,7 +82,8 @@ fn filled_copy() -> Value {
     json!({
         "metadata": {"finalizers": ["finalizer.managedresource.crossplane.io"], "generation": 2},
         "spec": {"references": [{"patchesFrom": {"name": "team-a"}}]},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 2}],
+        "status": {"conditions": [{"type": "Ready", "status": "True"},
+                                  {"type": "Synced", "status": "True", "observedGeneration": 2}],
                    "atProvider": {"manifest": sanitized_owned_secret(OWNER)}},
     })
 }

@@ -290,8 +290,8 @@ pub fn compose(req: &RunFunctionRequest, xr: &RawStruct) -> Result<Output, Compo
                 );
                 if let Some(why) = copied.waiting() {
                     waiting.push(format!(
-                        "{} (endpoint {}: {why})",
-                        gateway.name, r.backend.endpoint
+                        "{} (endpoint {}'s key, spec.credential.apiKey.secretRef {}/{api_key}: {why})",
+                        gateway.name, r.backend.endpoint, r.namespace
                     ));
                 }
                 let filled = copied == remote::secret_copy::CopyState::Filled;

@@ -383,15 +383,19 @@ impl ObservedCopy {
         Some(message.chars().take(MAX_REFUSAL_CHARS).collect())
     }
 
-    /// The references are applied: Ready for the generation that carries them.
+    /// The references are applied: Ready, and Synced for the generation that carries them. provider-kubernetes
+    /// dates only `Synced` with its generation; its `Ready` (the SuccessfulCreate policy) is True from the
+    /// remote Secret's creation on, before any reference is resolved, and stays True when one fails.
     fn filled(&self) -> bool {
+        let current = |c: &&GenerationCondition, type_: &str| {
+            c.condition.type_ == type_
+                && c.condition.status == "True"
+                && c.observed_generation
+                    .is_none_or(|g| g == self.metadata.generation)
+        };
         !self.spec.references.is_empty()
-            && self.status.conditions.iter().any(|c| {
-                c.condition.type_ == "Ready"
-                    && c.condition.status == "True"
-                    && c.observed_generation
-                        .is_none_or(|g| g == self.metadata.generation)
-            })
+            && self.status.conditions.iter().any(|c| current(&c, "Ready"))
+            && self.status.conditions.iter().any(|c| current(&c, "Synced"))
     }
 }
 

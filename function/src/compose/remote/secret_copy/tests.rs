@@ -25,7 +25,8 @@ fn owner() -> CopyOwner {
     }
 }
 
-/// The Object as provider-kubernetes leaves it after creating the remote Secret, owned by [`owner`].
+/// The Object as provider-kubernetes leaves it after creating the remote Secret, owned by [`owner`]: it dates
+/// only `Synced` with the generation it reconciled.
 fn created(data: Value) -> Value {
     let mut remote = sanitized_owned_secret("gw-secret-owner");
     remote["data"] = data;
@@ -33,7 +34,8 @@ fn created(data: Value) -> Value {
         "metadata": {"finalizers": ["finalizer.managedresource.crossplane.io"], "generation": 1},
         "spec": {},
         "status": {
-            "conditions": [{"type": "Ready", "status": "True", "observedGeneration": 1}],
+            "conditions": [{"type": "Ready", "status": "True"},
+                           {"type": "Synced", "status": "True", "observedGeneration": 1}],
             "atProvider": {"manifest": remote},
         },
     })
@@ -160,16 +162,16 @@ fn a_sanitized_copy_gets_its_references_and_loses_create() {
 }
 
 #[test]
-fn a_copy_is_filled_once_ready_for_the_generation_that_carries_the_references() {
+fn a_copy_is_filled_once_synced_for_the_generation_that_carries_the_references() {
     let mut observed = created(json!({"redacted": null}));
     observed["spec"]["references"] = json!(refs());
     observed["metadata"]["generation"] = json!(2);
     assert_eq!(
         copy(Some(&observed)).1,
         CopyState::Filling,
-        "Ready is from generation 1"
+        "Synced is from generation 1; Ready, undated, says nothing about the references"
     );
-    observed["status"]["conditions"][0]["observedGeneration"] = json!(2);
+    observed["status"]["conditions"][1]["observedGeneration"] = json!(2);
     let (object, state) = copy(Some(&observed));
     assert_eq!(state, CopyState::Filled);
     assert_eq!(state.waiting(), None);
@@ -183,7 +185,8 @@ fn a_copy_whose_references_the_provider_refuses_says_why_in_its_words() {
     observed["metadata"]["generation"] = json!(2);
     let refused = json!({"type": "Synced", "status": "False", "reason": "ReconcileError", "observedGeneration": 2,
                          "message": "cannot resolve references: secrets \"callers\" not found"});
-    observed["status"]["conditions"] = json!([refused]);
+    // Ready stays True (the remote Secret exists): only Synced says the references failed.
+    observed["status"]["conditions"][1] = refused;
     let (object, state) = copy(Some(&observed));
     assert_eq!(
         state.waiting().as_deref(),
@@ -196,11 +199,11 @@ fn a_copy_whose_references_the_provider_refuses_says_why_in_its_words() {
     );
 
     // A failure of the generation before the references says nothing about them.
-    observed["status"]["conditions"][0]["observedGeneration"] = json!(1);
+    observed["status"]["conditions"][1]["observedGeneration"] = json!(1);
     assert_eq!(copy(Some(&observed)).1, CopyState::Filling);
     // A provider quoting a whole response body is cut to a status's length.
-    observed["status"]["conditions"][0]["observedGeneration"] = json!(2);
-    observed["status"]["conditions"][0]["message"] = json!("x".repeat(10_000));
+    observed["status"]["conditions"][1]["observedGeneration"] = json!(2);
+    observed["status"]["conditions"][1]["message"] = json!("x".repeat(10_000));
     let CopyState::Refused(message) = copy(Some(&observed)).1 else {
         panic!("refused")
     };
