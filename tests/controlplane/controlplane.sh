@@ -237,16 +237,28 @@ cmd_build() {
 
 # --- processes -------------------------------------------------------------------------------------------------
 
-# A loopback port nothing listens on, never one handed out before in this state: the kernel may offer the same
+# A loopback port nothing listens on, never one handed out before on this machine: the kernel may offer the same
 # ephemeral port to two binds in a row once the first is closed (etcd then found its peer port taken by its own
-# client port).
+# client port), and a process the fault tests kill gives its port back until it is started again on it, when a
+# second control plane on the machine could take it. Every port handed out is recorded, under a lock, in one file
+# per machine (its newest 2,000 to 5,000 entries) that the tests' python/ports.py keeps too.
+ports_registry="${MODELPLANE_PORTS_FILE:-/tmp/modelplane-controlplane.ports}"
 free_port() {
-    local port
+    local port lock
+    exec {lock}>>"$ports_registry"
+    flock "$lock"
     while :; do
         port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-        grep -qx "$port" "$state/ports" 2>/dev/null || break
+        grep -qx "$port" "$ports_registry" 2>/dev/null || break
     done
-    echo "$port" >>"$state/ports"
+    echo "$port" >>"$ports_registry"
+    # Bounded: the newest entries cover every control plane still running here.
+    if (($(wc -l <"$ports_registry") > 5000)); then
+        local newest
+        newest="$(tail -n 2000 "$ports_registry")"
+        printf '%s\n' "$newest" >"$ports_registry"
+    fi
+    exec {lock}>&-
     echo "$port"
 }
 

@@ -26,6 +26,7 @@ import pytest
 import requests
 
 from kube import Kube, wait_for
+from ports import free_port
 
 # How long a restarted component may take to answer its readiness check (the harness's own start bound).
 READY_SECONDS = 120
@@ -35,12 +36,6 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 # Processes this module started, by PID: they are our children, reaped here when they are killed in turn.
 _started: dict[int, subprocess.Popen] = {}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pids_file() -> Path:

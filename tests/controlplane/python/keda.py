@@ -17,7 +17,7 @@ from pathlib import Path
 
 import requests
 from kube import REPO_ROOT, wait_for
-from test_fleet_metrics import free_port
+from ports import free_port
 
 BIN = REPO_ROOT / "tests" / "controlplane" / ".bin" / "keda-operator"
 

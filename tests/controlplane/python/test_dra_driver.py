@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 import yaml
 from installs import CONTROLPLANE, built_component
 from kube import REPO_ROOT
+from ports import free_port
 from simulated_nodes import driver_devices, slice_devices
 
 MODULE = CONTROLPLANE / "modules" / "dra-driver"
@@ -62,9 +62,7 @@ def test_devices_file_of_every_class_reads_as_its_resource_slice(binary, tmp_pat
 def test_waits_for_the_kubelets_plugin_registry(binary, tmp_path):
     devices_file = tmp_path / "devices.yaml"
     devices_file.write_text(yaml.safe_dump({"devices": [{"name": "gpu-0"}]}))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing answers there
+    port = free_port()  # nothing answers there
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "test",

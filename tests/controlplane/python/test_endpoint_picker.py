@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ import yaml
 
 import installs
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
+from ports import free_port
 
 DEPLOYMENT = REPO_ROOT / "examples" / "deployments" / "qwen3-small.yaml"
 STANDARD = REPO_ROOT / "tests" / "fixtures" / "clusters" / "standard"
@@ -45,12 +45,6 @@ PICKER_GROUP = "inference.networking.x-k8s.io/v1alpha1"
 ADDRESSES = ["127.77.0.11", "127.77.0.12", "127.77.0.13"]
 # The picker reads the engines' metrics every 50 ms (its default); a figure set is read well within this.
 SETTLE_SECONDS = 1.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Process:

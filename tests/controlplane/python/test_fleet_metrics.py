@@ -21,7 +21,6 @@ import copy
 import http.server
 import os
 import signal
-import socket
 import subprocess
 import threading
 from pathlib import Path
@@ -31,6 +30,7 @@ import installs
 import requests
 import yaml
 from kube import REPO_ROOT, load_yaml_documents, wait_for
+from ports import free_port
 from test_engine_metrics import composed_rules
 
 BIN = REPO_ROOT / "tests" / "controlplane" / ".bin"
@@ -68,12 +68,6 @@ def engine_metrics(scrapes: int, waiting: int, running: int = 2) -> str:
             + "# TYPE vllm:time_to_first_token_seconds histogram\n" + buckets
             + f'vllm:time_to_first_token_seconds_count{{model_name="qwen3-small",engine="0"}} {requests}\n'
             + f'vllm:time_to_first_token_seconds_sum{{model_name="qwen3-small",engine="0"}} {2 * requests}\n')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class FakeEngine(http.server.BaseHTTPRequestHandler):

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 import installs
-from faults import command_line, free_port, record, recorded_pid
+from faults import command_line, record, recorded_pid
+from ports import free_port
 from kube import Kube, load_yaml_documents, wait_for
 from simulated_nodes import apply_simulated, cluster_nodes, device_classes
 from test_scheduling import EXAMPLES, apply_until_serving, play_envoy_gateway, standalone_deployment

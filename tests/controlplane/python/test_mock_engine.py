@@ -18,6 +18,7 @@ import pytest
 import requests
 from installs import CONTROLPLANE, built_component, stop_process
 from kube import REPO_ROOT, wait_for
+from ports import free_port
 
 MODULE = CONTROLPLANE / "modules" / "mock-engine"
 ENGINE_METRICS = REPO_ROOT / "function" / "src" / "workload" / "engine_metrics.rs"
@@ -29,12 +30,6 @@ START_SECONDS = 20
 def binary() -> Path:
     """The engine, built as the images get it."""
     return built_component("mock-engine")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Engine:
