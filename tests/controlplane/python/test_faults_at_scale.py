@@ -67,6 +67,8 @@ CONVERGE_SECONDS = 600
 class Size:
     clusters: int
     deployments: int
+    # No deployment selects a cluster: the scheduler spreads them (the benchmark's `--herd`).
+    herd: bool = False
 
     @property
     def nodes_per_cluster(self) -> int:
@@ -108,7 +110,8 @@ def fleet_deployment(cluster: dict, size: Size, i: int) -> dict:
     deployment["metadata"].update(name=deployment_name(i), namespace=NAMESPACE)
     spec = deployment["spec"]["template"]["spec"]
     spec["engines"][0]["copies"] = 1
-    spec["clusterSelector"] = {"matchLabels": {SLOT_LABEL: size.slot(i)}}
+    if not size.herd:
+        spec["clusterSelector"] = {"matchLabels": {SLOT_LABEL: size.slot(i)}}
     return deployment
 
 
@@ -365,7 +368,7 @@ def check_outcomes(kube: Kube, size: Size) -> None:
     for name, deployment in deployments.items():
         cluster = placed_cluster(deployment)
         assert len(deployment["status"]["replicas"]) == 1, deployment["status"]
-        assert cluster == size.slot(int(name.rpartition("-")[2])), f"{name} placed on {cluster}"
+        assert size.herd or cluster == size.slot(int(name.rpartition("-")[2])), f"{name} placed on {cluster}"
         mine = composed.get(deployment["metadata"]["uid"], [])
         resources = sorted(o["metadata"]["annotations"]["crossplane.io/composition-resource-name"] for o in mine)
         assert all(f"-{cluster}" in r for r in resources), f"{name} on {cluster} composed {resources}"
@@ -474,6 +477,7 @@ def report(outcome: Outcome) -> str:
     failed = sum(v for k, v in calls.items() if k.startswith("responses ") and k != "responses OK")
     rows = [
         ("clusters, deployments", f"{size.clusters}, {size.deployments}"),
+        ("each deployment selects a cluster", "no (a herd the scheduler spreads)" if size.herd else "yes"),
         ("faults", "; ".join(faults.done)),
         ("time to converge (s)", f"{outcome.converge_seconds:.0f}"),
         ("RunFunction calls (not answered OK)", f"{calls.get('requests', 0):.0f} ({failed:.0f})"),
@@ -493,13 +497,16 @@ def main() -> int:
     parser.add_argument("--clusters", type=int, default=100)
     parser.add_argument("--deployments", type=int, default=1000)
     parser.add_argument("--bound", type=float, default=3600, help="seconds allowed to converge")
+    parser.add_argument("--herd", action="store_true",
+                        help="no deployment selects a cluster: they are spread by the scheduler")
     args = parser.parse_args()
     import installs
     kube = Kube.from_env()
     installs.install_crds(kube)
     installs.install_configuration(kube)
-    run_with_faults(kube, Size(args.clusters, args.deployments), lambda outcome: print(report(outcome), flush=True),
-                    converge_bound=args.bound, remove=False)
+    size = Size(args.clusters, args.deployments, args.herd)
+    run_with_faults(kube, size, lambda outcome: print(report(outcome), flush=True), converge_bound=args.bound,
+                    remove=False)
     print("every outcome checked: converged where selected, nothing placed twice, orphaned or regressed, ledgers "
           "exact", flush=True)
     return 0
