@@ -8,7 +8,8 @@ certificate validated against exactly the CA we mean, in each state (refusing ev
 fleet CA once published, for every example cluster of each cloud, nothing when the cluster opts out), and what the
 translator reports when a reference is broken. On the fleet gateway: its Gateway, EnvoyProxy and caller-key
 SecurityPolicy, and a ModelService's Backends, are accepted; a route to a TLS backend presents the fleet client
-certificate and checks the backend's name; the caller keys are enforced on the route. Not proven: Envoy's data
+certificate and checks the backend's name; the caller keys are enforced on the route; a caller Secret that cannot be
+copied is named by the gateway's status, and the policy composed meanwhile denies every route. Not proven: Envoy's data
 path (no Envoy runs here), the replicas' routes (their InferencePool backends go to Envoy AI Gateway's extension
 server, which egctl does not run), and the fleet's AIGatewayRoutes (model names, weights, priorities): Envoy AI
 Gateway's controller turns those into HTTPRoutes and is not served by the Go module proxy, so a stand-in HTTPRoute
@@ -286,3 +287,59 @@ def test_a_missing_caller_key_secret_is_reported_by_the_translator(tmp_path):
     # Fail closed: with the keys unreadable every route answers 500 rather than admitting callers unchecked.
     routes = xds_routes(translated)
     assert routes and all(r.get("directResponse", {}).get("status") == 500 for r in routes), routes
+
+
+def refused_copy_observed(tmp_path: Path) -> Path:
+    """What provider-kubernetes reports when the example's caller Secret was made in the team's namespace, not in
+    Modelplane's: the copy's owner ConfigMap exists, the empty copy exists and is owned, and the reference to the
+    Secret fails. Shaped as the real provider writes it (only `Synced` carries the generation)."""
+    owner_uid = "0b3f6a1e-6c1d-4a55-9d2e-7a5c1f0e2b44"
+    annotated = lambda key: {"namespace": NAMESPACE,  # noqa: E731
+                             "annotations": {"crossplane.io/composition-resource-name": key}}
+    owner = {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+             "metadata": {"name": "fleet-owner", **annotated("secret-owner")},
+             "status": {"atProvider": {"manifest": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                 "name": "inference-gateway-secret-owner", "namespace": NAMESPACE, "uid": owner_uid}}}}}
+    copy = {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+            "metadata": {"name": "fleet-callers", "generation": 3,
+                         "finalizers": ["finalizer.managedresource.crossplane.io"], **annotated(CALLERS)},
+            "spec": {"references": [{"patchesFrom": {"apiVersion": "v1", "kind": "Secret", "name": "ml-team-callers",
+                                                     "namespace": NAMESPACE, "fieldPath": "data"},
+                                     "toFieldPath": "data"}]},
+            "status": {"conditions": [
+                {"type": "Ready", "status": "True", "reason": "Available"},
+                {"type": "Synced", "status": "False", "reason": "ReconcileError", "observedGeneration": 3,
+                 "message": f'cannot resolve references: secrets "ml-team-callers" not found in {NAMESPACE}'}],
+                "atProvider": {"manifest": {"apiVersion": "v1", "kind": "Secret", "data": {"redacted": None},
+                                            "metadata": {"name": CALLERS, "namespace": NAMESPACE,
+                                                         "ownerReferences": [{"uid": owner_uid}]}}}}}
+    path = tmp_path / "observed.yaml"
+    path.write_text(yaml.safe_dump_all([owner, copy]))
+    return path
+
+
+def test_a_caller_secret_in_the_wrong_namespace_is_named_by_our_status_and_refuses_every_caller(tmp_path):
+    """Our status and the translator agree: the gateway names the field listing the unreadable Secret, with the
+    provider's words, and says every request is refused; the policy it composes meanwhile is Accepted by Envoy
+    Gateway and denies every route."""
+    fleet = installs.render(EXAMPLES / "services" / "fleet-gateway.yaml", SERVICES,
+                            observed=(refused_copy_observed(tmp_path),))
+    auth = {c["type"]: c for c in fleet[0]["status"]["conditions"]}["CallerAuth"]
+    assert (auth["status"], auth["reason"]) == ("False", "KeysPending"), auth
+    assert ("spec.auth.apiKey.secretRefs[0] (Secret modelplane-system/ml-team-callers): provider-kubernetes cannot "
+            'copy it: cannot resolve references: secrets "ml-team-callers" not found') in auth["message"], auth
+    assert "every request is refused" in auth["message"]
+    (policy,) = [r for r in composed_for_egctl(fleet) if r["kind"] == "SecurityPolicy"]
+    assert "apiKeyAuth" not in policy["spec"], "no key is trusted that is not on the cluster"
+
+    # The same gateway as when keys are in effect, with the policy composed meanwhile in place of the keyed one.
+    resources = [policy if r["kind"] == "SecurityPolicy" else r for r in fleet_gateway_resources(tmp_path)]
+    translated = translate(resources, tmp_path, "gateway-api,xds")
+    (translated_policy,) = translated["securityPolicies"]
+    assert conditions(translated_policy)["Accepted"]["status"] == "True", translated_policy["status"]
+    routes = xds_routes(translated)
+    assert routes
+    for r in routes:
+        filters = r.get("typedPerFilterConfig") or {}
+        assert "envoy.filters.http.api_key_auth" not in filters, r
+        assert any("rbac" in name for name in filters), f"a route admits callers unchecked: {r}"
