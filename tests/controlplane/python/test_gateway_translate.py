@@ -9,7 +9,8 @@ fleet CA once published, for every example cluster of each cloud, nothing when t
 translator reports when a reference is broken. On the fleet gateway: its Gateway, EnvoyProxy and caller-key
 SecurityPolicy, and a ModelService's Backends, are accepted; a route to a TLS backend presents the fleet client
 certificate and checks the backend's name; the caller keys are enforced on the route; a caller Secret that cannot be
-copied is named by the gateway's status, and the policy composed meanwhile denies every route. Not proven: Envoy's data
+copied is named by the gateway's status, and the policy composed meanwhile denies every route; a service selecting no
+endpoint says so and gives the translator no route. Not proven: Envoy's data
 path (no Envoy runs here), the replicas' routes (their InferencePool backends go to Envoy AI Gateway's extension
 server, which egctl does not run), and the fleet's AIGatewayRoutes (model names, weights, priorities): Envoy AI
 Gateway's controller turns those into HTTPRoutes and is not served by the Go module proxy, so a stand-in HTTPRoute
@@ -343,3 +344,28 @@ def test_a_caller_secret_in_the_wrong_namespace_is_named_by_our_status_and_refus
         filters = r.get("typedPerFilterConfig") or {}
         assert "envoy.filters.http.api_key_auth" not in filters, r
         assert any("rbac" in name for name in filters), f"a route admits callers unchecked: {r}"
+
+
+def test_a_service_selecting_no_endpoint_is_named_by_our_status_and_gives_the_translator_no_route(tmp_path):
+    """Our status and the translator agree: a ModelService whose entries select no ModelEndpoint says so, naming
+    `spec.endpoints` and each selector, and composes no backend and no route; the fleet gateway then carries no
+    route Envoy would send a caller anywhere by."""
+    service = yaml.safe_load((EXAMPLES / "services" / "qwen3-coder.yaml").read_text())
+    for entry in service["spec"]["endpoints"]:
+        entry["selector"]["matchLabels"] = {"modelplane.ai/deployment": "no-such-deployment"}
+    path = tmp_path / "selecting-nothing.yaml"
+    path.write_text(yaml.safe_dump(service))
+    rendered = installs.render(path, SERVICES, until_ready=True, settled_not_ready_ok=True)
+    resolved = {c["type"]: c for c in rendered[0]["status"]["conditions"]}["EndpointsResolved"]
+    assert (resolved["status"], resolved["reason"]) == ("False", "NoEndpoints"), resolved
+    assert "no ModelEndpoint matches any entry of spec.endpoints" in resolved["message"], resolved
+    assert "ours: modelplane.ai/deployment=no-such-deployment in ml-team" in resolved["message"], resolved
+    assert not [r for r in composed_for_egctl(rendered) if r["kind"] in ("Backend", "HTTPRoute")], rendered
+
+    fleet = installs.render(EXAMPLES / "services" / "fleet-gateway.yaml", SERVICES, until_ready=True)
+    cluster_class = [r for r in composed_for_egctl(render_cluster(tmp_path)) if r["kind"] == "GatewayClass"]
+    resources = composed_for_egctl(fleet) + composed_for_egctl(rendered) + cluster_class + [
+        dict(serving_secret(), metadata={"name": "fleet-gateway-client", "namespace": NAMESPACE})]
+    translated = translate(resources, tmp_path, "gateway-api,xds")
+    assert listener_conditions(translated)["Programmed"]["status"] == "True"
+    assert not translated.get("httpRoutes") and not xds_routes(translated), "a route to nothing"
