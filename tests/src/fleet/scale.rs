@@ -101,12 +101,13 @@ fn other_with_status(i: usize) -> Value {
 }
 
 /// The settled deployment's composite and what it composed on its home cluster, observed Ready: its first
-/// reconcile against the empty fleet, as Crossplane observes it afterwards.
+/// reconcile, when its home was the fleet's only cluster (among equal clusters the scheduler's tie-break, a hash
+/// of the deployment and the cluster, would pick another), as Crossplane observes it afterwards.
 fn settled_observed() -> (Value, Vec<(String, Value)>) {
     let xr = deployment(NAMESPACE, SETTLED);
     let first = run_function(
         RequestBuilder::new(&xr)
-            .required(CLUSTERS, &fleet(0, false))
+            .required(CLUSTERS, &[fleet_cluster(0, 0, false)])
             .build(),
     );
     let observed = first
