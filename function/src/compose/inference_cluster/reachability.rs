@@ -24,8 +24,6 @@ use crate::{
 };
 
 pub const PROBE_KEY: &str = "reachability-probe";
-/// A provider's error can quote a whole response body; the status keeps the start of it.
-const MAX_MESSAGE_CHARS: usize = 512;
 
 /// Composes the probe. It only observes: it never writes to the cluster and deleting it deletes nothing there.
 pub fn compose_probe(out: &mut Output, cluster: &str) {
@@ -45,7 +43,11 @@ fn probe(req: &RunFunctionRequest) -> Probe {
     match observed.as_ref().and_then(|o| o.condition("Synced")) {
         Some(c) if c.status == "True" => Probe::Answered,
         Some(c) if c.status == "False" => {
-            let message: String = c.message.chars().take(MAX_MESSAGE_CHARS).collect();
+            let message: String = c
+                .message
+                .chars()
+                .take(remote::MAX_PROVIDER_MESSAGE_CHARS)
+                .collect();
             Probe::Failed(if message.is_empty() {
                 c.reason.clone()
             } else {

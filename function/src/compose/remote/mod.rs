@@ -16,6 +16,8 @@ use crate::{
 pub mod secret_copy;
 
 pub const OBJECT_API_VERSION: &str = "kubernetes.m.crossplane.io/v1alpha1";
+/// A provider's error can quote a whole response body; a status that repeats it keeps the start of it.
+pub const MAX_PROVIDER_MESSAGE_CHARS: usize = 512;
 
 /// A provider-kubernetes `Object` applying a manifest through a cluster-scoped provider config, built in one
 /// go: `Object::new(manifest, provider_config)`, then what this Object says beyond that (its metadata, when it

@@ -44,8 +44,6 @@ use crate::{
 const PROVIDER_FINALIZER: &str = "finalizer.managedresource.crossplane.io";
 /// What provider-kubernetes writes over a Secret's `data` in status with `--sanitize-secrets`.
 const REDACTION_MARKER: &str = "redacted";
-/// A provider's error can quote a whole response body; a status keeps the start of it.
-const MAX_REFUSAL_CHARS: usize = 512;
 /// Observe, update, never create (a create writes the resolved spec first) and never late-initialize.
 const FILL_POLICIES: [&str; 2] = ["Observe", "Update"];
 
@@ -380,7 +378,7 @@ impl ObservedCopy {
         } else {
             message
         };
-        Some(message.chars().take(MAX_REFUSAL_CHARS).collect())
+        Some(message.chars().take(super::MAX_PROVIDER_MESSAGE_CHARS).collect())
     }
 
     /// The references are applied: Ready, and Synced for the generation that carries them. provider-kubernetes
