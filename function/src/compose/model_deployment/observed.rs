@@ -8,14 +8,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
-use serde::Deserialize;
+use serde::{Deserialize, de::IgnoredAny};
 use serde_json::{Map, Value, json};
 
 use super::replica::{CLUSTER_ANNOTATION, ENGINE_ANNOTATION, POOL_ANNOTATION, REPLICA_ANNOTATION};
 use crate::wire::tree::Fields;
 use crate::{
     api::model_deployment::RESERVED_PREFIX,
-    compose::{Output, remote::ConditionView},
+    compose::{
+        Output,
+        remote::{ConditionView, Observed},
+    },
     proto::v1::{Resource, RunFunctionRequest},
     schedule::Pin,
     sdk::request,
@@ -25,17 +28,12 @@ use crate::{
 /// Set on the Objects of a placement a replica is moving away from.
 pub const RETIRING_ANNOTATION: &str = "modelplane.ai/retiring";
 
+/// An observed Object: its annotations, and its conditions read as every other observed resource's are.
 #[derive(Deserialize)]
 struct AnnotatedObject {
     metadata: AnnotatedMeta,
-    #[serde(default)]
-    status: ObjectStatus,
-}
-
-#[derive(Default, Deserialize)]
-struct ObjectStatus {
-    #[serde(default)]
-    conditions: Vec<ConditionView>,
+    #[serde(flatten)]
+    observed: Observed<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -92,10 +90,9 @@ impl ObservedReplicas {
             placement.keys.push(key.clone());
             placement.retiring |= a.contains_key(RETIRING_ANNOTATION);
             let synced_at = object
-                .status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == "Synced" && c.status == "True")
+                .observed
+                .condition("Synced")
+                .filter(|c| c.status == "True")
                 .and_then(ConditionView::transitioned_at);
             if let Some(at) = synced_at {
                 let latest = answered.entry(cluster.clone()).or_insert(at);
