@@ -5,10 +5,10 @@
 # tests, builds the binaries, and runs the Python black-box tests against the real modelplane-function binary.
 # Stops at the first failing step and says which one.
 #
-# Two builds run in the background while the Rust workspace builds in the foreground, because on a cold 2-core
+# Two jobs run in the background while the Rust workspace builds in the foreground, because on a cold 2-core
 # machine the steps one after another leave cores idle (docs/benchmarks.md, "The test suite"): the real control
-# plane's Go build (needed from `cargo test` on), and the fuzz targets' nightly build at the lowest CPU priority (it
-# takes only cycles nothing else wants; needed at the end). Each logs to tests/.ci-logs/ and is waited for where
+# plane's Go build (needed from `cargo test` on), and the fuzz targets' nightly build and bounded run at the lowest
+# CPU priority (it takes only cycles nothing else wants; waited for at the end). Each logs to tests/.ci-logs/ and is waited for where
 # its result is needed; a failure there names the build and prints its log's tail.
 set -euo pipefail
 
@@ -96,20 +96,34 @@ fi
 command -v go >/dev/null || fail "go is not on PATH (Go 1.26 or later is needed, https://go.dev/dl/)"
 start_background controlplane-build bash tests/controlplane/controlplane.sh build
 
-# The fuzz targets' build (nightly, cargo-fuzz), niced so it never slows a foreground step. FUZZ_SECONDS per target
-# (default 60) bounds the run at the end; 0 skips fuzzing. docs/testing.md, "Fuzzing", says how to run longer.
+# The fuzz targets (nightly, cargo-fuzz): built, then each run for FUZZ_SECONDS (default 60; 0 skips fuzzing) from
+# seeds taken from the examples, all at the lowest CPU priority beside the foreground steps, so they take only
+# cycles nothing else wants and add no wall time. docs/testing.md, "Fuzzing", says how to run longer.
 fuzz_seconds="${FUZZ_SECONDS:-60}"
 fuzz_targets=(run_function_proto run_function_json cel_selector struct_pointer)
-build_fuzz_targets() {
+fuzz_every_target() {
     rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal ||
         { echo "cargo fuzz needs a nightly toolchain" >&2; return 1; }
     command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz ||
         { echo "cannot install cargo-fuzz" >&2; return 1; }
-    # Every target of fuzz/ at once (`cargo fuzz build` takes one target or none).
-    cd "$repo/fuzz" && cargo +nightly fuzz build --sanitizer none
+    cd "$repo/fuzz" || return 1
+    # Every target of fuzz/ at once (`cargo fuzz build` takes one target or none); `cargo fuzz run` with the same
+    # flags reuses this build.
+    cargo +nightly fuzz build --sanitizer none || { echo "the fuzz targets did not build" >&2; return 1; }
+    local target corpus
+    for target in "${fuzz_targets[@]}"; do
+        corpus="$repo/fuzz/corpus/$target"
+        mkdir -p "$corpus"
+        cp "$repo/fuzz/seeds/$target/"* "$corpus/"
+        echo "==> cargo fuzz run $target: $fuzz_seconds s"
+        cargo +nightly fuzz run --sanitizer none "$target" "$corpus" -- -max_total_time="$fuzz_seconds" \
+            -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 ||
+            { echo "fuzz target $target failed: the crashing input is in fuzz/artifacts/$target" >&2; return 1; }
+    done
 }
 if [[ "$fuzz_seconds" != 0 ]]; then
-    start_background fuzz-build nice -n 19 bash -c "$(declare -p repo); $(declare -f build_fuzz_targets); build_fuzz_targets"
+    start_background fuzz nice -n 19 bash -c \
+        "$(declare -p repo fuzz_seconds fuzz_targets); $(declare -f fuzz_every_target); fuzz_every_target"
 fi
 
 step "cargo fmt --all --check"
@@ -199,19 +213,9 @@ CONTROLPLANE_KUBELET_LABELS=modelplane.ai/pool=gpu \
 ((status == 0)) || fail "real-node tests failed (exit $status; logs in tests/controlplane/.run/)"
 # --- end of the control-plane block ---------------------------------------------------------------------------------
 
-# --- Fuzzing: a bounded run of every cargo-fuzz target (fuzz/), seeded from the examples ---------------------------
-# Built in the background above; `cargo fuzz run` with the same flags reuses that build.
+# --- Fuzzing: started in the background at the top; its log names a failing target and where its input is -------
 if [[ "$fuzz_seconds" != 0 ]]; then
-    wait_background fuzz-build "the fuzz targets did not build"
-    step "cargo fuzz: $fuzz_seconds s per target"
-    for target in "${fuzz_targets[@]}"; do
-        corpus="$repo/fuzz/corpus/$target"
-        mkdir -p "$corpus"
-        cp "$repo/fuzz/seeds/$target/"* "$corpus/"
-        (cd "$repo/fuzz" && cargo +nightly fuzz run --sanitizer none "$target" "$corpus" -- \
-            -max_total_time="$fuzz_seconds" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1) ||
-            fail "fuzz target $target failed: the crashing input is in fuzz/artifacts/$target"
-    done
+    wait_background fuzz "fuzzing failed (named above)"
 fi
 
 step "all tests passed"
