@@ -43,7 +43,7 @@ from kube import ApiError, Kube, load_yaml_documents, wait_for
 from simulated_nodes import POOL_LABEL, apply_simulated, cluster_nodes, device_classes, play_pod_readiness
 from simulated_nodes import remove as remove_simulated
 from test_scheduling import EXAMPLES, existing_cluster, play_envoy_gateway, standalone_deployment
-from workload import API, conditions, play_provider_helm, play_trust_manager
+from workload import API, conditions, play_provider_helm, play_trust_manager, resource_refs
 
 # Names of their own: nothing another test makes is taken for the fleet's, nor the fleet's for another's.
 PREFIX = "faults"
@@ -52,8 +52,8 @@ NAMESPACE = "faults-at-scale"
 CLASS = "eks-h200-8x"
 COMPOSITE_LABEL = "crossplane.io/composite"
 # Each deployment selects one cluster by this label: where it must be placed is known, and deployments applied at
-# once do not all race for the first cluster's nodes (the scheduler breaks ties by cluster name; see
-# docs/benchmarks.md, "Faults at scale", for what an unselective herd costs).
+# once do not all race for the same cluster's nodes (the benchmark's `--herd` lets the scheduler spread them; see
+# docs/benchmarks.md, "Faults at scale").
 SLOT_LABEL = "modelplane.test/fault-slot"
 # What the fleet's composites compose, every kind of it.
 OBJECT_KINDS = (("kubernetes.m.crossplane.io/v1alpha1", "Object"), (API, "ModelEndpoint"),
@@ -267,7 +267,20 @@ def unconverged(kube: Kube) -> str:
     deployments = kube.list(API, "ModelDeployment", NAMESPACE)
     waiting = [(d["metadata"]["name"], placed_cluster(d), conditions(d)) for d in deployments
                if conditions(d).get("Ready") != "True"]
-    return f"{len(waiting)} of {len(deployments)} not Ready, e.g. {waiting[:3]}"
+    return f"{len(waiting)} of {len(deployments)} not Ready, e.g. {waiting[:3]}; {unsynced_objects(kube)}"
+
+
+def unsynced_objects(kube: Kube) -> str:
+    """The fleet's provider-kubernetes Objects not Synced, counted by the provider's message (its first 160
+    characters): what a deployment left waiting on its Objects is waiting for."""
+    messages: Counter[str] = Counter()
+    for obj in kube.list("kubernetes.m.crossplane.io/v1alpha1", "Object", NAMESPACE):
+        synced = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == "Synced"),
+                      None)
+        if synced is None or synced.get("status") != "True":
+            why = (synced or {}).get("message") or (synced or {}).get("reason") or "no Synced condition yet"
+            messages[why[:160]] += 1
+    return f"Objects not Synced: {dict(messages.most_common(5))}" if messages else "every Object Synced"
 
 
 @dataclasses.dataclass
@@ -363,8 +376,7 @@ def check_outcomes(kube: Kube, size: Size) -> None:
 
     for uid, composite in composites.items():
         kinds = {kind for _, kind in OBJECT_KINDS}
-        listed = (composite["spec"].get("crossplane") or {}).get("resourceRefs") or []
-        refs = sorted((r["kind"], r["name"]) for r in listed if r["kind"] in kinds)
+        refs = sorted((r["kind"], r["name"]) for r in resource_refs(composite) if r["kind"] in kinds)
         made = sorted((o["kind"], o["metadata"]["name"]) for o in composed.get(uid, []))
         assert made == refs, f"{composite['metadata']['name']} composed {made}, but references {refs}"
 

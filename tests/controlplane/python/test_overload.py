@@ -29,7 +29,7 @@ import pytest
 import faults
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
 from test_scheduling import EXAMPLES, existing_cluster
-from workload import API, OBJECT_API, RELEASE_API, conditions
+from workload import API, OBJECT_API, RELEASE_API, conditions, resource_refs
 
 PREFIX = "overload"
 BEFORE = 4  # clusters composed before the faults
@@ -102,8 +102,8 @@ def composed_uids(kube: Kube, name: str) -> dict[str, str]:
     """Every resource Crossplane lists as composed by the InferenceCluster `name`, by kind and name, with its UID."""
     cluster = kube.get(API, "InferenceCluster", name) or {}
     uids = {}
-    for ref in ((cluster.get("spec") or {}).get("crossplane") or {}).get("resourceRefs") or []:
-        obj = kube.get(ref["apiVersion"], ref["kind"], ref["name"], ref.get("namespace"))
+    for ref in resource_refs(cluster):
+        obj = kube.get(ref["apiVersion"], ref["kind"], ref["name"], ref["namespace"])
         uids[f"{ref['kind']}/{ref.get('namespace', '')}/{ref['name']}"] = (obj or {}).get("metadata", {}).get("uid")
     return uids
 

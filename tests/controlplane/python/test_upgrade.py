@@ -16,7 +16,7 @@ from install_step import (CONVERGE_SECONDS, EXISTING_CLUSTER, FUNCTION_OBJECT, I
 from installs import function_binary
 from kube import Kube, describe, wait_for
 from test_scheduling import engine_pods
-from workload import API, OBJECT_API
+from workload import API, OBJECT_API, resource_refs
 
 
 def release_after(version: str, step: int) -> str:
@@ -49,9 +49,8 @@ def made_by_composing(kube: Kube) -> dict[str, dict]:
     pending = composites(kube)
     while pending:
         composite = pending.pop()
-        for ref in composite["spec"]["crossplane"].get("resourceRefs") or []:
-            obj = kube.get(ref["apiVersion"], ref["kind"], ref["name"],
-                           ref.get("namespace") or composite["metadata"].get("namespace"))
+        for ref in resource_refs(composite):
+            obj = kube.get(ref["apiVersion"], ref["kind"], ref["name"], ref["namespace"])
             assert obj, f"{describe(composite)} refers to {ref}, which does not exist"
             made[describe(obj)] = obj
             if obj["apiVersion"] == API:

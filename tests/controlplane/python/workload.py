@@ -20,6 +20,14 @@ def conditions(obj: dict | None) -> dict[str, str]:
     return {c.get("type"): c.get("status") for c in ((obj or {}).get("status") or {}).get("conditions") or []}
 
 
+def resource_refs(composite: dict | None) -> list[dict]:
+    """What Crossplane lists as composed by `composite` (`spec.crossplane.resourceRefs`), each with the namespace
+    it lives in: a namespaced composite's references leave it out, as it is the composite's own."""
+    namespace = ((composite or {}).get("metadata") or {}).get("namespace")
+    refs = (((composite or {}).get("spec") or {}).get("crossplane") or {}).get("resourceRefs") or []
+    return [ref | {"namespace": ref.get("namespace") or namespace} for ref in refs]
+
+
 def kubeconfig_pointing_back(kube: Kube) -> str:
     """What an Existing InferenceCluster's secret holds: here, a kubeconfig for this very API server."""
     pki = Path(os.environ["CONTROLPLANE_STATE"]) / "pki"
