@@ -1,17 +1,12 @@
 """The endpoint picker running the scheduling we compose for a replica, over the InferencePool we compose for it,
 against mock engines: which endpoint it picks is what the configured scorers mean.
 
-The picker is the Gateway API Inference Extension's (`cmd/epp` at v1.5.0, the last release holding it; from
-v1.6.0 it lives in llm-d's router, which the Go module proxy does not serve), built by `controlplane.sh build epp`.
-The image we compose (llm-d's router v0.9.0) is that picker moved, with its plugins, under the config group
-`llm-d.ai/v1alpha1`; the one change made here to the composed config is that group, back to the inference
-extension's `inference.networking.x-k8s.io/v1alpha1`. Its loader decodes strictly and refuses a plugin type it
-does not know, so the composed plugin names and parameters are read by the picker's own code.
+The picker runs as a process of the test, from the composed config and arguments (picker.py says how).
 
 The pool's pods are API objects on the test control plane (no scheduler or node takes them: the test writes their
 status, Ready, with a loopback address each); the engines behind them are mock-engine processes on those
-addresses, reporting vLLM's queue metric as the test sets it. `ask-picker` asks over Envoy's ext-proc protocol,
-as Envoy would for a request to the pool.
+addresses, reporting vLLM's queue metric as the test sets it. test_serving_live.py runs the same picker over
+engine pods on real nodes.
 
 Not proven here: the prefill/decode split. Its plugins (disagg-profile-handler, prefill-filter, decode-filter,
 prefix-based-pd-decider, disagg-headers-handler) exist only in llm-d's router, which is not reachable here.
@@ -19,10 +14,7 @@ prefix-based-pd-decider, disagg-headers-handler) exist only in llm-d's router, w
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +23,7 @@ import yaml
 
 import installs
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
-from ports import free_port
+from picker import COMPOSED_GROUP, Picker, Process
 
 DEPLOYMENT = REPO_ROOT / "examples" / "deployments" / "qwen3-small.yaml"
 STANDARD = REPO_ROOT / "tests" / "fixtures" / "clusters" / "standard"
@@ -39,34 +31,8 @@ STANDARD = REPO_ROOT / "tests" / "fixtures" / "clusters" / "standard"
 GAIE = REPO_ROOT / "tests" / "crds" / "routing" / "gaie"
 PICKER_CRDS = [GAIE / "v1.6.0" / "inference.networking.k8s.io_inferencepools.yaml",
                GAIE / "v1.5.0" / "inference.networking.x-k8s.io_inferenceobjectives.yaml"]
-COMPOSED_GROUP = "llm-d.ai/v1alpha1"
-PICKER_GROUP = "inference.networking.x-k8s.io/v1alpha1"
 # Loopback addresses of the pool's pods (Linux routes all of 127/8 to lo).
 ADDRESSES = ["127.77.0.11", "127.77.0.12", "127.77.0.13"]
-# The picker reads the engines' metrics every 50 ms (its default); a figure set is read well within this.
-SETTLE_SECONDS = 1.0
-
-
-class Process:
-    """A process of the test, its output in a file, stopped at the end."""
-
-    def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None):
-        self.log_path = log_path
-        clean = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-        with log_path.open("w") as log:
-            self.process = subprocess.Popen(argv, env=clean | (env or {}), stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
-
-    def log(self) -> str:
-        return self.log_path.read_text()[-4000:]
-
-    def alive(self) -> bool:
-        if self.process.poll() is not None:
-            pytest.fail(f"{self.log_path.stem} exited with {self.process.returncode}:\n{self.log()}")
-        return True
-
-    def stop(self) -> None:
-        installs.stop_process(self.process)
 
 
 def composed_replica(tmp_path: Path) -> dict[str, dict]:
@@ -99,8 +65,8 @@ def pod(pool: dict, index: int) -> dict:
                      "containers": [{"name": "engine", "image": "modelplane.test/engine:local"}]}}
 
 
-class Picker:
-    """The picker, its engines and its pods."""
+class LoopbackPool:
+    """The picker, its engines on loopback and their pods."""
 
     def __init__(self, kube: Kube, replica: dict, tmp_path: Path):
         self.kube, self.tmp_path = kube, tmp_path
@@ -142,22 +108,10 @@ class Picker:
                 "phase": "Running", "podIP": address, "podIPs": [{"ip": address}], "hostIP": "127.0.0.1",
                 "conditions": [{"type": "Ready", "status": "True"}, {"type": "ContainersReady", "status": "True"}]})
             self.pods.append(created)
-        text = replica["config"]["data"]["epp-config.yaml"]
-        assert text.startswith(f"apiVersion: {COMPOSED_GROUP}\n"), text
-        config = tmp_path / "epp-config.yaml"
-        config.write_text(text.replace(COMPOSED_GROUP, PICKER_GROUP, 1))
-        self.grpc_port = free_port()
-        (container,) = replica["deployment"]["spec"]["template"]["spec"]["containers"]
-        args = [a for a in container["args"] if not a.startswith(("--config-file=", "--grpc-port="))]
-        assert len(args) == len(container["args"]) - 2, container["args"]
-        self.picker = Process([str(installs.built_component("epp")), *args, f"--config-file={config}",
-                               f"--grpc-port={self.grpc_port}", f"--grpc-health-port={free_port()}",
-                               f"--metrics-port={free_port()}", "--v=2"],
-                              tmp_path / "epp.log", env={"KUBECONFIG": os.environ["KUBECONFIG"]})
-        self.processes.append(self.picker)
+        self.picker = Picker(replica["config"], replica["deployment"], Path(os.environ["KUBECONFIG"]), tmp_path)
+        self.processes.append(self.picker.process)
         self.set_waiting({address: 0 for address in ADDRESSES})
-        wait_for("the picker picking", lambda: self.picker.alive() and self.ask("ready?").get("endpoint"), 90,
-                 self.picker.log)
+        self.picker.wait_picking()
 
     def _answers(self, address: str) -> bool:
         try:
@@ -170,22 +124,8 @@ class Picker:
             response = requests.post(self.engines[address] + "/mock/state", json={"waiting": count}, timeout=5)
             assert response.ok, response.text
 
-    def ask(self, prompt: str) -> dict:
-        body = json.dumps({"model": "Qwen/Qwen3-0.6B", "prompt": prompt, "max_tokens": 8})
-        done = subprocess.run([str(installs.built_component("ask-picker")), "-addr", f"127.0.0.1:{self.grpc_port}",
-                               "-path", "/v1/completions", "-body", body], capture_output=True, text=True,
-                              timeout=30)
-        if done.returncode != 0:
-            return {"error": done.stderr}
-        return json.loads(done.stdout)
-
     def picks(self, prompt: str, expected: str) -> None:
-        """Once the figures just set have been read, the picker picks EXPECTED (an address) for PROMPT, at the
-        first ask: a retry would warm other engines' prefix caches with the prompt, and a tie broken at random
-        could pass by chance."""
-        time.sleep(SETTLE_SECONDS)
-        answer = self.ask(prompt)
-        assert answer.get("endpoint") == f"{expected}:{self.port}", f"{answer}\n{self.picker.log()}"
+        self.picker.picks(prompt, f"{expected}:{self.port}")
 
     def stop(self) -> None:
         for process in self.processes:
@@ -198,7 +138,7 @@ class Picker:
 
 @pytest.fixture
 def picker(platform, tmp_path):
-    running = Picker(platform, composed_replica(tmp_path), tmp_path)
+    running = LoopbackPool(platform, composed_replica(tmp_path), tmp_path)
     yield running
     running.stop()
 

@@ -15,21 +15,27 @@ cluster's pod reporter (run from the function's image on a real node) saw it, an
 
 Stand-ins left, as in test_scheduling.py: provider-helm (the cluster's charts are marked installed), trust-manager
 and Envoy Gateway (the cluster gateway is given an address), and the replica's endpoint picker (llm-d's image is out
-of reach), which runs on a system node kwok simulates, where it is Ready without starting. No GPU: the devices are
-the test DRA driver's, the engine is the mock.
+of reach), which runs on a system node kwok simulates, where it is Ready without starting. Its composed config
+runs all the same, in the inference extension's picker as a process of the test over two engine pods on the real
+nodes (picker.py). No GPU: the devices are the test DRA driver's, the engine is the mock.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import requests
+import yaml
 
 import images
 from kube import REPO_ROOT, Kube, load_yaml_documents, wait_for
+from picker import Picker
 from real_nodes import (KUBELET_LABEL, POD_SECONDS, TOLERATE_ALL, condition, events, load_shell_image, pod,
                         pod_log, pod_status, probe_failures, require_kubelets, shell_container, wait_finished)
 from simulated_nodes import GPU_TAINT, POOL_LABEL, RESOURCE_API, SYSTEM_POOL, apply_simulated, node
@@ -49,6 +55,7 @@ NEVER_SECONDS = 86400
 # Crossplane reconciles on watch events; provider-kubernetes polls every 10 s; pods start on a loaded machine.
 CONVERGE_SECONDS = 240
 SERVING_PORT = 8000  # function/src/workload/well_known.rs
+POOL_API = "inference.networking.k8s.io/v1"
 FLEET_GATEWAY = EXAMPLES / "services" / "fleet-gateway.yaml"
 FLEET = REPO_ROOT / "tests" / "fixtures" / "services" / "fleet.yaml"
 
@@ -162,6 +169,80 @@ def remove_deployment(kube: Kube, deployment: dict) -> None:
     kube.delete(API, "ModelDeployment", name, namespace)
     wait_for(f"the engine pods of {name} gone", lambda: not engine_pods(kube, namespace, name), CONVERGE_SECONDS,
              lambda: describe_pods(kube, engine_pods(kube, namespace, name)))
+
+
+# --- the endpoint picker ---------------------------------------------------------------------------------------
+
+def service_account_kubeconfig(kube: Kube, namespace: str, account: str, out: Path) -> Path:
+    """A kubeconfig at `out` for this API server with a token of ServiceAccount `namespace/account`: whoever uses it
+    may do what that account's RBAC grants, and nothing else."""
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    token = kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+                         body=request)["status"]["token"]
+    ca = Path(os.environ["CONTROLPLANE_STATE"]) / "pki" / "ca.crt"
+    out.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "picker",
+        "clusters": [{"name": "workload", "cluster": {"server": kube.server, "certificate-authority": str(ca)}}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": "picker", "context": {"cluster": "workload", "user": account}}]}))
+    return out
+
+
+def test_the_composed_picker_picks_among_engine_pods_on_the_real_nodes(kube, live_cluster, tmp_path):
+    """Two copies of one replica, an engine pod on each real node, behind the InferencePool composed for the
+    replica. The composed picker (a process of the test, as picker.py runs it, under a token of the ServiceAccount
+    composed for it, so the composed Role is all it may read) watches that pool, reads each engine's queue from
+    its /metrics at its pod address, and picks what the composed scorers mean: the shorter queue for a new prompt,
+    and the engine it sent a prompt to before over a shorter queue. Runs before the `serving` fixture takes a node."""
+    deployment = live_deployment(live_cluster, "qwen3-picked", startup_seconds=0, copies=2)
+    namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+    kube.ensure_namespace(namespace)
+    kube.apply(deployment)
+    running = None
+    try:
+        pods = wait_for("2 engine pods Ready", lambda: (found := engine_pods(kube, namespace, name))
+                        and len(found) == 2 and all(condition(p, "Ready") == "True" for p in found) and found,
+                        CONVERGE_SECONDS, lambda: describe_pods(kube, engine_pods(kube, namespace, name)))
+        assert {p["spec"]["nodeName"] for p in pods} == set(gpu_pool_nodes(kube, live_cluster))
+        labels = pods[0]["metadata"]["labels"]
+        [pool] = wait_for("the replica's InferencePool", lambda: [
+            p for p in kube.list(POOL_API, "InferencePool") if all(
+                labels.get(k) == v for k, v in p["spec"]["selector"]["matchLabels"].items())], CONVERGE_SECONDS)
+        where, picker_name = pool["metadata"]["namespace"], pool["spec"]["endpointPickerRef"]["name"]
+        config_map = kube.get("v1", "ConfigMap", picker_name, where)
+        picker_deployment = kube.get("apps/v1", "Deployment", picker_name, where)
+        assert config_map and picker_deployment, f"no composed picker {where}/{picker_name}"
+        account = picker_deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        kubeconfig = service_account_kubeconfig(kube, where, account, tmp_path / "picker.kubeconfig")
+        engines = {p["status"]["podIP"]: f"http://{p['status']['podIP']}:{SERVING_PORT}" for p in pods}
+        direct = requests.Session()
+        direct.trust_env = False  # the pod network is this machine's: no proxy in between
+
+        def set_waiting(waiting: dict[str, int]) -> None:
+            for address, count in waiting.items():
+                response = direct.post(engines[address] + "/mock/state", json={"waiting": count}, timeout=5)
+                assert response.ok, response.text
+
+        a, b = engines
+        set_waiting({a: 0, b: 0})
+        running = Picker(config_map, picker_deployment, kubeconfig, tmp_path)
+        running.wait_picking()
+        set_waiting({a: 6, b: 0})
+        for n in range(3):
+            running.picks(f"prompt {n} of the first round, never seen before", f"{b}:{SERVING_PORT}")
+        set_waiting({a: 0, b: 6})
+        for n in range(3):
+            running.picks(f"prompt {n} of the second round, unlike the first round's", f"{a}:{SERVING_PORT}")
+        # A long prompt sent to b comes back to b over a's shorter queue (prefix weight 2 against the queue's 1).
+        prompt = " ".join(f"word{i}" for i in range(400))
+        set_waiting({a: 6, b: 0})
+        running.picks(prompt, f"{b}:{SERVING_PORT}")
+        set_waiting({a: 0, b: 6})
+        running.picks(prompt, f"{b}:{SERVING_PORT}")
+    finally:
+        if running:
+            running.stop()
+        remove_deployment(kube, deployment)
 
 
 class Serving:
