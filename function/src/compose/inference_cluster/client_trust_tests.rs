@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::{compose::fixtures, wire::RawStruct};
+use crate::{compose::fixtures, proto::v1::Status, wire::RawStruct, workload::cluster_gateway::tls};
 
 const CLUSTER_CA: &str = include_str!("../../../../tests/fixtures/tls/cluster-gateway-ca.pem");
 const CLIENT_CA: &str = include_str!("../../../../tests/fixtures/tls/fleet-client-ca.pem");
@@ -235,4 +235,89 @@ fn an_expired_ca_is_never_all_the_gateway_trusts() {
     let req = fixtures::cluster_request(&existing(), &[class()], &stale).build();
     assert_eq!(admits(&req), Admits::Nobody);
     assert!(applied_fingerprints(&req).is_empty());
+}
+
+/// An observed cluster-gateway Object under `suffix`, its remote object `manifest` and `conditions`.
+fn observed_gateway_object(suffix: &str, manifest: Value, conditions: Value) -> (String, Value) {
+    let key = format!("object-cluster-gateway-{suffix}");
+    let object = json!({"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+        "metadata": {"annotations": {"crossplane.io/composition-resource-name": key}},
+        "spec": {"forProvider": {"manifest": {}}},
+        "status": {"atProvider": {"manifest": manifest}, "conditions": conditions}});
+    (key, object)
+}
+
+fn gateway_ready(out: &Output) -> (Status, &'static str, String) {
+    let c = out
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "GatewayReady")
+        .expect("GatewayReady reported");
+    (c.status, c.reason, c.message.clone().unwrap_or_default())
+}
+
+#[test]
+fn the_cluster_names_the_missing_link_before_its_replicas_can_be_published() {
+    let addressed = observed_gateway_object(
+        "gateway",
+        json!({"status": {"addresses": [{"value": "203.0.113.7"}]}}),
+        json!([]),
+    );
+    // No address yet.
+    let (status, reason, message) = gateway_ready(&compose_with(None, &[]));
+    assert_eq!((status, reason), (Status::ConditionFalse, "Provisioning"));
+    assert!(message.starts_with("status.gateway is empty: "), "{message}");
+
+    // An address, but the CA's ConfigMap is not there: cert-manager's CA Secret is missing, so trust-manager has
+    // nothing to publish. The provider's own words are quoted, bounded.
+    let refused = format!(
+        "cannot get object: configmaps \"modelplane-cluster-gateway-ca\" not found{}",
+        "!".repeat(4096)
+    );
+    let missing = observed_gateway_object(
+        tls::CA_SUFFIX,
+        json!(null),
+        json!([{"type": "Synced", "status": "False", "reason": "ReconcileError", "message": refused}]),
+    );
+    let out = compose_with(None, &[addressed.clone(), missing]);
+    let (status, reason, message) = gateway_ready(&out);
+    assert_eq!((status, reason), (Status::ConditionFalse, "CertificatePending"));
+    for named in [
+        "status.gateway.caCertificate is empty",
+        "ConfigMap modelplane-system/modelplane-cluster-gateway-ca",
+        "CA Secret cert-manager/modelplane-cluster-gateway-ca",
+        "Secret modelplane-system/cluster-gateway-tls",
+        "(provider-kubernetes: cannot get object: configmaps \"modelplane-cluster-gateway-ca\" not found!",
+    ] {
+        assert!(message.contains(named), "{named:?} not in {message}");
+    }
+    assert!(
+        message.len() < 1200,
+        "the provider's words are bounded: {} bytes",
+        message.len()
+    );
+    assert!(
+        out.status["gateway"]["caCertificate"].is_null(),
+        "{}",
+        out.status["gateway"]
+    );
+
+    // What the ConfigMap holds is not a CA certificate: not trusted, so still pending.
+    let bogus = observed_gateway_object(
+        tls::CA_SUFFIX,
+        json!({"data": {"ca.crt": "not a certificate"}}),
+        json!([]),
+    );
+    let (_, reason, _) = gateway_ready(&compose_with(None, &[addressed.clone(), bogus]));
+    assert_eq!(reason, "CertificatePending");
+
+    // Published: the gateway is ready for the fleet.
+    let published =
+        observed_gateway_object(tls::CA_SUFFIX, json!({"data": {"ca.crt": CLUSTER_CA}}), json!([]));
+    let out = compose_with(None, &[addressed, published]);
+    assert_eq!(
+        gateway_ready(&out),
+        (Status::ConditionTrue, "Available", String::new())
+    );
+    assert_eq!(out.status["gateway"]["caCertificate"], json!(CLUSTER_CA));
 }

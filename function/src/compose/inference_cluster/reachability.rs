@@ -42,18 +42,7 @@ fn probe(req: &RunFunctionRequest) -> Probe {
     let observed = remote::observed::<IgnoredAny>(request::observed_composed(req, PROBE_KEY));
     match observed.as_ref().and_then(|o| o.condition("Synced")) {
         Some(c) if c.status == "True" => Probe::Answered,
-        Some(c) if c.status == "False" => {
-            let message: String = c
-                .message
-                .chars()
-                .take(remote::MAX_PROVIDER_MESSAGE_CHARS)
-                .collect();
-            Probe::Failed(if message.is_empty() {
-                c.reason.clone()
-            } else {
-                message
-            })
-        }
+        Some(c) if c.status == "False" => Probe::Failed(c.provider_words()),
         _ => Probe::NotYet,
     }
 }

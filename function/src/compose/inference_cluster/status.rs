@@ -23,8 +23,14 @@ use crate::{
     compose::{Output, remote},
     proto::v1::{RunFunctionRequest, Status},
     sdk::request,
-    stack::{ServingStack, components::CLUSTER_GATEWAY},
-    workload::cluster_gateway::{GATEWAY_SUFFIX, tls},
+    stack::{
+        ServingStack,
+        components::{CERT_MANAGER, CLUSTER_GATEWAY},
+    },
+    workload::{
+        cluster_gateway::{GATEWAY_SUFFIX, tls},
+        well_known::GATEWAY_NAMESPACE,
+    },
 };
 
 /// Kinds that never report conditions: existing is as ready as they get. A Secret is one a cloud composes on
@@ -167,13 +173,15 @@ pub fn report(
                     .all(|k| out.resources.get(k).is_some_and(|c| c.ready)),
         })
         .collect();
+    let gateway = gateway(req);
+    gateway_condition(out, req, gateway.as_ref());
     let status = InferenceClusterStatus {
         stack: spec.stack,
         provider_config_name: provider_config_name(name),
         cache_storage_class: cloud.cache_storage_class(out).unwrap_or_default(),
         model_express_address: stack.model_express_address(),
         kai_queue: stack.kai_queue().map(str::to_owned),
-        gateway: gateway(req),
+        gateway,
         pools,
         components,
         overcommitted,
@@ -211,6 +219,50 @@ fn gateway(req: &RunFunctionRequest) -> Option<GatewayStatus> {
         trusted_client_authorities: super::client_trust::applied_fingerprints(req),
         admits: Some(super::client_trust::admits(req)),
     })
+}
+
+/// Whether the fleet can reach replicas here: the cluster gateway has an address and the cluster has published
+/// the CA its certificate is checked against. Until then no replica on the cluster gets a ModelEndpoint, and
+/// this condition says which link of the chain is missing (a ModelService only sees that nothing matches).
+fn gateway_condition(out: &mut Output, req: &RunFunctionRequest, gateway: Option<&GatewayStatus>) {
+    let (status, reason, message) = match gateway {
+        None => (
+            Status::ConditionFalse,
+            Reason::Provisioning,
+            format!(
+                "status.gateway is empty: Envoy Gateway has given Gateway {GATEWAY_NAMESPACE}/{} no address yet; \
+                 no replica on this cluster is published to the fleet until it has one",
+                CLUSTER_GATEWAY.name
+            ),
+        ),
+        Some(g) if g.ca_certificate.is_none() => {
+            let key = format!("object-{}-{}", CLUSTER_GATEWAY.name, tls::CA_SUFFIX);
+            let provider = remote::observed::<IgnoredAny>(request::observed_composed(req, &key))
+                .and_then(|o| {
+                    o.condition("Synced")
+                        .filter(|c| c.status == "False")
+                        .map(|c| c.provider_words())
+                })
+                .map(|words| format!(" (provider-kubernetes: {words})"))
+                .unwrap_or_default();
+            (
+                Status::ConditionFalse,
+                Reason::CertificatePending,
+                format!(
+                    "status.gateway.caCertificate is empty: ConfigMap {GATEWAY_NAMESPACE}/{ca} holds no valid {key} \
+                     yet{provider}. trust-manager publishes it from cert-manager's CA Secret {issuer_ns}/{ca}, \
+                     which also signs the gateway's serving certificate (Secret {GATEWAY_NAMESPACE}/{serving}); \
+                     no replica on this cluster is published to the fleet until it is",
+                    ca = tls::PUBLISHED_CA,
+                    key = tls::CA_KEY,
+                    issuer_ns = CERT_MANAGER.namespace,
+                    serving = tls::SERVING_SECRET,
+                ),
+            )
+        }
+        Some(_) => (Status::ConditionTrue, Reason::Available, String::new()),
+    };
+    out.condition(ConditionType::GatewayReady, status, reason, message);
 }
 
 /// A pool is offered once the resource its cloud provisions it with is ready; at once where nothing of ours

@@ -17,7 +17,7 @@ pub mod secret_copy;
 
 pub const OBJECT_API_VERSION: &str = "kubernetes.m.crossplane.io/v1alpha1";
 /// A provider's error can quote a whole response body; a status that repeats it keeps the start of it.
-pub const MAX_PROVIDER_MESSAGE_CHARS: usize = 512;
+const MAX_PROVIDER_MESSAGE_CHARS: usize = 512;
 
 /// A provider-kubernetes `Object` applying a manifest through a cluster-scoped provider config, built in one
 /// go: `Object::new(manifest, provider_config)`, then what this Object says beyond that (its metadata, when it
@@ -200,6 +200,17 @@ pub struct ConditionView {
 }
 
 impl ConditionView {
+    /// What the provider said, to quote in a status: its message (else its reason), at most
+    /// [`MAX_PROVIDER_MESSAGE_CHARS`] characters of it.
+    pub fn provider_words(&self) -> String {
+        let said = if self.message.is_empty() {
+            &self.reason
+        } else {
+            &self.message
+        };
+        said.chars().take(MAX_PROVIDER_MESSAGE_CHARS).collect()
+    }
+
     /// When the condition last changed status; None when absent or unreadable.
     pub fn transitioned_at(&self) -> Option<jiff::Timestamp> {
         self.last_transition_time.parse().ok()

@@ -372,13 +372,7 @@ impl ObservedCopy {
                 && c.observed_generation
                     .is_none_or(|g| g == self.metadata.generation)
         })?;
-        let message = &failed.condition.message;
-        let message = if message.is_empty() {
-            &failed.condition.reason
-        } else {
-            message
-        };
-        Some(message.chars().take(super::MAX_PROVIDER_MESSAGE_CHARS).collect())
+        Some(failed.condition.provider_words())
     }
 
     /// The references are applied: Ready, and Synced for the generation that carries them. provider-kubernetes
