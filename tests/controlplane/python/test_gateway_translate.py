@@ -6,7 +6,7 @@ into the status Envoy Gateway would write and the xDS Envoy would load. No API s
 Proven here: every object is Accepted with its references resolved, and the HTTPS listener requires a client
 certificate validated against exactly the CA we mean, in each state (refusing everyone before a fleet CA, the
 fleet CA once published, for every example cluster of each cloud, nothing when the cluster opts out), and what the
-translator reports when a reference is broken. On the fleet gateway: its Gateway, EnvoyProxy and caller-key
+translator reports when a reference is broken (a missing CA Secret named by our cluster's status too). On the fleet gateway: its Gateway, EnvoyProxy and caller-key
 SecurityPolicy, and a ModelService's Backends, are accepted; a route to a TLS backend presents the fleet client
 certificate and checks the backend's name; the caller keys are enforced on the route; a caller Secret that cannot be
 copied is named by the gateway's status, and the policy composed meanwhile denies every route; a service selecting no
@@ -217,6 +217,49 @@ def test_broken_references_are_reported_by_the_translator(tmp_path):
     accepted = conditions(policy)["Accepted"]
     assert accepted["status"] == "False" and "has expired" in accepted["message"], accepted
     assert not https_listener_tls(translated)["commonTlsContext"].get("validationContextSdsSecretConfig")
+
+
+def unpublished_ca_observed(tmp_path: Path) -> Path:
+    """What provider-kubernetes reports for a cluster whose cert-manager never issued the gateway's CA Secret: the
+    Gateway has its address, and the ConfigMap trust-manager would publish the CA into does not exist."""
+    def observed(key: str, status: dict) -> dict:
+        return {"apiVersion": "kubernetes.m.crossplane.io/v1alpha1", "kind": "Object",
+                "metadata": {"name": key, "annotations": {"crossplane.io/composition-resource-name": key}},
+                "spec": {"forProvider": {"manifest": {}}}, "status": status}
+
+    addressed = observed("object-cluster-gateway-gateway", {
+        "atProvider": {"manifest": {"status": {"addresses": [{"value": "203.0.113.7"}]}}},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Available"},
+                       {"type": "Synced", "status": "True", "reason": "ReconcileSuccess"}]})
+    unpublished = observed("object-cluster-gateway-ca-published", {"conditions": [
+        {"type": "Synced", "status": "False", "reason": "ReconcileError",
+         "message": "observe failed: external resource does not exist"}]})
+    path = tmp_path / "observed-ca.yaml"
+    path.write_text(yaml.safe_dump_all([addressed, unpublished]))
+    return path
+
+
+def test_a_gateway_whose_ca_secret_is_missing_is_named_by_our_status_and_by_the_translator(tmp_path):
+    """cert-manager's CA Secret missing: nothing signs the serving certificate and nothing publishes the CA. Our
+    status and the translator agree: the InferenceCluster's GatewayReady names the empty field, the CA Secret, the
+    serving certificate's Secret and the provider's words, and the translator leaves the listener unprogrammed,
+    naming that same serving Secret."""
+    cluster = installs.render(CLUSTER, EXAMPLES / "classes", EXAMPLES / "install",
+                              observed=(unpublished_ca_observed(tmp_path),))[0]
+    ready = {c["type"]: c for c in cluster["status"]["conditions"]}["GatewayReady"]
+    assert (ready["status"], ready["reason"]) == ("False", "CertificatePending"), ready
+    for named in ("status.gateway.caCertificate is empty", "CA Secret cert-manager/modelplane-cluster-gateway-ca",
+                  f"Secret {NAMESPACE}/{SERVING_SECRET}",
+                  "(provider-kubernetes: observe failed: external resource does not exist)"):
+        assert named in ready["message"], (named, ready["message"])
+    assert "caCertificate" not in cluster["status"]["gateway"], cluster["status"]["gateway"]
+
+    # The same cluster's objects, without the serving certificate nobody could issue.
+    translated = translate(composed_for_egctl(render_cluster(tmp_path)), tmp_path, "gateway-api,xds")
+    listener = listener_conditions(translated)
+    assert listener["ResolvedRefs"]["reason"] == "InvalidCertificateRef", listener
+    assert f"{NAMESPACE}/{SERVING_SECRET}" in listener["ResolvedRefs"]["message"], listener
+    assert listener["Programmed"]["status"] == "False", listener
 
 
 def fleet_gateway_resources(tmp_path: Path) -> list[dict]:
