@@ -116,7 +116,7 @@ def test_a_replica_on_a_cluster_with_a_gateway_gets_valid_routing_objects(tmp_pa
     for source in (CLUSTERS / stack).glob("*.yaml"):
         obj = yaml.safe_load(source.read_text())
         if obj["kind"] == "InferenceCluster":
-            obj["status"]["gateway"] = {"address": "203.0.113.7"}
+            obj["status"]["gateway"] = {"address": "203.0.113.7", "admits": "Nobody"}  # its client policy held
         (tmp_path / source.name).write_text(yaml.safe_dump(obj))
     rendered = render(xr, tmp_path)
     found = workload_manifests(rendered)
@@ -139,7 +139,7 @@ def _clusters_with_room(tmp_path: Path, stack: str, nodes: int) -> Path:
         obj = yaml.safe_load(source.read_text())
         if obj["kind"] == "InferenceCluster":
             obj["status"]["pools"][0]["nodeCount"] = nodes
-            obj["status"]["gateway"] = {"address": "203.0.113.7"}
+            obj["status"]["gateway"] = {"address": "203.0.113.7", "admits": "Nobody"}  # its client policy held
         (out / source.name).write_text(yaml.safe_dump(obj))
     return out
 

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::{
     availability::Scheduling,
-    inference_cluster::{InferenceClusterStatus, Taint},
+    inference_cluster::{ClusterGateway, InferenceClusterStatus, Taint},
 };
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -33,4 +33,6 @@ pub struct ClusterSpecView {
     pub taints: Vec<Taint>,
     #[serde(default)]
     pub scheduling: Scheduling,
+    #[serde(default)]
+    pub gateway: ClusterGateway,
 }

@@ -81,6 +81,7 @@ pub enum Reason {
     NoCluster,
     ClusterNotReady,
     CertificatePending,
+    ClientPolicyPending,
     Provisioning,
     NoCallers,
     KeysPending,

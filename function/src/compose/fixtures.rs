@@ -13,10 +13,11 @@ use crate::{
 /// whose key was never kept).
 pub const TEST_CA: &str = crate::render::simulate::SIMULATED_CA;
 
-/// `InferenceCluster.status.gateway` of a cluster whose gateway answers at `address` and has published its CA:
-/// what replicas there need to be published.
+/// `InferenceCluster.status.gateway` of a cluster whose gateway answers at `address`, has published its CA and
+/// requires the fleet's client certificate: what replicas there need to be published.
 pub fn reachable_gateway(address: &str) -> Value {
-    json!({"address": address, "serverName": crate::workload::cluster_gateway::tls::SERVER_NAME, "caCertificate": TEST_CA})
+    json!({"address": address, "serverName": crate::workload::cluster_gateway::tls::SERVER_NAME, "caCertificate": TEST_CA,
+           "admits": "FleetGateways"})
 }
 
 /// The UID of the remote ConfigMap that owns a composite's Secret copies, in tests.

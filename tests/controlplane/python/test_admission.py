@@ -149,7 +149,7 @@ def test_routing_objects_of_a_replica_on_a_cluster_with_a_gateway_pass_strict_se
     for source in [*STANDARD.glob("*.yaml"), *DYNAMO.glob("*.yaml")]:
         for doc in load_yaml_documents(source):
             if doc["kind"] == "InferenceCluster":
-                doc["status"]["gateway"] = {"address": "203.0.113.7"}
+                doc["status"]["gateway"] = {"address": "203.0.113.7", "admits": "Nobody"}  # its client policy held
             (tmp_path / f"{source.parent.name}-{source.name}").write_text(yaml.safe_dump(doc))
     composed = installs.render(EXAMPLES / "deployments" / deployment, tmp_path)[1:]
     manifests = [((o.get("spec") or {}).get("forProvider") or {}).get("manifest") for o in composed if is_object(o)]
@@ -183,7 +183,7 @@ def test_prefill_decode_gangs_pass_strict_server_side_admission(platform, tmp_pa
         for doc in load_yaml_documents(source):
             if doc["kind"] == "InferenceCluster":
                 doc["status"]["pools"][0]["nodeCount"] = 4
-                doc["status"]["gateway"] = {"address": "203.0.113.7"}
+                doc["status"]["gateway"] = {"address": "203.0.113.7", "admits": "Nobody"}  # its client policy held
             (clusters / source.name).write_text(yaml.safe_dump(doc))
     composed = installs.render(tmp_path / "pd.yaml", clusters)[1:]
     manifests = [((o.get("spec") or {}).get("forProvider") or {}).get("manifest") for o in composed if is_object(o)]

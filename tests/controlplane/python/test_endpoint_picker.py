@@ -44,7 +44,7 @@ def composed_replica(tmp_path: Path) -> dict[str, dict]:
         docs = load_yaml_documents(source)
         for doc in docs:
             if doc["kind"] == "InferenceCluster":
-                doc["status"]["gateway"] = {"address": "203.0.113.7"}
+                doc["status"]["gateway"] = {"address": "203.0.113.7", "admits": "Nobody"}  # its client policy held
         (clusters / source.name).write_text(yaml.safe_dump_all(docs))
     composed = installs.render(DEPLOYMENT, clusters)[1:]
     manifests = [((o.get("spec") or {}).get("forProvider") or {}).get("manifest") for o in composed]

@@ -181,11 +181,13 @@ pub fn inference_cluster(index: usize, pools: usize) -> Value {
         "cacheStorageClass": "efs-sc",
         "pools": pool_status,
         "components": components(dynamo),
-        // A Ready cluster's gateway has an address and has published the CA its certificate chains to.
+        // A Ready cluster's gateway has an address, has published the CA its certificate chains to, and requires
+        // the fleet's client certificate.
         "gateway": {
             "address": format!("10.{}.{}.10", index / 250, index % 250),
             "serverName": tls::SERVER_NAME,
             "caCertificate": GATEWAY_CA,
+            "admits": "FleetGateways",
         },
         "conditions": [condition("Ready", "Available", seed), condition("Synced", "ReconcileSuccess", seed)],
     });

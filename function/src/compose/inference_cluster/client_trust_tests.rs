@@ -311,13 +311,40 @@ fn the_cluster_names_the_missing_link_before_its_replicas_can_be_published() {
     let (_, reason, _) = gateway_ready(&compose_with(None, &[addressed.clone(), bogus]));
     assert_eq!(reason, "CertificatePending");
 
-    // Published: the gateway is ready for the fleet.
+    // Published, but the client validation not held on the cluster yet: the gateway would answer anyone.
     let published =
         observed_gateway_object(tls::CA_SUFFIX, json!({"data": {"ca.crt": CLUSTER_CA}}), json!([]));
-    let out = compose_with(None, &[addressed, published]);
+    let out = compose_with(None, &[addressed.clone(), published.clone()]);
+    let (status, reason, message) = gateway_ready(&out);
+    assert_eq!((status, reason), (Status::ConditionFalse, "ClientPolicyPending"));
+    assert!(
+        message.starts_with("status.gateway.admits is Anyone: "),
+        "{message}"
+    );
+    assert!(
+        message.contains("ClientTrafficPolicy modelplane-system/cluster-gateway-clients"),
+        "{message}"
+    );
+    assert_eq!(out.status["gateway"]["caCertificate"], json!(CLUSTER_CA));
+
+    // The placeholder's validation held: the gateway is ready for the fleet (it refuses everyone until a fleet
+    // CA is trusted, which is the fleet gateway's to publish).
+    let trust = observed_gateway_object(
+        "client-cas",
+        json!({"data": {"ca.crt": REFUSE_ALL_CA}}),
+        json!([]),
+    );
+    let policy = observed_gateway_object("client-policy", json!({"kind": "ClientTrafficPolicy"}), json!([]));
+    let out = compose_with(None, &[addressed.clone(), published.clone(), trust, policy]);
     assert_eq!(
         gateway_ready(&out),
         (Status::ConditionTrue, "Available", String::new())
     );
-    assert_eq!(out.status["gateway"]["caCertificate"], json!(CLUSTER_CA));
+    assert_eq!(out.status["gateway"]["admits"], "Nobody");
+
+    // A cluster that chose to admit anyone before a fleet CA is ready as it is.
+    let chosen = existing_with(json!({"beforeFleetClientCA": "AdmitAll"}));
+    let out = compose_for(&chosen, None, &[addressed, published]);
+    assert_eq!(gateway_ready(&out).1, "Available");
+    assert_eq!(out.status["gateway"]["admits"], "Anyone");
 }

@@ -16,8 +16,8 @@ use crate::{
         availability::Reachability,
         inference_class::InferenceClassSpec,
         inference_cluster::{
-            ComponentStatus, FabricType, GatewayStatus, InferenceClusterSpec, InferenceClusterStatus,
-            PoolStatus,
+            Admits, BeforeFleetClientCa, ComponentStatus, FabricType, GatewayStatus, InferenceClusterSpec,
+            InferenceClusterStatus, PoolStatus,
         },
     },
     compose::{Output, remote},
@@ -28,7 +28,7 @@ use crate::{
         components::{CERT_MANAGER, CLUSTER_GATEWAY},
     },
     workload::{
-        cluster_gateway::{GATEWAY_SUFFIX, tls},
+        cluster_gateway::{GATEWAY_SUFFIX, client_tls, tls},
         well_known::GATEWAY_NAMESPACE,
     },
 };
@@ -174,7 +174,7 @@ pub fn report(
         })
         .collect();
     let gateway = gateway(req);
-    gateway_condition(out, req, gateway.as_ref());
+    gateway_condition(out, req, gateway.as_ref(), spec.gateway.before_fleet_client_ca);
     let status = InferenceClusterStatus {
         stack: spec.stack,
         provider_config_name: provider_config_name(name),
@@ -224,7 +224,12 @@ fn gateway(req: &RunFunctionRequest) -> Option<GatewayStatus> {
 /// Whether the fleet can reach replicas here: the cluster gateway has an address and the cluster has published
 /// the CA its certificate is checked against. Until then no replica on the cluster gets a ModelEndpoint, and
 /// this condition says which link of the chain is missing (a ModelService only sees that nothing matches).
-fn gateway_condition(out: &mut Output, req: &RunFunctionRequest, gateway: Option<&GatewayStatus>) {
+fn gateway_condition(
+    out: &mut Output,
+    req: &RunFunctionRequest,
+    gateway: Option<&GatewayStatus>,
+    before: BeforeFleetClientCa,
+) {
     let (status, reason, message) = match gateway {
         None => (
             Status::ConditionFalse,
@@ -260,6 +265,17 @@ fn gateway_condition(out: &mut Output, req: &RunFunctionRequest, gateway: Option
                 ),
             )
         }
+        Some(g) if g.admits == Some(Admits::Anyone) && before != BeforeFleetClientCa::AdmitAll => (
+            Status::ConditionFalse,
+            Reason::ClientPolicyPending,
+            format!(
+                "status.gateway.admits is Anyone: the client validation (ClientTrafficPolicy \
+                 {GATEWAY_NAMESPACE}/{policy} and ConfigMap {GATEWAY_NAMESPACE}/{trust}) is not held on the \
+                 cluster yet, so its gateway would answer any caller; no replica here is routed until it is",
+                policy = client_tls::CLIENT_POLICY,
+                trust = client_tls::TRUSTED_CLIENT_CAS,
+            ),
+        ),
         Some(_) => (Status::ConditionTrue, Reason::Available, String::new()),
     };
     out.condition(ConditionType::GatewayReady, status, reason, message);

@@ -7,10 +7,16 @@ use std::collections::BTreeMap;
 use crate::wire::tree::{Fields, fields};
 
 use crate::{
-    api::{ledger::CLUSTER_LABEL, model_deployment::ModelDeploymentSpec, routing::STANDBY_LABEL},
+    api::{
+        inference_cluster::{Admits, BeforeFleetClientCa},
+        ledger::CLUSTER_LABEL,
+        model_deployment::ModelDeploymentSpec,
+        routing::STANDBY_LABEL,
+    },
     compose::{API_VERSION, Output, remote},
     proto::v1::RunFunctionRequest,
     schedule::ClusterView,
+    sdk::request,
     workload::{
         names::child_name,
         replica_routing,
@@ -40,6 +46,21 @@ pub fn gateway_address(cluster: &ClusterView) -> Option<&str> {
         .as_ref()
         .map(|g| g.address.as_str())
         .filter(|a| !a.is_empty())
+}
+
+/// Whether replicas on `cluster` may be routed now: its gateway has an address, and it is known to require a
+/// client certificate (the fleet's, or the placeholder nobody holds) unless the platform team chose to admit
+/// anyone before a fleet CA (`spec.gateway.beforeFleetClientCA: AdmitAll`). Until the cluster holds its client
+/// policy, its gateway answers any caller of its load balancer, so nothing new is routed there: fail closed.
+/// What is already routed stays (the callers decide with what they observe).
+pub fn routable(cluster: &ClusterView) -> bool {
+    let guarded = match cluster.status.gateway.as_ref().and_then(|g| g.admits) {
+        Some(Admits::FleetGateways | Admits::Nobody) => true,
+        Some(Admits::Anyone) | None => {
+            cluster.spec.gateway.before_fleet_client_ca == BeforeFleetClientCa::AdmitAll
+        }
+    };
+    gateway_address(cluster).is_some() && guarded
 }
 
 /// How the fleet gateway reaches a replica on `cluster` over TLS: the gateway's address, the name its
@@ -82,10 +103,11 @@ pub enum Routed {
 /// Composes the endpoint of a serving placement when its cluster's gateway is reachable over TLS, and says
 /// whether it is routable yet.
 pub fn publish(out: &mut Output, req: &RunFunctionRequest, s: &Placement) -> Routed {
-    let Some(reach) = reach(s.cluster) else {
+    let key = key(s.replica, &s.cluster.metadata.name);
+    let published = request::observed_composed(req, &key).is_some();
+    let Some(reach) = reach(s.cluster).filter(|_| published || routable(s.cluster)) else {
         return Routed::NoEndpoint;
     };
-    let key = key(s.replica, &s.cluster.metadata.name);
     let ready = remote::observed_ready(req, &key);
     out.compose(key, endpoint(s, &reach), ready);
     if ready { Routed::Ready } else { Routed::Pending }

@@ -301,14 +301,19 @@ impl Replicas<'_> {
     /// Composes one placed replica's Objects (only its namespace while its cache is not staged there), and
     /// says where it runs and whether it serves.
     fn compose_placed(&self, out: &mut Output, index: u32, placement: &Placement) -> ReplicaStatus {
+        let cluster = &placement.cluster.metadata.name;
+        let routing = replica::routing_key_prefix(index, cluster);
         let ctx = replica::ReplicaContext {
             xr_name: self.name,
             xr_namespace: self.namespace,
             replica: index,
             spec: self.spec,
             cache: self.cache.as_ref(),
+            routed: self
+                .observed
+                .placement(index, cluster)
+                .is_some_and(|p| p.keys.iter().any(|k| k.starts_with(&routing))),
         };
-        let cluster = &placement.cluster.metadata.name;
         // Engine Objects observed there, under any key shape: a replica that runs is not stopped by the gate.
         let started = self
             .observed

@@ -41,6 +41,8 @@ pub struct ReplicaContext<'a> {
     pub replica: u32,
     pub spec: &'a ModelDeploymentSpec,
     pub cache: Option<&'a CacheUse<'a>>,
+    /// The replica's routing objects are observed on the cluster it is placed on: they stay composed.
+    pub routed: bool,
 }
 
 /// The composed-resource key of a replica's engine workload. It names the cluster, so a replica that moves
@@ -61,12 +63,18 @@ pub fn objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> {
     for (engine, engine_placement) in ctx.spec.template.spec.engines.iter().zip(&placement.engines) {
         out.extend(engine_objects(ctx, placement, stack, engine, engine_placement));
     }
-    // A replica is routed only where the cluster gateway has an address: a cluster that provides its own
-    // components may have no gateway, or no InferencePool API, to route with.
-    if super::endpoint::gateway_address(placement.cluster).is_some() {
+    // A replica is routed only where the cluster gateway has an address (a cluster that provides its own
+    // components may have no gateway, or no InferencePool API, to route with) and requires a client
+    // certificate, unless its routing already runs there.
+    if super::endpoint::routable(placement.cluster) || ctx.routed {
         out.extend(routing_objects(ctx, placement));
     }
     out
+}
+
+/// What the composed-resource keys of replica `replica`'s routing objects on `cluster` start with.
+pub fn routing_key_prefix(replica: u32, cluster: &str) -> String {
+    format!("routing-{replica}-{cluster}-")
 }
 
 /// The replica's InferencePool, endpoint picker and HTTPRoute on its cluster. They are part of the replica:
@@ -74,7 +82,7 @@ pub fn objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> {
 fn routing_objects(ctx: &ReplicaContext, placement: &Placement) -> Vec<Desired> {
     let cluster = &placement.cluster.metadata.name;
     let serving_name = replica_routing::serving_name(ctx.xr_name, ctx.replica);
-    let key_prefix = format!("routing-{}-{cluster}-", ctx.replica);
+    let key_prefix = routing_key_prefix(ctx.replica, cluster);
     replica_routing::replica_objects(ctx.xr_namespace, &serving_name, ctx.spec)
         .into_iter()
         .map(|o| {

@@ -241,3 +241,66 @@ fn a_move_to_a_cluster_without_a_gateway_does_not_wait_for_an_endpoint_that_neve
     );
     assert_eq!(endpoints(&moved), Vec::<&str>::new());
 }
+
+/// `cluster` whose gateway has its address and CA, and admits `admits` (None: not reported).
+fn admitting(admits: Option<&str>) -> Value {
+    let mut cluster = west();
+    match admits {
+        Some(admits) => cluster["status"]["gateway"]["admits"] = json!(admits),
+        None => drop(
+            cluster["status"]["gateway"]
+                .as_object_mut()
+                .unwrap()
+                .remove("admits"),
+        ),
+    }
+    cluster
+}
+
+fn routing_keys(out: &Output) -> Vec<&str> {
+    out.resources
+        .keys()
+        .filter(|k| k.starts_with("routing-"))
+        .map(String::as_str)
+        .collect()
+}
+
+#[test]
+fn nothing_new_is_routed_through_a_gateway_that_admits_anyone_unless_the_cluster_chose_it() {
+    // The client policy not held yet (or its state unknown): the gateway would answer any caller of its load
+    // balancer. The replica runs, but gets neither routing objects there nor an endpoint.
+    for admits in [Some("Anyone"), None] {
+        let cluster = admitting(admits);
+        let placed = compose_on(seed(), std::slice::from_ref(&cluster));
+        assert_eq!(routing_keys(&placed), Vec::<&str>::new(), "{admits:?}");
+        let ready = step(&placed, std::slice::from_ref(&cluster), |_| true);
+        assert_eq!(routing_keys(&ready), Vec::<&str>::new(), "{admits:?}");
+        assert_eq!(endpoints(&ready), Vec::<&str>::new(), "{admits:?}");
+        assert_eq!(ready.status["readyReplicas"], 1, "it runs; it is just not routed");
+    }
+    // Requiring a certificate (the fleet's, or the placeholder nobody holds): routed.
+    for admits in ["FleetGateways", "Nobody"] {
+        let cluster = admitting(Some(admits));
+        let placed = compose_on(seed(), std::slice::from_ref(&cluster));
+        assert!(!routing_keys(&placed).is_empty(), "{admits}");
+    }
+    // The platform team chose to admit anyone before a fleet CA: routed.
+    let mut chosen = admitting(Some("Anyone"));
+    chosen["spec"]["gateway"] = json!({"beforeFleetClientCA": "AdmitAll"});
+    let placed = compose_on(seed(), std::slice::from_ref(&chosen));
+    assert!(!routing_keys(&placed).is_empty());
+    let ready = step(&placed, std::slice::from_ref(&chosen), |_| true);
+    assert_eq!(endpoints(&ready), ["endpoint-0-eks-h200-us-west"]);
+}
+
+#[test]
+fn what_is_routed_stays_when_the_gateways_admission_reads_anyone_for_a_while() {
+    let routed = step(&compose_on(seed(), &[west()]), &[west()], |_| true);
+    let published = step(&routed, &[west()], |_| true);
+    assert_eq!(endpoints(&published), ["endpoint-0-eks-h200-us-west"]);
+    // The cluster's status reads Anyone (its policy Object's observation lost for a reconcile): the replica's
+    // routing objects and its endpoint are observed, so they stay, and callers keep their route.
+    let kept = step(&published, &[admitting(Some("Anyone"))], |_| true);
+    assert_eq!(routing_keys(&kept), routing_keys(&published));
+    assert_eq!(endpoints(&kept), ["endpoint-0-eks-h200-us-west"]);
+}

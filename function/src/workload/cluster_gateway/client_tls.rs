@@ -32,7 +32,7 @@ pub const CLIENT_CERTIFICATE: &str = "fleet-gateway-client";
 pub const FLEET_PROXY: &str = "fleet-gateway-proxy";
 /// On each cluster gateway: the ConfigMap of every fleet client CA it trusts, and the policy requiring one.
 pub const TRUSTED_CLIENT_CAS: &str = "modelplane-fleet-client-cas";
-const CLIENT_POLICY: &str = "cluster-gateway-clients";
+pub const CLIENT_POLICY: &str = "cluster-gateway-clients";
 /// The CA a cluster gateway trusts while it trusts no fleet gateway's: generated once with its private key written
 /// to /dev/null, so no client certificate under it exists. Requiring a certificate under it refuses every caller
 /// at the TLS handshake, by the same ClientTrafficPolicy that later names the fleet CAs, so there is no moment
