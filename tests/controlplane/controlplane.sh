@@ -26,7 +26,10 @@
 #   controlplane.sh crossplane             on a running control plane: install Crossplane's and
 #                                          provider-kubernetes' CRDs, start Crossplane core, provider-kubernetes and
 #                                          modelplane-function (MODELPLANE_FUNCTION_BIN) with mTLS, register the
-#                                          function with Crossplane; prints more export lines
+#                                          function with Crossplane; prints more export lines.
+#                                          provider-kubernetes polls each Object every CONTROLPLANE_PROVIDER_POLL
+#                                          (default 10s, for the tests' speed; a fleet of thousands of Objects
+#                                          needs more, docs/benchmarks.md)
 #   controlplane.sh down                   stop every process `up`/`crossplane` started, by recorded PID, and
 #                                          remove every container, mount, bridge and rule real nodes made
 #   controlplane.sh run [--crossplane] [--nodes] [--kubelets [N]] -- CMD...
@@ -656,7 +659,7 @@ cmd_crossplane() {
     pk_health="$(free_port)"
     pk_metrics="$(free_port)"
     KUBECONFIG="$state/kubeconfig" TLS_SERVER_CERTS_DIR="$pki/provider-kubernetes-webhook" \
-        start provider-kubernetes "$bin_dir/provider-kubernetes" --poll 10s --sync 30s --webhook-port "$pk_webhook" \
+        start provider-kubernetes "$bin_dir/provider-kubernetes" --poll "${CONTROLPLANE_PROVIDER_POLL:-10s}" --sync 30s --webhook-port "$pk_webhook" \
         --sanitize-secrets \
         --metrics-bind-address "127.0.0.1:$pk_metrics" --health-probe-bind-addr "127.0.0.1:$pk_health"
     wait_ready provider-kubernetes http_ok "$pk_health" /readyz

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import requests
 
-from faults import CrossplaneMetrics, Recorded, Usage
+from faults import CrossplaneMetrics, ProviderMetrics, Recorded, Usage
 from kube import ApiError, Kube, load_yaml_documents, wait_for
 from simulated_nodes import POOL_LABEL, apply_simulated, cluster_nodes, device_classes, play_pod_readiness
 from simulated_nodes import remove as remove_simulated
@@ -173,8 +173,9 @@ class StatusSampler(threading.Thread):
     """Reads every composite of the fleet every `period` seconds (one list per kind: one moment's state) and notes
     each status that regressed. Samples the API server cannot answer are skipped."""
 
-    def __init__(self, kube: Kube, period: float):
+    def __init__(self, kube: Kube, period: float, provider: ProviderMetrics | None = None):
         super().__init__(daemon=True)
+        self.provider = provider
         # A client of its own: a requests session is not for two threads.
         self.kube = Kube(kube.server, kube.session.verify, *kube.session.cert)
         self.period = period
@@ -197,6 +198,8 @@ class StatusSampler(threading.Thread):
                 continue
             self.check(deployments, clusters)
             self.samples += 1
+            if self.provider:
+                self.provider.sample()
 
     def regressed(self, what: str) -> None:
         if len(self.regressions) < 50:
@@ -268,6 +271,11 @@ def unconverged(kube: Kube) -> str:
     waiting = [(d["metadata"]["name"], placed_cluster(d), conditions(d)) for d in deployments
                if conditions(d).get("Ready") != "True"]
     return f"{len(waiting)} of {len(deployments)} not Ready, e.g. {waiting[:3]}; {unsynced_objects(kube)}"
+
+
+def object_count(kube: Kube) -> int:
+    """Every provider-kubernetes Object on the control plane: the clusters' and the deployments'."""
+    return len(kube.list("kubernetes.m.crossplane.io/v1alpha1", "Object"))
 
 
 def unsynced_objects(kube: Kube) -> str:
@@ -430,6 +438,9 @@ class Outcome:
     calls: dict[str, float]
     function: Usage
     crossplane: Usage
+    # provider-kubernetes' Object reconciles, their seconds and its queue's peak depth (ProviderMetrics).
+    provider: dict[str, float]
+    objects: int
 
 
 def run_with_faults(kube: Kube, size: Size, keep: Callable[[Outcome], None], converge_bound: float = CONVERGE_SECONDS,
@@ -447,7 +458,8 @@ def run_with_faults(kube: Kube, size: Size, keep: Callable[[Outcome], None], con
         apply_fleet(kube, clusters)
         kube.ensure_namespace(NAMESPACE)
         faults = Faults.of_harness()
-        sampler = StatusSampler(kube, period=max(2.0, size.deployments / 100))
+        provider = ProviderMetrics(Recorded("provider-kubernetes"))
+        sampler = StatusSampler(kube, period=max(2.0, size.deployments / 100), provider=provider)
         sampler.start()
         started = time.monotonic()
         for i in range(size.deployments):
@@ -463,7 +475,8 @@ def run_with_faults(kube: Kube, size: Size, keep: Callable[[Outcome], None], con
             # Measured whether or not it converged: a benchmark that runs out of time still reports how far it came.
             ready = tolerant(lambda: ready_count(kube))() or 0
             outcome = Outcome(size, converge_seconds, converge_bound, ready, faults, sampler.samples, 0,
-                              faults.metrics.totals(), faults.function.finish(), faults.crossplane.finish())
+                              faults.metrics.totals(), faults.function.finish(), faults.crossplane.finish(),
+                              tolerant(provider.totals)() or {}, tolerant(lambda: object_count(kube))() or 0)
             sampler.stop.set()
             sampler.join()
             outcome.samples, outcome.evacuated = sampler.samples, len(sampler.evacuated)
@@ -495,7 +508,7 @@ def test_killing_the_function_api_server_etcd_and_crossplane_loses_nothing(fleet
 def report(outcome: Outcome) -> str:
     """The benchmark's figures, as docs/benchmarks.md's table rows."""
     faults, size, calls = outcome.faults, outcome.size, outcome.calls
-    function, crossplane = outcome.function, outcome.crossplane
+    function, crossplane, provider = outcome.function, outcome.crossplane, outcome.provider
     # Each deployment's replica composes a ModelEndpoint, a composite of its own that the function composes too.
     composites = size.clusters + 2 * size.deployments
     failed = sum(v for k, v in calls.items() if k.startswith("responses ") and k != "responses OK")
@@ -510,6 +523,9 @@ def report(outcome: Outcome) -> str:
         ("function CPU s, peak RSS MiB", f"{function.cpu_seconds:.1f}, {function.peak_rss_bytes / 2**20:.0f}"),
         ("Crossplane CPU s, peak RSS MiB", f"{crossplane.cpu_seconds:.1f}, {crossplane.peak_rss_bytes / 2**20:.0f}"),
         ("function CPU ms per call", f"{1000 * function.cpu_seconds / max(calls.get('requests', 1), 1):.2f}"),
+        ("provider-kubernetes Objects, reconciles", f"{outcome.objects}, {provider.get('reconciles', 0):.0f}"),
+        ("provider-kubernetes s per reconcile, peak queue depth",
+         f"{provider.get('seconds', 0) / max(provider.get('reconciles', 1), 1):.2f}, {provider.get('peak depth', 0):.0f}"),
         ("status samples", str(outcome.samples)),
         ("replicas whose cluster was reported unreachable", str(outcome.evacuated)),
     ]
