@@ -66,6 +66,16 @@ pub enum BeforeFleetClientCa {
     AdmitAll,
 }
 
+/// Whether a cluster gateway that reports `admits` checks its callers as the cluster's `before` setting asks: it
+/// requires a client certificate (the fleet's, or the placeholder nobody holds), or the platform team chose to
+/// admit anyone before a fleet CA. Not reported (`None`) counts as not checking.
+pub fn checks_callers(admits: Option<Admits>, before: BeforeFleetClientCa) -> bool {
+    match admits {
+        Some(Admits::FleetGateways | Admits::Nobody) => true,
+        Some(Admits::Anyone) | None => before == BeforeFleetClientCa::AdmitAll,
+    }
+}
+
 /// `status.gateway.admits`: whom the gateway admits, as applied on the cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 pub enum Admits {

@@ -30,11 +30,13 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// `InferenceCluster.status.gateway` of a cluster whose gateway answers at `address` and has published its CA
-/// (a test CA, `tests/fixtures/tls/cluster-gateway-ca.pem`): what replicas there need to be published.
+/// `InferenceCluster.status.gateway` of a cluster whose gateway answers at `address`, has published its CA (a test
+/// CA, `tests/fixtures/tls/cluster-gateway-ca.pem`) and requires the fleet's client certificate: what replicas
+/// there need to be published.
 pub fn reachable_gateway(address: &str) -> Value {
     let ca = std::fs::read_to_string(repo_root().join("tests/fixtures/tls/cluster-gateway-ca.pem")).unwrap();
-    serde_json::json!({"address": address, "serverName": "cluster-gateway.modelplane.internal", "caCertificate": ca})
+    serde_json::json!({"address": address, "serverName": "cluster-gateway.modelplane.internal", "caCertificate": ca,
+                       "admits": "FleetGateways"})
 }
 
 /// Every YAML document in `path`.

@@ -9,15 +9,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
-use super::{components::Planned, components::provider_config_name, ledger, provision::Provisioner};
+use super::{
+    components::{Planned, gateway_object_key, provider_config_name},
+    ledger,
+    provision::Provisioner,
+};
 use crate::compose::conditions::{ConditionType, Reason};
 use crate::{
     api::{
         availability::Reachability,
         inference_class::InferenceClassSpec,
         inference_cluster::{
-            Admits, BeforeFleetClientCa, ComponentStatus, FabricType, GatewayStatus, InferenceClusterSpec,
-            InferenceClusterStatus, PoolStatus,
+            BeforeFleetClientCa, ComponentStatus, FabricType, GatewayStatus, InferenceClusterSpec,
+            InferenceClusterStatus, PoolStatus, checks_callers,
         },
     },
     compose::{Output, remote},
@@ -199,8 +203,7 @@ pub fn report(
 /// only once it has both.
 fn gateway(req: &RunFunctionRequest) -> Option<GatewayStatus> {
     let observed = |suffix: &str| {
-        let key = format!("object-{}-{suffix}", CLUSTER_GATEWAY.name);
-        request::observed_composed(req, &key)?
+        request::observed_composed(req, &gateway_object_key(suffix))?
             .resource
             .as_ref()?
             .to_json()
@@ -241,8 +244,8 @@ fn gateway_condition(
             ),
         ),
         Some(g) if g.ca_certificate.is_none() => {
-            let key = format!("object-{}-{}", CLUSTER_GATEWAY.name, tls::CA_SUFFIX);
-            let provider = remote::observed::<IgnoredAny>(request::observed_composed(req, &key))
+            let published = gateway_object_key(tls::CA_SUFFIX);
+            let provider = remote::observed::<IgnoredAny>(request::observed_composed(req, &published))
                 .and_then(|o| {
                     o.condition("Synced")
                         .filter(|c| c.status == "False")
@@ -265,7 +268,7 @@ fn gateway_condition(
                 ),
             )
         }
-        Some(g) if g.admits == Some(Admits::Anyone) && before != BeforeFleetClientCa::AdmitAll => (
+        Some(g) if !checks_callers(g.admits, before) => (
             Status::ConditionFalse,
             Reason::ClientPolicyPending,
             format!(

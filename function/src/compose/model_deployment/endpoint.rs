@@ -8,9 +8,7 @@ use crate::wire::tree::{Fields, fields};
 
 use crate::{
     api::{
-        inference_cluster::{Admits, BeforeFleetClientCa},
-        ledger::CLUSTER_LABEL,
-        model_deployment::ModelDeploymentSpec,
+        inference_cluster::checks_callers, ledger::CLUSTER_LABEL, model_deployment::ModelDeploymentSpec,
         routing::STANDBY_LABEL,
     },
     compose::{API_VERSION, Output, remote},
@@ -54,13 +52,8 @@ pub fn gateway_address(cluster: &ClusterView) -> Option<&str> {
 /// policy, its gateway answers any caller of its load balancer, so nothing new is routed there: fail closed.
 /// What is already routed stays (the callers decide with what they observe).
 pub fn routable(cluster: &ClusterView) -> bool {
-    let guarded = match cluster.status.gateway.as_ref().and_then(|g| g.admits) {
-        Some(Admits::FleetGateways | Admits::Nobody) => true,
-        Some(Admits::Anyone) | None => {
-            cluster.spec.gateway.before_fleet_client_ca == BeforeFleetClientCa::AdmitAll
-        }
-    };
-    gateway_address(cluster).is_some() && guarded
+    let admits = cluster.status.gateway.as_ref().and_then(|g| g.admits);
+    gateway_address(cluster).is_some() && checks_callers(admits, cluster.spec.gateway.before_fleet_client_ca)
 }
 
 /// How the fleet gateway reaches a replica on `cluster` over TLS: the gateway's address, the name its
