@@ -134,6 +134,17 @@ pub struct Output {
 /// admitted or over-committed): Crossplane requeues after it, so the wait is retried without watches.
 pub const WAITING_TTL: std::time::Duration = std::time::Duration::from_secs(15);
 
+#[cfg(test)]
+impl Output {
+    /// The condition of `type_` this output reports; a test that expects none to be missing panics naming it.
+    pub fn reported(&self, type_: &str) -> &ConditionOut {
+        self.conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("no {type_} condition reported"))
+    }
+}
+
 impl Output {
     /// Composes `object` under `key`; `ready` only when it is known to be.
     pub fn compose(&mut self, key: impl Into<String>, object: impl Into<ComposedObject>, ready: bool) {

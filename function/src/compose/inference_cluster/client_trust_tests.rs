@@ -248,11 +248,7 @@ fn observed_gateway_object(suffix: &str, manifest: Value, conditions: Value) -> 
 }
 
 fn gateway_ready(out: &Output) -> (Status, &'static str, String) {
-    let c = out
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "GatewayReady")
-        .expect("GatewayReady reported");
+    let c = out.reported("GatewayReady");
     (c.status, c.reason, c.message.clone().unwrap_or_default())
 }
 

@@ -41,11 +41,7 @@ fn manifest<'a>(out: &'a Output, key: &str) -> &'a Value {
 }
 
 fn condition(out: &Output) -> (Status, &str, &str) {
-    let c = out
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Staged")
-        .expect("a Staged condition");
+    let c = out.reported("Staged");
     (c.status, c.reason, c.message.as_deref().unwrap_or_default())
 }
 

@@ -25,11 +25,7 @@ fn keda_crd() -> Value {
 }
 
 fn condition(out: &Output) -> (crate::proto::v1::Status, &str, &str) {
-    let c = out
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Autoscaling")
-        .expect("an Autoscaling condition");
+    let c = out.reported("Autoscaling");
     (c.status, c.reason, c.message.as_deref().unwrap_or_default())
 }
 

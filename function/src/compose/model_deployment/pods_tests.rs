@@ -10,11 +10,7 @@ const ENGINE_KEY: &str = "replica-0-eks-h200-us-west-qwen3-coder";
 const REPORT_KEY: &str = "replica-0-eks-h200-us-west-qwen3-coder-pods";
 
 fn engines_running(out: &Output) -> (Status, &'static str, String) {
-    let c = out
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "EnginesRunning")
-        .expect("an EnginesRunning condition");
+    let c = out.reported("EnginesRunning");
     (c.status, c.reason, c.message.clone().unwrap_or_default())
 }
 

@@ -182,11 +182,7 @@ mod tests {
     }
 
     fn serving_condition(out: &Output) -> (Status, &'static str, String) {
-        let c = out
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "Serving")
-            .expect("a Serving condition");
+        let c = out.reported("Serving");
         (c.status, c.reason, c.message.clone().unwrap_or_default())
     }
 
